@@ -1,0 +1,19 @@
+//! The project's task runner (`cargo xtask ...`) and the one piece of it that
+//! tests share: the sandbox [`Descriptor`].
+//!
+//! `cargo xtask sandbox up` starts real services — libvirtd (serving
+//! `qemu:///system` and `test:///default`), virtlogd, a `dir` storage pool
+//! and OpenSSH's sshd on 127.0.0.1 — and writes a JSON descriptor of them.
+//! The descriptor's path reaches tests through the [`ENV_VAR`] environment
+//! variable. Integration tests call [`Descriptor::require`], which fails the
+//! test (never skips it) when no sandbox is up.
+//!
+//! ```no_run
+//! let sandbox = xtask::Descriptor::require();
+//! println!("libvirt socket: {}", sandbox.libvirt.socket.display());
+//! println!("sshd: {}:{}", sandbox.ssh.host, sandbox.ssh.port);
+//! ```
+
+mod descriptor;
+
+pub use descriptor::{Descriptor, DescriptorError, ENV_VAR, LibvirtService, PoolInfo, SshService};

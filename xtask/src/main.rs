@@ -1,0 +1,95 @@
+//! `cargo xtask`: every project task — setup, sandbox, test, ci.
+//!
+//! ```text
+//! cargo xtask setup                   install what tests need (apt), fast no-op when present
+//! cargo xtask sandbox up|down|status  real libvirtd + virtlogd + pool + sshd for tests
+//! cargo xtask test [ARGS]             setup → sandbox up → cargo test --workspace → sandbox down
+//! cargo xtask ci                      fmt --check, clippy -D warnings, then test
+//! ```
+
+mod cmd;
+mod sandbox;
+mod setup;
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+
+use crate::cmd::{cmd, run, status};
+
+const USAGE: &str =
+    "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci>";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match dispatch(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(args: &[String]) -> Result<ExitCode> {
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["setup"] => setup::setup().map(|()| ExitCode::SUCCESS),
+        ["sandbox", "up"] => sandbox::up().map(|_| ExitCode::SUCCESS),
+        ["sandbox", "down"] => sandbox::down().map(|()| ExitCode::SUCCESS),
+        ["sandbox", "status"] => sandbox::status().map(|up| {
+            if up {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }),
+        ["test", rest @ ..] => test(rest),
+        ["ci"] => ci(),
+        _ => bail!("{USAGE}"),
+    }
+}
+
+/// setup when something is missing → sandbox up → tests → sandbox down
+/// (also when tests fail). A sandbox that was already up is used and left up.
+fn test(extra: &[&str]) -> Result<ExitCode> {
+    if !setup::missing().is_empty() {
+        setup::setup()?;
+    }
+    let was_up = sandbox::current();
+    let descriptor = match &was_up {
+        Some(path) => path.clone(),
+        None => sandbox::up()?,
+    };
+    let mut c = cmd("cargo", ["test", "--workspace"]);
+    c.args(extra).env(xtask::ENV_VAR, &descriptor);
+    let result = status(&mut c);
+    if was_up.is_none() {
+        sandbox::down()?;
+    } else {
+        eprintln!("xtask: the sandbox was up before the tests; leaving it up");
+    }
+    let status = result?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("xtask: tests failed: {status}");
+        ExitCode::FAILURE
+    })
+}
+
+fn ci() -> Result<ExitCode> {
+    run(cmd("cargo", ["fmt", "--all", "--check"]))?;
+    run(cmd(
+        "cargo",
+        [
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    ))?;
+    test(&[])
+}

@@ -1,0 +1,495 @@
+//! `cargo xtask sandbox up | down | status`: the real services tests run against.
+//!
+//! `up` starts, as root, in a fresh run directory under [`BASE`]:
+//! virtlogd (unless one already serves libvirt's virtlogd socket), libvirtd
+//! (the monolithic daemon, so one socket serves both `qemu:///system` and
+//! `test:///default`), a transient `dir` pool, and sshd on 127.0.0.1 at a
+//! free port with fresh keys. It waits until each answers, then writes the
+//! [`Descriptor`]. `down` stops only the processes `up` recorded, after
+//! removing the domains, volumes and pools created since `up`.
+
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use xtask::{Descriptor, LibvirtService, PoolInfo, SshService};
+
+use crate::cmd::{cmd, output, read};
+
+/// Where run directories live. One sandbox runs per machine at a time: its
+/// libvirtd is the machine's root QEMU driver.
+pub const BASE: &str = "/tmp/kvm2-sandbox";
+/// Symlink to the current run directory.
+const CURRENT: &str = "/tmp/kvm2-sandbox/current";
+/// Where libvirt's QEMU driver looks for virtlogd when running as root.
+const VIRTLOGD_SOCK: &str = "/run/libvirt/virtlogd-sock";
+const POOL_NAME: &str = "kvm2-sandbox";
+const READY_BUDGET: Duration = Duration::from_secs(15);
+const STOP_BUDGET: Duration = Duration::from_secs(10);
+
+/// What `up` started, so `down` touches nothing else.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    /// Processes started by `up`: (name as in /proc/PID/comm, pid).
+    processes: Vec<(String, u32)>,
+    /// Domains on `qemu:///system` that existed before `up` (never touched).
+    domains_before: Vec<String>,
+    /// Pools on `qemu:///system` that existed before `up` (never touched).
+    pools_before: Vec<String>,
+}
+
+/// The descriptor path of the running sandbox, if one is up.
+pub fn current() -> Option<PathBuf> {
+    let dir = std::fs::read_link(CURRENT).ok()?;
+    let record = load_record(&dir).ok()?;
+    record
+        .processes
+        .iter()
+        .all(|(name, pid)| alive(*pid, name))
+        .then(|| dir.join("sandbox.json"))
+}
+
+/// Starts the sandbox (or reports the one already up) and returns the
+/// descriptor path.
+pub fn up() -> Result<PathBuf> {
+    if let Some(path) = current() {
+        eprintln!("sandbox: already up ({})", path.display());
+        return Ok(path);
+    }
+    if std::fs::read_link(CURRENT).is_ok() {
+        eprintln!("sandbox: a previous sandbox is half-dead; stopping what is left of it");
+        down()?;
+    }
+    let started = Instant::now();
+    remove_old_runs();
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let dir = PathBuf::from(BASE).join(format!("run-{stamp}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let _ = std::fs::remove_file(CURRENT);
+    std::os::unix::fs::symlink(&dir, CURRENT).context("cannot link the current sandbox")?;
+
+    let mut record = Record {
+        processes: Vec::new(),
+        domains_before: Vec::new(),
+        pools_before: Vec::new(),
+    };
+    let result = start_all(&dir, &mut record);
+    // The record is written whatever happened, so `down` can stop what did start.
+    save_record(&dir, &record)?;
+    let descriptor = match result {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("sandbox: start failed, stopping what started: {e:#}");
+            let _ = down();
+            return Err(e);
+        }
+    };
+    let path = dir.join("sandbox.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&descriptor)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!(
+        "sandbox: up in {:.1?}: libvirtd {} at {}, sshd at {}:{}, pool {}",
+        started.elapsed(),
+        descriptor.libvirt.version,
+        descriptor.libvirt.socket.display(),
+        descriptor.ssh.host,
+        descriptor.ssh.port,
+        descriptor.pool.name
+    );
+    println!("export {}={}", xtask::ENV_VAR, path.display());
+    Ok(path)
+}
+
+fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
+    // virtlogd: the QEMU driver needs it; reuse one that already answers.
+    if std::os::unix::net::UnixStream::connect(VIRTLOGD_SOCK).is_err() {
+        let pid_file = dir.join("virtlogd.pid");
+        read(cmd(
+            "/usr/sbin/virtlogd",
+            ["-d".as_ref(), "-p".as_ref(), pid_file.as_os_str()],
+        ))?;
+        record
+            .processes
+            .push(("virtlogd".into(), wait_pid_file(&pid_file)?));
+    }
+
+    let libvirt = start_libvirtd(dir, record)?;
+    let uri = format!("qemu+unix:///system?socket={}", libvirt.socket.display());
+    record.domains_before = names(&uri, &["list", "--all", "--name"])?;
+    record.pools_before = names(&uri, &["pool-list", "--all", "--name"])?;
+
+    let pool_dir = dir.join("pool");
+    std::fs::create_dir_all(&pool_dir)?;
+    // Transient: the pool disappears with the daemon; its files with the run dir.
+    read(cmd(
+        "virsh",
+        [
+            "-c".as_ref(),
+            uri.as_ref(),
+            "pool-create-as".as_ref(),
+            POOL_NAME.as_ref(),
+            "dir".as_ref(),
+            "--target".as_ref(),
+            pool_dir.as_os_str(),
+        ],
+    ))?;
+
+    let ssh = start_sshd(dir, record)?;
+    Ok(Descriptor {
+        state_dir: dir.to_owned(),
+        remote_socket: libvirt.socket.clone(),
+        libvirt,
+        ssh,
+        pool: PoolInfo {
+            name: POOL_NAME.into(),
+            dir: pool_dir,
+        },
+    })
+}
+
+fn start_libvirtd(dir: &Path, record: &mut Record) -> Result<LibvirtService> {
+    let config = dir.join("libvirtd.conf");
+    let pid_file = dir.join("libvirtd.pid");
+    std::fs::write(
+        &config,
+        format!(
+            "unix_sock_dir = \"{dir}\"\n\
+             unix_sock_group = \"root\"\n\
+             unix_sock_ro_perms = \"0777\"\n\
+             unix_sock_rw_perms = \"0770\"\n\
+             auth_unix_ro = \"none\"\n\
+             auth_unix_rw = \"none\"\n\
+             max_clients = 5000\n\
+             max_anonymous_clients = 1000\n\
+             max_client_requests = 64\n\
+             log_outputs = \"3:file:{dir}/libvirtd.log\"\n",
+            dir = dir.display()
+        ),
+    )?;
+    read(cmd(
+        "/usr/sbin/libvirtd",
+        [
+            "-d".as_ref(),
+            "-f".as_ref(),
+            config.as_os_str(),
+            "-p".as_ref(),
+            pid_file.as_os_str(),
+        ],
+    ))?;
+    record
+        .processes
+        .push(("libvirtd".into(), wait_pid_file(&pid_file)?));
+    let socket = dir.join("libvirt-sock");
+    let uri = format!("qemu+unix:///system?socket={}", socket.display());
+    let test_uri = format!("test+unix:///default?socket={}", socket.display());
+    wait_until("libvirtd", || {
+        Ok(output(cmd("virsh", ["-c", &uri, "list", "--name"]))?
+            .status
+            .success()
+            && output(cmd("virsh", ["-c", &test_uri, "list", "--name"]))?
+                .status
+                .success())
+    })?;
+    let version = read(cmd("/usr/sbin/libvirtd", ["--version"]))?
+        .split_whitespace()
+        .last()
+        .unwrap_or("unknown")
+        .to_owned();
+    Ok(LibvirtService {
+        socket,
+        qemu_uri: "qemu:///system".into(),
+        test_uri: "test:///default".into(),
+        pid_file,
+        config,
+        version,
+    })
+}
+
+fn start_sshd(dir: &Path, record: &mut Record) -> Result<SshService> {
+    std::fs::create_dir_all("/run/sshd").context("cannot create /run/sshd")?;
+    let host_key = dir.join("host_ed25519");
+    let client_key = dir.join("client_ed25519");
+    for key in [&host_key, &client_key] {
+        read(cmd(
+            "ssh-keygen",
+            [
+                "-q".as_ref(),
+                "-t".as_ref(),
+                "ed25519".as_ref(),
+                "-N".as_ref(),
+                "".as_ref(),
+                "-C".as_ref(),
+                "kvm2-sandbox".as_ref(),
+                "-f".as_ref(),
+                key.as_os_str(),
+            ],
+        ))?;
+    }
+    let authorized_keys = dir.join("authorized_keys");
+    std::fs::copy(client_key.with_extension("pub"), &authorized_keys)?;
+    let port = free_port()?;
+    let host_pub = std::fs::read_to_string(host_key.with_extension("pub"))?;
+    let mut fields = host_pub.split_whitespace();
+    let (kind, blob) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
+    let known_hosts = dir.join("known_hosts");
+    std::fs::write(&known_hosts, format!("[127.0.0.1]:{port} {kind} {blob}\n"))?;
+
+    let config = dir.join("sshd_config");
+    let pid_file = dir.join("sshd.pid");
+    std::fs::write(
+        &config,
+        format!(
+            "Port {port}\n\
+             ListenAddress 127.0.0.1\n\
+             HostKey {host_key}\n\
+             PidFile {pid_file}\n\
+             AuthorizedKeysFile {authorized_keys}\n\
+             StrictModes no\n\
+             UsePAM no\n\
+             PermitRootLogin prohibit-password\n\
+             PasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\n\
+             AllowStreamLocalForwarding local\n\
+             AllowTcpForwarding local\n\
+             MaxStartups 200\n\
+             MaxSessions 200\n",
+            host_key = host_key.display(),
+            pid_file = pid_file.display(),
+            authorized_keys = authorized_keys.display(),
+        ),
+    )?;
+    read(cmd(
+        "/usr/sbin/sshd",
+        ["-t".as_ref(), "-f".as_ref(), config.as_os_str()],
+    ))?;
+    let log = dir.join("sshd.log");
+    read(cmd(
+        "/usr/sbin/sshd",
+        [
+            "-f".as_ref(),
+            config.as_os_str(),
+            "-E".as_ref(),
+            log.as_os_str(),
+        ],
+    ))?;
+    record
+        .processes
+        .push(("sshd".into(), wait_pid_file(&pid_file)?));
+    wait_until("sshd", || {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+            return Ok(false);
+        };
+        s.set_read_timeout(Some(Duration::from_secs(2)))?;
+        let mut banner = [0u8; 8];
+        Ok(s.read_exact(&mut banner).is_ok() && banner.starts_with(b"SSH-2.0"))
+    })?;
+    Ok(SshService {
+        host: "127.0.0.1".into(),
+        port,
+        user: "root".into(),
+        key_path: client_key,
+        known_hosts_path: known_hosts,
+        authorized_keys_path: authorized_keys,
+        host_key_path: host_key,
+        config,
+    })
+}
+
+/// Removes what tests created, then stops the processes `up` started.
+pub fn down() -> Result<()> {
+    let Ok(dir) = std::fs::read_link(CURRENT) else {
+        eprintln!("sandbox: not up");
+        return Ok(());
+    };
+    let record = load_record(&dir).unwrap_or(Record {
+        processes: Vec::new(),
+        domains_before: Vec::new(),
+        pools_before: Vec::new(),
+    });
+    let socket = dir.join("libvirt-sock");
+    let libvirtd_alive = record
+        .processes
+        .iter()
+        .any(|(n, p)| n == "libvirtd" && alive(*p, n));
+    if libvirtd_alive {
+        let uri = format!("qemu+unix:///system?socket={}", socket.display());
+        if let Err(e) = remove_created(&uri, &record) {
+            eprintln!("sandbox: cleanup incomplete: {e:#}");
+        }
+    }
+    // Stop in reverse start order: sshd, libvirtd, virtlogd.
+    for (name, pid) in record.processes.iter().rev() {
+        stop(name, *pid);
+    }
+    let _ = std::fs::remove_dir_all(dir.join("pool"));
+    let _ = std::fs::remove_file(CURRENT);
+    eprintln!("sandbox: down (logs kept in {})", dir.display());
+    Ok(())
+}
+
+fn remove_created(uri: &str, record: &Record) -> Result<()> {
+    let mut removed = Vec::new();
+    for domain in names(uri, &["list", "--all", "--name"])? {
+        if record.domains_before.contains(&domain) {
+            continue;
+        }
+        let _ = output(cmd("virsh", ["-c", uri, "destroy", &domain]));
+        let undefined = output(cmd("virsh", ["-c", uri, "undefine", "--nvram", &domain]))?;
+        if !undefined.status.success() {
+            read(cmd("virsh", ["-c", uri, "undefine", &domain]))?;
+        }
+        removed.push(format!("domain {domain}"));
+    }
+    for pool in names(uri, &["pool-list", "--all", "--name"])? {
+        if record.pools_before.contains(&pool) {
+            continue;
+        }
+        let _ = output(cmd("virsh", ["-c", uri, "pool-refresh", &pool]));
+        for vol in names(uri, &["vol-list", "--pool", &pool, "--name"]).unwrap_or_default() {
+            let _ = output(cmd(
+                "virsh",
+                ["-c", uri, "vol-delete", "--pool", &pool, &vol],
+            ));
+            removed.push(format!("volume {pool}/{vol}"));
+        }
+        if pool != POOL_NAME {
+            let _ = output(cmd("virsh", ["-c", uri, "pool-destroy", &pool]));
+            let _ = output(cmd("virsh", ["-c", uri, "pool-undefine", &pool]));
+            removed.push(format!("pool {pool}"));
+        }
+    }
+    if !removed.is_empty() {
+        eprintln!("sandbox: removed {}", removed.join(", "));
+    }
+    Ok(())
+}
+
+/// Prints what runs.
+pub fn status() -> Result<bool> {
+    let Ok(dir) = std::fs::read_link(CURRENT) else {
+        println!("sandbox: not up");
+        return Ok(false);
+    };
+    let record = load_record(&dir)?;
+    let mut all = true;
+    println!("sandbox: {}", dir.display());
+    for (name, pid) in &record.processes {
+        let up = alive(*pid, name);
+        all &= up;
+        println!(
+            "  {name:<9} pid {pid:<7} {}",
+            if up { "running" } else { "NOT running" }
+        );
+    }
+    if let Ok(d) = Descriptor::load(&dir.join("sandbox.json")) {
+        println!(
+            "  libvirt   {} ({})",
+            d.libvirt.socket.display(),
+            d.libvirt.version
+        );
+        println!("  sshd      {}@{}:{}", d.ssh.user, d.ssh.host, d.ssh.port);
+        println!("  pool      {} at {}", d.pool.name, d.pool.dir.display());
+        println!(
+            "export {}={}",
+            xtask::ENV_VAR,
+            dir.join("sandbox.json").display()
+        );
+    }
+    Ok(all)
+}
+
+fn names(uri: &str, args: &[&str]) -> Result<Vec<String>> {
+    let mut c = cmd("virsh", ["-c", uri]);
+    c.args(args);
+    Ok(read(c)?
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+fn load_record(dir: &Path) -> Result<Record> {
+    let text = std::fs::read_to_string(dir.join("record.json"))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+fn save_record(dir: &Path, record: &Record) -> Result<()> {
+    std::fs::write(
+        dir.join("record.json"),
+        serde_json::to_string_pretty(record)?,
+    )?;
+    Ok(())
+}
+
+/// Whether `pid` runs and is the program we started (guards against pid reuse).
+fn alive(pid: u32, name: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|comm| comm.trim() == name)
+        .unwrap_or(false)
+}
+
+/// SIGTERM, a bounded wait, then SIGKILL.
+fn stop(name: &str, pid: u32) {
+    if !alive(pid, name) {
+        return;
+    }
+    let _ = output(cmd("kill", ["-TERM", &pid.to_string()]));
+    let deadline = Instant::now() + STOP_BUDGET;
+    while alive(pid, name) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if alive(pid, name) {
+        eprintln!("sandbox: {name} ({pid}) ignored SIGTERM for {STOP_BUDGET:?}; killing it");
+        let _ = output(cmd("kill", ["-KILL", &pid.to_string()]));
+    }
+}
+
+fn wait_pid_file(path: &Path) -> Result<u32> {
+    let mut pid = None;
+    wait_until(&path.display().to_string(), || {
+        pid = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        Ok(pid.is_some())
+    })?;
+    pid.context("pid file vanished")
+}
+
+fn wait_until(what: &str, mut ready: impl FnMut() -> Result<bool>) -> Result<()> {
+    let deadline = Instant::now() + READY_BUDGET;
+    loop {
+        if ready()? {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("{what} not ready within {READY_BUDGET:?}");
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn remove_old_runs() {
+    let Ok(entries) = std::fs::read_dir(BASE) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
+        {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! `cargo xtask setup`: installs with apt what the tests need.
+//!
+//! Fast no-op when everything is present: it only checks files. On Debian
+//! bookworm the distro's QEMU conflicts with the preinstalled qemu-utils from
+//! bookworm-backports, so libvirt 11 and QEMU 10 come together from
+//! bookworm-backports.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use crate::cmd::{cmd, run};
+
+/// A file whose presence proves a package is installed, and that package.
+const REQUIRED: &[(&str, &str, Source)] = &[
+    ("/usr/sbin/libvirtd", "libvirt-daemon", Source::Backports),
+    (
+        "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so",
+        "libvirt-daemon-driver-qemu",
+        Source::Backports,
+    ),
+    (
+        "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_storage.so",
+        "libvirt-daemon-driver-storage",
+        Source::Backports,
+    ),
+    (
+        "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_network.so",
+        "libvirt-daemon-driver-network",
+        Source::Backports,
+    ),
+    ("/usr/sbin/virtlogd", "libvirt-daemon", Source::Backports),
+    ("/usr/bin/virsh", "libvirt-clients", Source::Backports),
+    (
+        "/usr/bin/qemu-system-x86_64",
+        "qemu-system-x86",
+        Source::Backports,
+    ),
+    (
+        "/usr/lib/python3/dist-packages/libvirt.py",
+        "python3-libvirt",
+        Source::Backports,
+    ),
+    ("/usr/sbin/sshd", "openssh-server", Source::Main),
+    ("/usr/bin/ssh", "openssh-client", Source::Main),
+    ("/usr/bin/ssh-keygen", "openssh-client", Source::Main),
+    ("/usr/bin/isoinfo", "genisoimage", Source::Main),
+    ("/usr/bin/curl", "curl", Source::Main),
+    ("/usr/share/OVMF/OVMF_CODE_4M.fd", "ovmf", Source::Main),
+];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Main,
+    Backports,
+}
+
+const BACKPORTS_LIST: &str = "/etc/apt/sources.list.d/bookworm-backports.sources";
+const BACKPORTS_SOURCE: &str = "Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+";
+
+/// The packages whose marker files are missing.
+pub fn missing() -> Vec<(&'static str, bool)> {
+    let mut out: Vec<(&'static str, bool)> = Vec::new();
+    for (file, package, source) in REQUIRED {
+        if !Path::new(file).exists() && !out.iter().any(|(p, _)| p == package) {
+            out.push((package, *source == Source::Backports));
+        }
+    }
+    out
+}
+
+/// Installs what is missing; a fast no-op when nothing is.
+pub fn setup() -> Result<()> {
+    let started = Instant::now();
+    let missing = missing();
+    if missing.is_empty() {
+        eprintln!(
+            "setup: everything is installed ({} checks, {:.0?})",
+            REQUIRED.len(),
+            started.elapsed()
+        );
+        return Ok(());
+    }
+    let names: Vec<&str> = missing.iter().map(|(p, _)| *p).collect();
+    eprintln!("setup: installing {}", names.join(" "));
+    let bookworm = std::fs::read_to_string("/etc/os-release")
+        .map(|s| s.contains("VERSION_CODENAME=bookworm"))
+        .unwrap_or(false);
+    if bookworm && !Path::new(BACKPORTS_LIST).exists() {
+        eprintln!("setup: adding bookworm-backports to apt's sources ({BACKPORTS_LIST})");
+        std::fs::write(BACKPORTS_LIST, BACKPORTS_SOURCE)
+            .with_context(|| format!("cannot write {BACKPORTS_LIST} (run as root)"))?;
+    }
+    run(cmd("apt-get", ["update", "-q"]))?;
+    let mut install = cmd("apt-get", ["install", "-y", "-q"]);
+    install.env("DEBIAN_FRONTEND", "noninteractive");
+    if bookworm && missing.iter().any(|(_, bp)| *bp) {
+        install.args(["-t", "bookworm-backports"]);
+    }
+    install.args(&names);
+    run(install)?;
+    let still = missing_after();
+    anyhow::ensure!(
+        still.is_empty(),
+        "setup: still missing after install: {}",
+        still.join(", ")
+    );
+    eprintln!("setup: done in {:.1?}", started.elapsed());
+    Ok(())
+}
+
+fn missing_after() -> Vec<&'static str> {
+    REQUIRED
+        .iter()
+        .filter(|(f, _, _)| !Path::new(f).exists())
+        .map(|(f, _, _)| *f)
+        .collect()
+}
