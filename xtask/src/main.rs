@@ -5,6 +5,7 @@
 //! cargo xtask sandbox up|down|status  real libvirtd + virtlogd + pool + sshd for tests
 //! cargo xtask test [ARGS]             setup → sandbox up → cargo test --workspace → sandbox down
 //! cargo xtask ci                      fmt --check, clippy -D warnings, then test
+//! cargo xtask bench CRATE [ARGS]      sandbox up → cargo bench -p CRATE (benchmarks print ratios)
 //! ```
 
 mod cmd;
@@ -17,8 +18,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cmd, run, status};
 
-const USAGE: &str =
-    "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci>";
+const USAGE: &str = "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci | bench CRATE [ARGS]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -46,8 +46,33 @@ fn dispatch(args: &[String]) -> Result<ExitCode> {
         }),
         ["test", rest @ ..] => test(rest),
         ["ci"] => ci(),
+        ["bench", krate, rest @ ..] => bench(krate, rest),
         _ => bail!("{USAGE}"),
     }
+}
+
+/// Runs a crate's benchmarks (`benches/*.rs`, `harness = false`) against the
+/// sandbox. Each benchmark runs its peer in the same run and prints ratios.
+fn bench(krate: &str, extra: &[&str]) -> Result<ExitCode> {
+    if !setup::missing().is_empty() {
+        setup::setup()?;
+    }
+    let was_up = sandbox::current();
+    let descriptor = match &was_up {
+        Some(path) => path.clone(),
+        None => sandbox::up()?,
+    };
+    let mut c = cmd("cargo", ["bench", "-p", krate]);
+    c.args(extra).env(xtask::ENV_VAR, &descriptor);
+    let result = status(&mut c);
+    if was_up.is_none() {
+        sandbox::down()?;
+    }
+    Ok(if result?.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// setup when something is missing → sandbox up → tests → sandbox down
