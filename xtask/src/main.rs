@@ -62,6 +62,7 @@ fn bench(krate: &str, extra: &[&str]) -> Result<ExitCode> {
         Some(path) => path.clone(),
         None => sandbox::up()?,
     };
+    guard_interrupts();
     let mut c = cmd("cargo", ["bench", "-p", krate]);
     c.args(extra).env(xtask::ENV_VAR, &descriptor);
     let result = status(&mut c);
@@ -86,6 +87,7 @@ fn test(extra: &[&str]) -> Result<ExitCode> {
         Some(path) => path.clone(),
         None => sandbox::up()?,
     };
+    guard_interrupts();
     let mut c = cmd("cargo", ["test", "--workspace"]);
     c.args(extra).env(xtask::ENV_VAR, &descriptor);
     let result = status(&mut c);
@@ -101,6 +103,16 @@ fn test(extra: &[&str]) -> Result<ExitCode> {
         eprintln!("xtask: tests failed: {status}");
         ExitCode::FAILURE
     })
+}
+
+/// Ctrl-C reaches the child `cargo` too (same process group); this process
+/// outlives it so the sandbox it started is still stopped.
+fn guard_interrupts() {
+    if let Err(e) = ctrlc::set_handler(|| {
+        eprintln!("xtask: interrupted; stopping the sandbox once the tests exit");
+    }) {
+        eprintln!("xtask: cannot install the Ctrl-C handler: {e}");
+    }
 }
 
 fn ci() -> Result<ExitCode> {

@@ -63,6 +63,13 @@ pub fn up() -> Result<PathBuf> {
         eprintln!("sandbox: a previous sandbox is half-dead; stopping what is left of it");
         down()?;
     }
+    let uid = read(cmd("id", ["-u"]))?;
+    if uid.trim() != "0" {
+        bail!(
+            "the sandbox runs libvirtd and sshd as root: run it as root (uid is {})",
+            uid.trim()
+        );
+    }
     let started = Instant::now();
     remove_old_runs();
     let stamp = SystemTime::now()

@@ -5,6 +5,8 @@
 //! These need `cargo xtask test` (or `cargo xtask sandbox up` and the
 //! exported variable); without the sandbox they fail.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -90,7 +92,10 @@ fn qemu_domain_defines_starts_and_destroys() {
     let pid_file = format!("/run/libvirt/qemu/{name}.pid");
     let pid = std::fs::read_to_string(&pid_file).expect("QEMU pid file");
     let comm = std::fs::read_to_string(format!("/proc/{}/comm", pid.trim())).unwrap();
-    assert!(comm.starts_with("qemu-system"), "domain process is {comm:?}");
+    assert!(
+        comm.starts_with("qemu-system"),
+        "domain process is {comm:?}"
+    );
     virsh_ok(&uri, &["destroy", &name]);
     assert_eq!(virsh_ok(&uri, &["domstate", &name]).trim(), "shut off");
     virsh_ok(&uri, &["undefine", &name]);
@@ -209,11 +214,23 @@ fn volume_upload_and_download_round_trip() {
     );
     virsh_ok(
         &uri,
-        &["vol-upload", "--pool", pool, &name, source.to_str().unwrap()],
+        &[
+            "vol-upload",
+            "--pool",
+            pool,
+            &name,
+            source.to_str().unwrap(),
+        ],
     );
     virsh_ok(
         &uri,
-        &["vol-download", "--pool", pool, &name, back.to_str().unwrap()],
+        &[
+            "vol-download",
+            "--pool",
+            pool,
+            &name,
+            back.to_str().unwrap(),
+        ],
     );
     assert_eq!(std::fs::metadata(&back).unwrap().len(), 16 << 20);
     assert_eq!(sha256(&source), sha256(&back));
