@@ -22,6 +22,10 @@ pub struct Descriptor {
     pub remote_socket: PathBuf,
     /// The `dir` storage pool dedicated to tests (on `qemu:///system`).
     pub pool: PoolInfo,
+    /// An isolated Linux bridge (no uplink, no address) that test domains'
+    /// NICs attach to. Guest traffic on it reaches nothing outside it.
+    #[serde(default)]
+    pub bridge: String,
 }
 
 /// The sandbox's libvirtd (the monolithic daemon).
@@ -191,6 +195,7 @@ mod tests {
                 name: "p".into(),
                 dir: "/s/pool".into(),
             },
+            bridge: "kvm2-sbx0".into(),
         };
         assert_eq!(
             d.virsh_uri("qemu:///system"),

@@ -27,6 +27,8 @@ const CURRENT: &str = "/tmp/kvm2-sandbox/current";
 /// Where libvirt's QEMU driver looks for virtlogd when running as root.
 const VIRTLOGD_SOCK: &str = "/run/libvirt/virtlogd-sock";
 const POOL_NAME: &str = "kvm2-sandbox";
+/// The isolated bridge test domains attach to: no uplink, no address.
+const BRIDGE: &str = "kvm2-sbx0";
 const READY_BUDGET: Duration = Duration::from_secs(15);
 const STOP_BUDGET: Duration = Duration::from_secs(10);
 
@@ -147,8 +149,10 @@ fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
         ],
     ))?;
 
+    ensure_bridge()?;
     let ssh = start_sshd(dir, record)?;
     Ok(Descriptor {
+        bridge: BRIDGE.into(),
         state_dir: dir.to_owned(),
         remote_socket: libvirt.socket.clone(),
         libvirt,
@@ -335,6 +339,9 @@ pub fn down() -> Result<()> {
         stop(name, *pid);
     }
     let _ = std::fs::remove_dir_all(dir.join("pool"));
+    if Path::new(&format!("/sys/class/net/{BRIDGE}")).exists() {
+        let _ = output(cmd("ip", ["link", "del", BRIDGE]));
+    }
     let _ = std::fs::remove_file(CURRENT);
     eprintln!("sandbox: down (logs kept in {})", dir.display());
     Ok(())
@@ -409,6 +416,16 @@ pub fn status() -> Result<bool> {
         );
     }
     Ok(all)
+}
+
+/// Creates the isolated bridge (or adopts one a killed run left behind: the
+/// name is ours).
+fn ensure_bridge() -> Result<()> {
+    if !Path::new(&format!("/sys/class/net/{BRIDGE}")).exists() {
+        read(cmd("ip", ["link", "add", BRIDGE, "type", "bridge"]))?;
+    }
+    read(cmd("ip", ["link", "set", BRIDGE, "up"]))?;
+    Ok(())
 }
 
 fn names(uri: &str, args: &[&str]) -> Result<Vec<String>> {

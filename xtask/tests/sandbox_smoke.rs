@@ -77,7 +77,10 @@ fn qemu_domain_defines_starts_and_destroys() {
         format!(
             "<domain type='qemu'><name>{name}</name><memory unit='MiB'>32</memory>\
              <vcpu>1</vcpu><os><type arch='x86_64'>hvm</type></os>\
-             <devices><serial type='pty'/></devices></domain>"
+             <devices><serial type='pty'/>\
+             <interface type='bridge'><source bridge='{bridge}'/><model type='virtio'/></interface>\
+             </devices></domain>",
+            bridge = sandbox.bridge
         ),
     )
     .unwrap();
