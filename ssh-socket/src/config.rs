@@ -1,0 +1,212 @@
+//! What to dial: host, credentials, host key policy, remote socket, timers.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// libvirt's system socket, the default [`SshConfig::remote_socket`].
+pub const LIBVIRT_SOCKET: &str = "/var/run/libvirt/libvirt-sock";
+
+/// The default [`SshConfig::connect_timeout`]: 10 s for the whole dial.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything [`dial`](crate::dial) needs.
+///
+/// The private key and known_hosts files are read from disk on **every**
+/// dial, so replacing them (a rotated Kubernetes Secret) takes effect on the
+/// next dial without a restart.
+///
+/// `Debug` never prints the passphrase.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SshConfig {
+    /// Host name or address of the SSH server.
+    pub host: String,
+    /// TCP port of the SSH server (default 22).
+    pub port: u16,
+    /// User to log in as.
+    pub user: String,
+    /// Private key file (OpenSSH, PKCS#1, PKCS#8 or SEC1 PEM; ed25519,
+    /// ecdsa or RSA; RSA signs with rsa-sha2-512/256).
+    pub key_path: PathBuf,
+    /// Passphrase for an encrypted key file.
+    pub key_passphrase: Option<Passphrase>,
+    /// How the server's host key is checked.
+    pub host_keys: HostKeyPolicy,
+    /// Path of the unix socket to reach on the server (default
+    /// [`LIBVIRT_SOCKET`]).
+    pub remote_socket: String,
+    /// Bound on the whole dial: TCP connect, handshake, auth and channel
+    /// open (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub connect_timeout: Duration,
+    /// Liveness checking of the established link.
+    pub keepalive: Keepalive,
+}
+
+impl SshConfig {
+    /// A config with the defaults: port 22, libvirt's socket, a 10 s
+    /// connect timeout and [`Keepalive::default`].
+    pub fn new(
+        host: impl Into<String>,
+        user: impl Into<String>,
+        key_path: impl Into<PathBuf>,
+        host_keys: HostKeyPolicy,
+    ) -> Self {
+        Self {
+            host: host.into(),
+            port: 22,
+            user: user.into(),
+            key_path: key_path.into(),
+            key_passphrase: None,
+            host_keys,
+            remote_socket: LIBVIRT_SOCKET.to_owned(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            keepalive: Keepalive::default(),
+        }
+    }
+
+    /// Sets [`SshConfig::port`].
+    #[must_use]
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Sets [`SshConfig::remote_socket`].
+    #[must_use]
+    pub fn with_remote_socket(mut self, path: impl Into<String>) -> Self {
+        self.remote_socket = path.into();
+        self
+    }
+
+    /// Sets [`SshConfig::connect_timeout`].
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets [`SshConfig::keepalive`].
+    #[must_use]
+    pub fn with_keepalive(mut self, keepalive: Keepalive) -> Self {
+        self.keepalive = keepalive;
+        self
+    }
+
+    /// Sets [`SshConfig::key_passphrase`].
+    #[must_use]
+    pub fn with_key_passphrase(mut self, passphrase: Passphrase) -> Self {
+        self.key_passphrase = Some(passphrase);
+        self
+    }
+}
+
+/// How the server's host key is verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HostKeyPolicy {
+    /// Check against an OpenSSH known_hosts file: plain and hashed (`|1|`)
+    /// entries, `[host]:port` for ports other than 22, wildcards and
+    /// negations; `@revoked` keys are refused; hosts trusted only through
+    /// `@cert-authority` are refused with
+    /// [`DialError::HostKeyCertAuthorityUnsupported`](crate::DialError::HostKeyCertAuthorityUnsupported).
+    KnownHosts(PathBuf),
+    /// Accept any host key. Insecure: a warning is logged on every dial.
+    InsecureIgnoreHostKey,
+}
+
+impl HostKeyPolicy {
+    /// The explicit opt-out of host key verification.
+    pub fn insecure_ignore_host_key() -> Self {
+        Self::InsecureIgnoreHostKey
+    }
+}
+
+/// Liveness checking of an established link.
+///
+/// Always on. Every [`interval`](Keepalive::interval) without traffic from
+/// the server, a keepalive request is sent (OpenSSH answers it). A link
+/// from which nothing at all has been received for
+/// [`dead_after`](Keepalive::dead_after) = `interval × (max_missed + 1)` is
+/// declared dead: the socket is torn down and every reader and writer gets
+/// an error. This holds whatever the link is stuck on (a frozen peer, a full
+/// TCP send buffer, an exhausted SSH window).
+///
+/// Defaults: 5 s interval, 2 missed keepalives: a frozen peer is detected
+/// within 15 s (plus up to one second of scheduling slack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Keepalive {
+    /// Silence after which a keepalive request is sent.
+    pub interval: Duration,
+    /// Unanswered keepalives tolerated before the link is declared dead.
+    pub max_missed: u32,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(5),
+            max_missed: 2,
+        }
+    }
+}
+
+impl Keepalive {
+    /// Keepalive with the given interval and tolerance. A zero interval is
+    /// raised to 100 ms.
+    pub fn new(interval: Duration, max_missed: u32) -> Self {
+        Self {
+            interval: interval.max(Duration::from_millis(100)),
+            max_missed,
+        }
+    }
+
+    /// Silence after which the link is declared dead:
+    /// `interval × (max_missed + 1)`.
+    pub fn dead_after(&self) -> Duration {
+        self.interval.max(Duration::from_millis(100)) * self.max_missed.saturating_add(1)
+    }
+}
+
+/// A key passphrase. `Debug` and `Display` never show it.
+#[derive(Clone)]
+pub struct Passphrase(String);
+
+impl Passphrase {
+    /// Wraps a passphrase.
+    pub fn new(passphrase: impl Into<String>) -> Self {
+        Self(passphrase.into())
+    }
+
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Passphrase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Passphrase(<redacted>)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_keepalive_detects_a_frozen_peer_within_20s() {
+        let k = Keepalive::default();
+        assert_eq!(k.dead_after(), Duration::from_secs(15));
+        assert!(k.dead_after() <= Duration::from_secs(20));
+    }
+
+    #[test]
+    fn passphrase_is_redacted_in_debug() {
+        let c = SshConfig::new("h", "u", "/k", HostKeyPolicy::insecure_ignore_host_key())
+            .with_key_passphrase(Passphrase::new("hunter2"));
+        let text = format!("{c:?}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert_eq!(c.remote_socket, LIBVIRT_SOCKET);
+    }
+}

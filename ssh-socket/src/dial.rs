@@ -1,0 +1,257 @@
+//! `dial`: files, TCP, handshake with host key check, auth, channel open —
+//! each stage with its own error, the whole under one timeout.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use russh::keys::PrivateKeyWithHashAlg;
+use tokio::net::TcpStream;
+
+use crate::config::{HostKeyPolicy, SshConfig};
+use crate::error::{Error, Stage};
+use crate::handler::{ClientHandler, HostCheck, Refusal};
+use crate::known_hosts;
+use crate::link::Link;
+use crate::private_key;
+use crate::socket::SshSocket;
+use crate::supervisor::Supervisor;
+use crate::tcp::{self, KillSwitch, LastReceive, Watched};
+
+/// Connects to `config.host`, authenticates with the key file, and opens a
+/// `direct-streamlocal` channel to `config.remote_socket`.
+///
+/// The key file and the known_hosts file are read anew on every call.
+/// With [`HostKeyPolicy::InsecureIgnoreHostKey`] a warning is logged on
+/// every call. Nothing is retried: a failure is reported with the stage it
+/// happened in, and [`Error::is_permanent`] says whether retrying can help.
+///
+/// # Errors
+/// One [`Error`] per stage: key file ([`Error::KeyFileUnreadable`],
+/// [`Error::KeyEncrypted`], [`Error::KeyInvalid`]), known_hosts
+/// ([`Error::KnownHostsUnreadable`]), TCP ([`Error::Resolve`],
+/// [`Error::TcpConnect`]), handshake ([`Error::Handshake`],
+/// [`Error::HostKeyUnknown`], [`Error::HostKeyChanged`],
+/// [`Error::HostKeyRevoked`], [`Error::HostKeyCertAuthorityUnsupported`]),
+/// authentication ([`Error::AuthRejected`], [`Error::AuthInterrupted`]),
+/// channel ([`Error::ChannelOpenRefused`], [`Error::ChannelOpen`]), and
+/// [`Error::Timeout`] when the whole dial exceeds
+/// [`SshConfig::connect_timeout`].
+///
+/// # Cancel safety
+/// Cancel safe: dropping the future (or the timeout firing) resets the TCP
+/// connection, which ends russh's session task; nothing is left running.
+///
+/// # Panics
+/// Must be called within a tokio runtime (it spawns the connection's tasks).
+pub async fn dial(config: &SshConfig) -> Result<SshSocket, Error> {
+    let stage = AtomicU8::new(0);
+    match tokio::time::timeout(config.connect_timeout, dial_stages(config, None, &stage)).await {
+        Ok(result) => result,
+        Err(_) => Err(timeout_error(config, &stage)),
+    }
+}
+
+/// Like [`dial`], over a TCP connection the caller opened (for socket
+/// options of its own: buffer sizes, a bound source address, a proxy).
+///
+/// # Errors
+/// As [`dial`], minus the TCP stage.
+///
+/// # Cancel safety
+/// As [`dial`]: dropping the future resets `tcp`.
+pub async fn dial_over(config: &SshConfig, tcp: TcpStream) -> Result<SshSocket, Error> {
+    let stage = AtomicU8::new(0);
+    let fut = dial_stages(config, Some(tcp), &stage);
+    match tokio::time::timeout(config.connect_timeout, fut).await {
+        Ok(result) => result,
+        Err(_) => Err(timeout_error(config, &stage)),
+    }
+}
+
+const STAGES: [Stage; 5] = [
+    Stage::Files,
+    Stage::TcpConnect,
+    Stage::Handshake,
+    Stage::Auth,
+    Stage::ChannelOpen,
+];
+
+fn enter(stage: &AtomicU8, s: Stage) {
+    let index = STAGES.iter().position(|x| *x == s).unwrap_or(0);
+    stage.store(u8::try_from(index).unwrap_or(0), Ordering::Relaxed);
+}
+
+fn timeout_error(config: &SshConfig, stage: &AtomicU8) -> Error {
+    let index = usize::from(stage.load(Ordering::Relaxed));
+    Error::Timeout {
+        host: config.host.clone(),
+        port: config.port,
+        timeout: config.connect_timeout,
+        stage: STAGES.get(index).copied().unwrap_or(Stage::Files),
+    }
+}
+
+async fn dial_stages(
+    config: &SshConfig,
+    tcp: Option<TcpStream>,
+    stage: &AtomicU8,
+) -> Result<SshSocket, Error> {
+    let host = config.host.as_str();
+    let port = config.port;
+
+    enter(stage, Stage::Files);
+    let key = private_key::load(&config.key_path, config.key_passphrase.as_ref()).await?;
+    let host_check = match &config.host_keys {
+        HostKeyPolicy::KnownHosts(path) => {
+            let text = match tokio::fs::read_to_string(path).await {
+                Ok(text) => Some(text),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(source) => {
+                    return Err(Error::KnownHostsUnreadable {
+                        path: path.clone(),
+                        source,
+                    });
+                }
+            };
+            HostCheck::KnownHosts {
+                path: path.clone(),
+                text,
+                host_entry: known_hosts::host_entry(host, port),
+            }
+        }
+        HostKeyPolicy::InsecureIgnoreHostKey => {
+            tracing::warn!(
+                host,
+                port,
+                "SSH host key verification is DISABLED (insecure_ignore_host_key): \
+                 any server, including a man-in-the-middle, is accepted"
+            );
+            HostCheck::Insecure
+        }
+    };
+
+    enter(stage, Stage::TcpConnect);
+    let stream = match tcp {
+        Some(stream) => stream,
+        None => tcp::connect(host, port).await?,
+    };
+    // From here on, leaving this function by any path (error, timeout,
+    // cancellation) resets the connection, which ends russh's session task.
+    let kill = KillSwitch::new(&stream).map_err(|source| Error::TcpConnect {
+        host: host.to_owned(),
+        port,
+        source,
+    })?;
+
+    enter(stage, Stage::Handshake);
+    let link = Link::new();
+    let refusal: Refusal = Arc::new(Mutex::new(None));
+    let handler = ClientHandler::new(Arc::clone(&link), host_check, Arc::clone(&refusal));
+    let last_receive = LastReceive::new();
+    let watched = Watched::new(stream, Arc::clone(&last_receive));
+    let handshake = russh::client::connect_stream(russh_config(config), watched, handler).await;
+    let take_refusal = || {
+        refusal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    };
+    let mut handle = match handshake {
+        Ok(handle) => handle,
+        Err(source) => {
+            return Err(take_refusal().unwrap_or_else(|| Error::Handshake {
+                host: host.to_owned(),
+                port,
+                source,
+            }));
+        }
+    };
+    if let Some(refused) = take_refusal() {
+        return Err(refused);
+    }
+
+    enter(stage, Stage::Auth);
+    let hash = if key.algorithm().is_rsa() {
+        // Waits (at most 1 s) for the server's signature algorithms; `None`
+        // would mean SHA-1 `ssh-rsa`, which modern servers refuse.
+        handle
+            .best_supported_rsa_hash()
+            .await
+            .map_err(|source| Error::AuthInterrupted {
+                host: host.to_owned(),
+                port,
+                source,
+            })?
+            .flatten()
+            .or(Some(russh::keys::HashAlg::Sha512))
+    } else {
+        None
+    };
+    let auth = handle
+        .authenticate_publickey(config.user.clone(), PrivateKeyWithHashAlg::new(key, hash))
+        .await
+        .map_err(|source| Error::AuthInterrupted {
+            host: host.to_owned(),
+            port,
+            source,
+        })?;
+    if !auth.success() {
+        if handle.is_closed() {
+            return Err(Error::AuthInterrupted {
+                host: host.to_owned(),
+                port,
+                source: russh::Error::Disconnect,
+            });
+        }
+        return Err(Error::AuthRejected {
+            host: host.to_owned(),
+            port,
+            user: config.user.clone(),
+        });
+    }
+
+    enter(stage, Stage::ChannelOpen);
+    let channel = handle
+        .channel_open_direct_streamlocal(config.remote_socket.clone())
+        .await
+        .map_err(|source| match source {
+            russh::Error::ChannelOpenFailure(reason) => Error::ChannelOpenRefused {
+                host: host.to_owned(),
+                port,
+                socket: config.remote_socket.clone(),
+                reason: format!("{reason:?}"),
+            },
+            source => Error::ChannelOpen {
+                host: host.to_owned(),
+                port,
+                source,
+            },
+        })?;
+
+    let socket = SshSocket::new(channel, Arc::clone(&link));
+    let supervisor = Supervisor {
+        link,
+        handle,
+        kill,
+        last_receive,
+        dead_after: config.keepalive.dead_after(),
+    };
+    // Owned by the link: it ends within a bounded time after the socket is
+    // closed, dropped or dies.
+    tokio::spawn(supervisor.run());
+    Ok(socket)
+}
+
+/// russh's settings for one dial.
+fn russh_config(config: &SshConfig) -> Arc<russh::client::Config> {
+    let keepalive = config.keepalive;
+    Arc::new(russh::client::Config {
+        keepalive_interval: Some(keepalive.interval),
+        keepalive_max: usize::try_from(keepalive.max_missed).unwrap_or(usize::MAX),
+        // A backstop behind the supervisor's own watchdog: it also bounds
+        // russh's flushes to a peer that stopped reading.
+        inactivity_timeout: Some(keepalive.dead_after()),
+        nodelay: true,
+        ..Default::default()
+    })
+}

@@ -1,0 +1,320 @@
+//! Host key verification against an OpenSSH known_hosts file (pure: text in,
+//! verdict out).
+//!
+//! Supported: plain host lists with `*`/`?` wildcards and `!` negations,
+//! hashed `|1|salt|hash` names, `[host]:port` names for ports other than 22,
+//! `@revoked` (a revoked key is refused even if another line trusts it) and
+//! `@cert-authority` (host certificates are not supported: a host trusted
+//! only through a CA line is refused with its own verdict, never treated as
+//! merely unknown). Lines that do not parse are skipped, as OpenSSH does.
+
+use russh::keys::ssh_key::known_hosts::{HostPatterns, Marker};
+use russh::keys::{HashAlg, PublicKey};
+
+/// What the known_hosts file says about a server key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A line for this host lists this key.
+    Trusted,
+    /// No line for this host lists a key of this algorithm.
+    Unknown {
+        /// How many lines list this host with keys of other algorithms.
+        other_algorithms: usize,
+    },
+    /// A line for this host lists another key of the same algorithm.
+    Changed {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// An `@revoked` line for this host lists this key.
+    Revoked {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// Only `@cert-authority` lines name this host.
+    CertAuthorityOnly {
+        /// 1-based line number.
+        line: usize,
+    },
+}
+
+/// The name a host is listed under: `host` for port 22, `[host]:port`
+/// otherwise (OpenSSH's convention).
+pub(crate) fn host_entry(host: &str, port: u16) -> String {
+    if port == 22 {
+        host.to_ascii_lowercase()
+    } else {
+        format!("[{}]:{port}", host.to_ascii_lowercase())
+    }
+}
+
+/// The SHA-256 fingerprint of a key, as OpenSSH prints it.
+pub(crate) fn fingerprint(key: &PublicKey) -> String {
+    key.fingerprint(HashAlg::Sha256).to_string()
+}
+
+/// Checks `key` for `host_entry` against the contents of a known_hosts file.
+pub(crate) fn verify(text: &str, host_entry: &str, key: &PublicKey) -> Verdict {
+    let mut trusted = false;
+    let mut changed = None;
+    let mut other_algorithms = 0;
+    let mut cert_authority = None;
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let Some(entry) = parse_line(raw) else {
+            continue;
+        };
+        if !entry.matches(host_entry) {
+            continue;
+        }
+        let same_key = entry.key.key_data() == key.key_data();
+        match entry.marker {
+            Some(Marker::Revoked) => {
+                if same_key {
+                    return Verdict::Revoked { line };
+                }
+            }
+            Some(Marker::CertAuthority) => {
+                cert_authority.get_or_insert(line);
+            }
+            None => {
+                if same_key {
+                    trusted = true;
+                } else if entry.key.algorithm() == key.algorithm() {
+                    changed.get_or_insert(line);
+                } else {
+                    other_algorithms += 1;
+                }
+            }
+        }
+    }
+    if trusted {
+        Verdict::Trusted
+    } else if let Some(line) = changed {
+        Verdict::Changed { line }
+    } else if let Some(line) = cert_authority {
+        Verdict::CertAuthorityOnly { line }
+    } else {
+        Verdict::Unknown { other_algorithms }
+    }
+}
+
+/// One parsed known_hosts line.
+struct Entry {
+    marker: Option<Marker>,
+    hosts: HostPatterns,
+    key: PublicKey,
+}
+
+/// Parses a line; `None` for comments, blank and malformed lines.
+fn parse_line(raw: &str) -> Option<Entry> {
+    let line = raw.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return None;
+    }
+    let mut fields = line.split_whitespace();
+    let mut first = fields.next()?;
+    let marker = if first.starts_with('@') {
+        let marker = first.parse::<Marker>().ok()?;
+        first = fields.next()?;
+        Some(marker)
+    } else {
+        None
+    };
+    let hosts = first.parse::<HostPatterns>().ok()?;
+    let algorithm = fields.next()?;
+    let blob = fields.next()?;
+    let key = PublicKey::from_openssh(&format!("{algorithm} {blob}")).ok()?;
+    Some(Entry { marker, hosts, key })
+}
+
+impl Entry {
+    fn matches(&self, host_entry: &str) -> bool {
+        match &self.hosts {
+            HostPatterns::HashedName { salt, hash } => {
+                let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, salt);
+                ring::hmac::verify(&key, host_entry.as_bytes(), hash).is_ok()
+            }
+            HostPatterns::Patterns(patterns) => {
+                let mut positive = false;
+                for pattern in patterns {
+                    let pattern = pattern.to_ascii_lowercase();
+                    if let Some(negated) = pattern.strip_prefix('!') {
+                        if glob(negated.as_bytes(), host_entry.as_bytes()) {
+                            return false;
+                        }
+                    } else if glob(pattern.as_bytes(), host_entry.as_bytes()) {
+                        positive = true;
+                    }
+                }
+                positive
+            }
+        }
+    }
+}
+
+/// OpenSSH's wildcard match: `*` any run, `?` any one byte.
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut backtrack: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                backtrack = Some((p, t));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || Some(&c) == text.get(t) => {
+                p += 1;
+                t += 1;
+            }
+            _ => match backtrack {
+                Some((bp, bt)) => {
+                    p = bp + 1;
+                    t = bt + 1;
+                    backtrack = Some((bp, bt + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern
+        .get(p..)
+        .is_some_and(|rest| rest.iter().all(|&c| c == b'*'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ED_A: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILeHf05okMDvP0ZCtboHAI5EEC31gAsmmQ0kGM/jTg1h";
+    const ED_B: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAfTa9uyDQhg2PFzJIvDbyrgqg5Zzgexq+H743m2AKYJ";
+    const ECDSA: &str = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBClIzEhe/P5qakT6rBvgtkOTiviLqqHfryZ+x4utdAfamTUYOTJ0ACRoZyXd20ieGYFswzLKApNs1ZbTLAIo7X0=";
+
+    fn key(text: &str) -> PublicKey {
+        PublicKey::from_openssh(text).unwrap()
+    }
+
+    #[test]
+    fn glob_matches_like_openssh() {
+        assert!(glob(b"*.example.org", b"a.example.org"));
+        assert!(glob(b"a?c", b"abc"));
+        assert!(glob(b"*", b""));
+        assert!(glob(b"[10.0.0.*]:2222", b"[10.0.0.7]:2222"));
+        assert!(!glob(b"*.example.org", b"example.org"));
+        assert!(!glob(b"abc", b"abcd"));
+        assert!(glob(b"a*b*c", b"axxbyyc"));
+    }
+
+    #[test]
+    fn host_entry_brackets_non_default_ports() {
+        assert_eq!(host_entry("Host.Example", 22), "host.example");
+        assert_eq!(host_entry("127.0.0.1", 2222), "[127.0.0.1]:2222");
+    }
+
+    #[test]
+    fn plain_entry_with_port_is_trusted() {
+        let text = format!("# comment\n\n[127.0.0.1]:2222 {ED_A} comment here\n");
+        let v = verify(&text, "[127.0.0.1]:2222", &key(ED_A));
+        assert_eq!(v, Verdict::Trusted);
+        // The same name without the port does not match.
+        let v = verify(&text, "127.0.0.1", &key(ED_A));
+        assert_eq!(
+            v,
+            Verdict::Unknown {
+                other_algorithms: 0
+            }
+        );
+    }
+
+    #[test]
+    fn tabs_and_multiple_spaces_are_field_separators() {
+        let (alg, blob) = ED_A.split_once(' ').unwrap();
+        let text = format!("host1,host2\t{alg}   {blob}\n");
+        assert_eq!(verify(&text, "host2", &key(ED_A)), Verdict::Trusted);
+    }
+
+    #[test]
+    fn hashed_entry_matches() {
+        let salt = b"0123456789abcdefghij";
+        let hmac_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, salt);
+        let tag = ring::hmac::sign(&hmac_key, b"[127.0.0.1]:2222");
+        let hashed = HostPatterns::HashedName {
+            salt: salt.to_vec(),
+            hash: tag.as_ref().try_into().unwrap(),
+        };
+        let text = format!("{} {ED_A}\n", hashed.to_string());
+        assert_eq!(
+            verify(&text, "[127.0.0.1]:2222", &key(ED_A)),
+            Verdict::Trusted
+        );
+        assert_eq!(
+            verify(&text, "[127.0.0.1]:2223", &key(ED_A)),
+            Verdict::Unknown {
+                other_algorithms: 0
+            }
+        );
+    }
+
+    #[test]
+    fn different_key_same_algorithm_is_changed_other_algorithm_is_unknown() {
+        let text = format!("h1 {ECDSA}\nh1 {ED_B}\n");
+        assert_eq!(
+            verify(&text, "h1", &key(ED_A)),
+            Verdict::Changed { line: 2 }
+        );
+        let text = format!("h1 {ECDSA}\n");
+        assert_eq!(
+            verify(&text, "h1", &key(ED_A)),
+            Verdict::Unknown {
+                other_algorithms: 1
+            }
+        );
+    }
+
+    #[test]
+    fn revoked_key_is_refused_even_if_also_trusted() {
+        let text = format!("h1 {ED_A}\n@revoked * {ED_A}\n");
+        assert_eq!(
+            verify(&text, "h1", &key(ED_A)),
+            Verdict::Revoked { line: 2 }
+        );
+        // A revoked line for another key does not affect this one.
+        let text = format!("h1 {ED_A}\n@revoked * {ED_B}\n");
+        assert_eq!(verify(&text, "h1", &key(ED_A)), Verdict::Trusted);
+    }
+
+    #[test]
+    fn cert_authority_only_is_its_own_verdict() {
+        let text = format!("@cert-authority *.example.org {ED_B}\n");
+        assert_eq!(
+            verify(&text, "a.example.org", &key(ED_A)),
+            Verdict::CertAuthorityOnly { line: 1 }
+        );
+        // A plain entry next to the CA line still works.
+        let text = format!("@cert-authority *.example.org {ED_B}\na.example.org {ED_A}\n");
+        assert_eq!(verify(&text, "a.example.org", &key(ED_A)), Verdict::Trusted);
+    }
+
+    #[test]
+    fn negation_excludes_a_host() {
+        let text = format!("*.example.org,!bad.example.org {ED_A}\n");
+        assert_eq!(
+            verify(&text, "good.example.org", &key(ED_A)),
+            Verdict::Trusted
+        );
+        assert_eq!(
+            verify(&text, "bad.example.org", &key(ED_A)),
+            Verdict::Unknown {
+                other_algorithms: 0
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_lines_are_skipped() {
+        let text = format!("garbage\n@bogus h1 {ED_A}\nh1 ssh-ed25519 !!!\nh1 {ED_A}\n");
+        assert_eq!(verify(&text, "h1", &key(ED_A)), Verdict::Trusted);
+    }
+}

@@ -1,0 +1,171 @@
+//! The TCP side: connecting, a kill switch that works however stuck russh
+//! is, and a stream wrapper that records when bytes last arrived.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use crate::error::Error;
+
+/// Resolves `host:port` and connects to the first address that answers.
+pub(crate) async fn connect(host: &str, port: u16) -> Result<TcpStream, Error> {
+    let addrs: Vec<_> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|source| Error::Resolve {
+            host: host.to_owned(),
+            port,
+            source,
+        })?
+        .collect();
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "the name has no addresses");
+    for addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(stream) => {
+                // Interactive RPC traffic: do not let Nagle delay requests.
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(Error::TcpConnect {
+        host: host.to_owned(),
+        port,
+        source: last,
+    })
+}
+
+/// A duplicate of the connection's socket that can end it from outside,
+/// whatever russh's session task is blocked on: `shutdown(2)` wakes a
+/// reader and a writer stuck on the socket at once.
+///
+/// Dropping a switch that was neither [`kill`](Self::kill)ed nor
+/// [`release`](Self::release)d kills the connection.
+#[derive(Debug)]
+pub(crate) struct KillSwitch {
+    socket: Option<socket2::Socket>,
+}
+
+impl KillSwitch {
+    pub(crate) fn new(stream: &TcpStream) -> io::Result<Self> {
+        let socket = socket2::SockRef::from(stream).try_clone()?;
+        Ok(Self {
+            socket: Some(socket),
+        })
+    }
+
+    /// Resets the connection: unsent data is discarded (SO_LINGER 0, so no
+    /// kernel retransmits to a vanished peer), both directions are shut.
+    pub(crate) fn kill(&mut self) {
+        if let Some(socket) = self.socket.take() {
+            let _ = socket.set_linger(Some(Duration::ZERO));
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Lets go of the duplicate without touching the connection (after a
+    /// polite disconnect has ended the session).
+    pub(crate) fn release(&mut self) {
+        self.socket = None;
+    }
+}
+
+impl Drop for KillSwitch {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// When bytes last arrived from the server.
+#[derive(Debug)]
+pub(crate) struct LastReceive {
+    origin: Instant,
+    millis: AtomicU64,
+}
+
+impl LastReceive {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            origin: Instant::now(),
+            millis: AtomicU64::new(0),
+        })
+    }
+
+    fn touch(&self) {
+        let now = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.millis.store(now, Ordering::Relaxed);
+    }
+
+    /// Time since bytes last arrived (or since creation).
+    pub(crate) fn silence(&self) -> Duration {
+        let last = Duration::from_millis(self.millis.load(Ordering::Relaxed));
+        self.origin.elapsed().saturating_sub(last)
+    }
+}
+
+/// The TCP stream handed to russh, recording every successful read.
+#[derive(Debug)]
+pub(crate) struct Watched {
+    stream: TcpStream,
+    last_receive: Arc<LastReceive>,
+}
+
+impl Watched {
+    pub(crate) fn new(stream: TcpStream, last_receive: Arc<LastReceive>) -> Self {
+        Self {
+            stream,
+            last_receive,
+        }
+    }
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.last_receive.touch();
+        }
+        result
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
