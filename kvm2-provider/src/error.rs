@@ -1,0 +1,148 @@
+//! The crate's one error type.
+
+use std::time::Duration;
+
+/// Everything that can go wrong in this crate.
+///
+/// Variants carry structured fields so callers can match on them; their
+/// `Display` describes this crate's layer only and never contains cloud-init
+/// user data. [`Error::is_permanent`] says whether retrying the same request
+/// can help.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A configuration or request value was rejected before it could reach a
+    /// file name, an XML document or a YAML file.
+    #[error("invalid {field}: {reason}")]
+    InvalidValue {
+        /// Which value (e.g. `"domain name"`, `"bridge"`).
+        field: &'static str,
+        /// Why it was rejected. Never contains the value when it is secret.
+        reason: String,
+    },
+
+    /// Serialising the domain XML failed.
+    #[error("cannot serialise domain XML")]
+    XmlWrite(#[source] quick_xml::SeError),
+
+    /// A domain XML or metadata dump could not be read.
+    #[error("cannot parse libvirt XML: {reason}")]
+    XmlRead {
+        /// What was wrong with the document.
+        reason: String,
+    },
+
+    /// An ownership mark exists but is incomplete, duplicated or malformed.
+    /// Such a domain is treated as foreign: never modified, never deleted.
+    #[error("malformed ownership mark: {reason}")]
+    MalformedMark {
+        /// What was wrong with the mark.
+        reason: String,
+    },
+
+    /// The cloud-init seed would exceed its size limit.
+    #[error("cloud-init seed ISO would be {size} bytes, over the limit of {limit} bytes")]
+    SeedTooLarge {
+        /// Planned image size in bytes.
+        size: u64,
+        /// The configured limit in bytes.
+        limit: u64,
+    },
+
+    /// The ISO writer failed.
+    #[error("cannot build cloud-init seed ISO: {reason}")]
+    SeedIso {
+        /// The writer's message (file names only, never contents).
+        reason: String,
+    },
+
+    /// The image URL is not an absolute `http` or `https` URL.
+    #[error("image URL scheme {scheme:?} is not http or https")]
+    UnsupportedScheme {
+        /// The scheme found.
+        scheme: String,
+    },
+
+    /// The image server answered with a non-success status.
+    #[error("image server answered HTTP {status}")]
+    HttpStatus {
+        /// The status code.
+        status: u16,
+    },
+
+    /// The image is larger than the configured cap (declared by
+    /// `Content-Length` or seen while streaming).
+    #[error("image exceeds the size cap of {limit} bytes")]
+    ImageTooLarge {
+        /// The cap in bytes.
+        limit: u64,
+    },
+
+    /// The downloaded bytes do not hash to the configured sha256.
+    #[error("image sha256 mismatch: expected {expected}, got {actual}")]
+    DigestMismatch {
+        /// The configured digest (hex).
+        expected: String,
+        /// The digest of the bytes received (hex).
+        actual: String,
+    },
+
+    /// The download did not finish within its deadline.
+    #[error("image download exceeded its deadline of {0:?}")]
+    SourceDeadline(Duration),
+
+    /// The HTTP client failed: connection refused or reset, body cut short,
+    /// too many redirects, TLS failure.
+    #[error("image download failed")]
+    Source(#[source] reqwest::Error),
+}
+
+impl Error {
+    /// True when retrying the same request cannot succeed without an operator
+    /// or user changing something (configuration, image, request).
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Error::InvalidValue { .. }
+            | Error::XmlWrite(_)
+            | Error::MalformedMark { .. }
+            | Error::SeedTooLarge { .. }
+            | Error::SeedIso { .. }
+            | Error::UnsupportedScheme { .. }
+            | Error::ImageTooLarge { .. }
+            | Error::DigestMismatch { .. } => true,
+            // 4xx other than timeouts and throttling will not fix themselves.
+            Error::HttpStatus { status } => {
+                (400..500).contains(status) && *status != 408 && *status != 429
+            }
+            Error::Source(e) => e.is_redirect() || e.is_builder(),
+            Error::XmlRead { .. } | Error::SourceDeadline(_) => false,
+        }
+    }
+
+    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidValue {
+            field,
+            reason: reason.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_status_classes() {
+        assert!(Error::HttpStatus { status: 404 }.is_permanent());
+        assert!(!Error::HttpStatus { status: 429 }.is_permanent());
+        assert!(!Error::HttpStatus { status: 503 }.is_permanent());
+        assert!(!Error::SourceDeadline(Duration::from_secs(1)).is_permanent());
+        assert!(
+            Error::DigestMismatch {
+                expected: "a".into(),
+                actual: "b".into()
+            }
+            .is_permanent()
+        );
+    }
+}

@@ -1,0 +1,585 @@
+//! The ownership mark in a domain's `<metadata>`: which Kubernetes object
+//! owns the VM, which provider entry made it, and when.
+//!
+//! ```xml
+//! <metadata>
+//!   <kvm2:instance xmlns:kvm2="http://egress-proxies.invalid/xmlns/kvm2/1">
+//!     <kvm2:owner-uid>6a1f...</kvm2:owner-uid>
+//!     <kvm2:entry>kvm2-home</kvm2:entry>
+//!     <kvm2:created-at>2026-12-02T09:15:16Z</kvm2:created-at>
+//!   </kvm2:instance>
+//! </metadata>
+//! ```
+//!
+//! A domain without a mark, or with a mark that does not parse, is foreign:
+//! the provider never modifies or deletes it. [`parse_mark`] therefore
+//! matches elements by *namespace URI and local name* (the prefix is
+//! whatever the document binds it to), rejects duplicates and incomplete
+//! marks, and returns errors for any malformed input instead of panicking.
+
+use crate::Error;
+use crate::timestamp::Timestamp;
+use crate::volume_names::check_identifier;
+use quick_xml::NsReader;
+use quick_xml::events::{BytesRef, Event};
+use quick_xml::name::{Namespace, ResolveResult};
+
+/// The XML namespace of the mark. `.invalid` can never be registered, so no
+/// one else can own this name.
+pub const MARK_NAMESPACE: &str = "http://egress-proxies.invalid/xmlns/kvm2/1";
+
+/// The prefix the provider binds [`MARK_NAMESPACE`] to when writing (also the
+/// `key` for libvirt's `virDomainSetMetadata`).
+pub const MARK_PREFIX: &str = "kvm2";
+
+/// Local name of the mark's root element.
+pub const MARK_ELEMENT: &str = "instance";
+
+/// Longest owner UID accepted (Kubernetes UIDs are 36 characters).
+pub const MAX_OWNER_UID_LEN: usize = 128;
+
+/// Largest document [`parse_mark`] reads. Domain XML dumps are a few KiB.
+pub const MAX_DOCUMENT_LEN: usize = 1 << 20;
+
+/// Who owns a domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerMark {
+    owner_uid: String,
+    entry: String,
+    created_at: Timestamp,
+}
+
+impl OwnerMark {
+    /// A mark for the object `owner_uid`, made by provider entry `entry`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] when the UID is empty, longer than
+    /// [`MAX_OWNER_UID_LEN`] or has characters other than ASCII letters,
+    /// digits and `-`; or when `entry` is not an identifier.
+    pub fn new(owner_uid: &str, entry: &str, created_at: Timestamp) -> Result<Self, Error> {
+        if owner_uid.is_empty()
+            || owner_uid.len() > MAX_OWNER_UID_LEN
+            || !owner_uid
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(Error::invalid(
+                "owner UID",
+                format!("must be 1 to {MAX_OWNER_UID_LEN} ASCII letters, digits or '-'"),
+            ));
+        }
+        check_identifier("provider entry name", entry)?;
+        Ok(Self {
+            owner_uid: owner_uid.to_owned(),
+            entry: entry.to_owned(),
+            created_at,
+        })
+    }
+
+    /// The owning object's UID.
+    pub fn owner_uid(&self) -> &str {
+        &self.owner_uid
+    }
+
+    /// The provider entry that created the domain.
+    pub fn entry(&self) -> &str {
+        &self.entry
+    }
+
+    /// When the domain was created.
+    pub fn created_at(&self) -> Timestamp {
+        self.created_at
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Field {
+    OwnerUid,
+    Entry,
+    CreatedAt,
+}
+
+impl Field {
+    fn from_local(name: &str) -> Option<Self> {
+        match name {
+            "owner-uid" => Some(Field::OwnerUid),
+            "entry" => Some(Field::Entry),
+            "created-at" => Some(Field::CreatedAt),
+            _ => None,
+        }
+    }
+}
+
+/// Where the reader is, relative to the mark.
+#[derive(Clone, Copy)]
+enum Position {
+    /// Outside any mark.
+    Outside,
+    /// Directly inside the mark element, which opened at `mark`.
+    InMark { mark: usize },
+    /// Inside a field element (at depth `mark + 1`) of the mark at `mark`.
+    InField { mark: usize, field: Field },
+    /// Inside an element we skip, which opened at `until`; afterwards back
+    /// in the mark at `mark`, or outside when `mark` is `None`.
+    Skipping { mark: Option<usize>, until: usize },
+}
+
+#[derive(Default)]
+struct Fields {
+    owner_uid: Option<String>,
+    entry: Option<String>,
+    created_at: Option<String>,
+}
+
+impl Fields {
+    fn slot(&mut self, field: Field) -> &mut Option<String> {
+        match field {
+            Field::OwnerUid => &mut self.owner_uid,
+            Field::Entry => &mut self.entry,
+            Field::CreatedAt => &mut self.created_at,
+        }
+    }
+}
+
+/// Reads the ownership mark from a domain XML dump (`virDomainGetXMLDesc`),
+/// where it sits under `/domain/metadata`.
+///
+/// Returns `Ok(None)` when the document has no element in
+/// [`MARK_NAMESPACE`] named [`MARK_ELEMENT`] there — a foreign domain.
+/// Elements with the right local name in another namespace do not count.
+///
+/// # Errors
+/// [`Error::XmlRead`] when the document is not well-formed XML or larger than
+/// [`MAX_DOCUMENT_LEN`]; [`Error::MalformedMark`] when a mark is present but
+/// duplicated, missing a field, has a field twice or a field that does not
+/// parse. Callers treat both as "not ours".
+pub fn parse_mark(domain_xml: &str) -> Result<Option<OwnerMark>, Error> {
+    read_mark(domain_xml, Source::DomainXml)
+}
+
+/// Reads the ownership mark from the reply to `virDomainGetMetadata(ELEMENT,
+/// MARK_NAMESPACE)`.
+///
+/// libvirt answers that call with the element *stripped of its namespace*
+/// (`<instance><owner-uid>…`); the namespace is implied by the request, so
+/// here unqualified names are accepted, elements in any other namespace are
+/// not, and the mark must be the root. A domain without the mark makes
+/// libvirt fail the call (`VIR_ERR_NO_DOMAIN_METADATA`) rather than return a
+/// document.
+///
+/// # Errors
+/// As [`parse_mark`], plus [`Error::MalformedMark`] when the root is not the
+/// mark.
+pub fn parse_metadata_reply(reply: &str) -> Result<OwnerMark, Error> {
+    read_mark(reply, Source::MetadataReply)?.ok_or_else(|| malformed("the root is not the mark"))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    DomainXml,
+    MetadataReply,
+}
+
+fn read_mark(document: &str, source: Source) -> Result<Option<OwnerMark>, Error> {
+    if document.len() > MAX_DOCUMENT_LEN {
+        return Err(Error::XmlRead {
+            reason: format!("document is over {MAX_DOCUMENT_LEN} bytes"),
+        });
+    }
+    let ours = Namespace(MARK_NAMESPACE);
+    let mut reader = NsReader::from_str(document);
+    // Path of local names from the root, to know where a mark sits.
+    let mut path: Vec<String> = Vec::new();
+    let mut position = Position::Outside;
+    let mut fields = Fields::default();
+    let mut marks = 0usize;
+    let mut saw_root = false;
+
+    loop {
+        let (ns, event) = reader.read_resolved_event().map_err(|e| Error::XmlRead {
+            reason: e.to_string(),
+        })?;
+        let in_ours = match ns {
+            ResolveResult::Bound(n) => n == ours,
+            // libvirt strips the namespace from metadata replies.
+            ResolveResult::Unbound => source == Source::MetadataReply,
+            ResolveResult::Unknown(_) => false,
+        };
+        match event {
+            Event::Start(ref e) | Event::Empty(ref e) => {
+                let is_empty = matches!(event, Event::Empty(_));
+                let local: String = e.local_name().as_ref().to_owned();
+                if path.is_empty() {
+                    if saw_root {
+                        return Err(xml_err("more than one root element"));
+                    }
+                    saw_root = true;
+                }
+                let depth = path.len();
+                position = match position {
+                    Position::Outside if in_ours && local == MARK_ELEMENT => {
+                        if mark_may_sit_at(&path, source) {
+                            marks += 1;
+                            if marks > 1 {
+                                return Err(malformed("more than one mark"));
+                            }
+                            Position::InMark { mark: depth }
+                        } else {
+                            // A mark somewhere else (e.g. inside a disk's
+                            // metadata) is not the domain's mark.
+                            Position::Skipping {
+                                mark: None,
+                                until: depth,
+                            }
+                        }
+                    }
+                    Position::Outside => Position::Outside,
+                    Position::InMark { mark } => match Field::from_local(&local) {
+                        Some(field) if in_ours => {
+                            if fields.slot(field).is_some() {
+                                return Err(malformed("a field appears twice"));
+                            }
+                            *fields.slot(field) = Some(String::new());
+                            Position::InField { mark, field }
+                        }
+                        _ => Position::Skipping {
+                            mark: Some(mark),
+                            until: depth,
+                        },
+                    },
+                    Position::InField { .. } => {
+                        return Err(malformed("a field contains an element"));
+                    }
+                    p @ Position::Skipping { .. } => p,
+                };
+                if is_empty {
+                    position = close(position, depth);
+                } else {
+                    path.push(local);
+                }
+            }
+            Event::End(_) => {
+                path.pop();
+                position = close(position, path.len());
+            }
+            Event::Text(t) => {
+                if let Position::InField { field, .. } = position {
+                    push_text(&mut fields, field, &t.xml10_content())?;
+                }
+            }
+            Event::CData(t) => {
+                if let Position::InField { field, .. } = position {
+                    push_text(&mut fields, field, &t.xml10_content())?;
+                }
+            }
+            Event::GeneralRef(r) => {
+                let c = resolve_reference(&r)?;
+                if let Position::InField { field, .. } = position {
+                    push_text(&mut fields, field, c.encode_utf8(&mut [0; 4]))?;
+                }
+            }
+            Event::Eof => break,
+            Event::Decl(_) | Event::PI(_) | Event::Comment(_) | Event::DocType(_) => {}
+        }
+    }
+    if !saw_root {
+        return Err(xml_err("no root element"));
+    }
+    if !path.is_empty() {
+        return Err(xml_err("the document ends inside an element"));
+    }
+    if marks == 0 {
+        return Ok(None);
+    }
+    let owner_uid = fields
+        .owner_uid
+        .ok_or_else(|| malformed("owner-uid is missing"))?;
+    let entry = fields.entry.ok_or_else(|| malformed("entry is missing"))?;
+    let created_at = fields
+        .created_at
+        .ok_or_else(|| malformed("created-at is missing"))?;
+    let created_at = Timestamp::parse(created_at.trim())
+        .ok_or_else(|| malformed("created-at is not YYYY-MM-DDTHH:MM:SSZ"))?;
+    OwnerMark::new(owner_uid.trim(), entry.trim(), created_at)
+        .map(Some)
+        .map_err(|e| malformed(&e.to_string()))
+}
+
+/// The mark is the domain's when it is a direct child of `/domain/metadata`
+/// (a domain dump) or the root (a metadata reply).
+fn mark_may_sit_at(path: &[String], source: Source) -> bool {
+    match (source, path) {
+        (Source::MetadataReply, []) => true,
+        (Source::DomainXml, [domain, metadata]) => domain == "domain" && metadata == "metadata",
+        _ => false,
+    }
+}
+
+/// The position after the element that opened at `depth` closes.
+fn close(position: Position, depth: usize) -> Position {
+    match position {
+        Position::InMark { mark } if mark == depth => Position::Outside,
+        Position::InField { mark, .. } if mark + 1 == depth => Position::InMark { mark },
+        Position::Skipping { mark, until } if until == depth => match mark {
+            Some(mark) => Position::InMark { mark },
+            None => Position::Outside,
+        },
+        p => p,
+    }
+}
+
+fn push_text(fields: &mut Fields, field: Field, text: &str) -> Result<(), Error> {
+    let slot = fields.slot(field).get_or_insert_with(String::new);
+    if slot.len() + text.len() > MAX_OWNER_UID_LEN + 64 {
+        return Err(malformed("a field is too long"));
+    }
+    slot.push_str(text);
+    Ok(())
+}
+
+fn resolve_reference(r: &BytesRef<'_>) -> Result<char, Error> {
+    if r.is_char_ref() {
+        return match r.resolve_char_ref() {
+            Ok(Some(c)) => Ok(c),
+            Ok(None) | Err(_) => Err(xml_err("invalid character reference")),
+        };
+    }
+    match r.xml10_content().as_ref() {
+        "amp" => Ok('&'),
+        "lt" => Ok('<'),
+        "gt" => Ok('>'),
+        "quot" => Ok('"'),
+        "apos" => Ok('\''),
+        _ => Err(xml_err("undefined entity reference")),
+    }
+}
+
+fn malformed(reason: &str) -> Error {
+    Error::MalformedMark {
+        reason: reason.to_owned(),
+    }
+}
+
+fn xml_err(reason: &str) -> Error {
+    Error::XmlRead {
+        reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `virsh dumpxml` of a domain rendered by `domain_xml` and defined on
+    /// the sandbox's qemu:///system (libvirt 11.3): devices reordered,
+    /// memory rewritten to KiB, UEFI loader resolved.
+    const REAL_DUMP: &str = include_str!("../testdata/domain-qemu-uefi.xml");
+    /// `virsh metadata --uri MARK_NAMESPACE` of the same domain: libvirt
+    /// strips the namespace.
+    const REAL_REPLY: &str = include_str!("../testdata/metadata-reply.xml");
+
+    fn expected() -> OwnerMark {
+        OwnerMark::new(
+            "6a1f0c2e-1111-4222-8333-944455556666",
+            "kvm2-home",
+            Timestamp::parse("2026-12-02T09:15:16Z").unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn dump_with(metadata: &str) -> String {
+        format!("<domain type='kvm'><name>x</name><metadata>{metadata}</metadata></domain>")
+    }
+
+    const NS: &str = "http://egress-proxies.invalid/xmlns/kvm2/1";
+
+    fn mark_xml(prefix: &str, body: &str) -> String {
+        format!("<{prefix}:instance xmlns:{prefix}='{NS}'>{body}</{prefix}:instance>")
+    }
+
+    fn fields(prefix: &str) -> String {
+        format!(
+            "<{p}:owner-uid>6a1f0c2e-1111-4222-8333-944455556666</{p}:owner-uid>\
+             <{p}:entry>kvm2-home</{p}:entry>\
+             <{p}:created-at>2026-12-02T09:15:16Z</{p}:created-at>",
+            p = prefix
+        )
+    }
+
+    #[test]
+    fn reads_a_real_libvirt_dump() {
+        assert_eq!(parse_mark(REAL_DUMP).unwrap(), Some(expected()));
+    }
+
+    #[test]
+    fn reads_a_real_metadata_reply() {
+        assert_eq!(parse_metadata_reply(REAL_REPLY).unwrap(), expected());
+    }
+
+    #[test]
+    fn a_namespace_less_mark_in_a_domain_dump_is_foreign() {
+        // The reply's shape, pasted into a dump: no namespace, so not ours.
+        let doc = dump_with(REAL_REPLY);
+        assert_eq!(parse_mark(&doc).unwrap(), None);
+    }
+
+    #[test]
+    fn any_prefix_bound_to_our_namespace_is_accepted() {
+        let doc = dump_with(&mark_xml("zz", &fields("zz")));
+        assert_eq!(parse_mark(&doc).unwrap(), Some(expected()));
+        let default_ns = format!(
+            "<instance xmlns='{NS}'>{}</instance>",
+            fields("").replace("</:", "</").replace("<:", "<")
+        );
+        assert_eq!(
+            parse_mark(&dump_with(&default_ns)).unwrap(),
+            Some(expected())
+        );
+    }
+
+    #[test]
+    fn same_local_names_in_another_namespace_are_foreign() {
+        let other = mark_xml("kvm2", &fields("kvm2")).replace(NS, "http://example.com/other");
+        assert_eq!(parse_mark(&dump_with(&other)).unwrap(), None);
+        // Fields from another namespace inside our mark do not count.
+        let mixed = format!(
+            "<kvm2:instance xmlns:kvm2='{NS}' xmlns:o='urn:o'>\
+             <o:owner-uid>1</o:owner-uid><kvm2:entry>e</kvm2:entry>\
+             <kvm2:created-at>2026-12-02T09:15:16Z</kvm2:created-at></kvm2:instance>"
+        );
+        assert!(matches!(
+            parse_mark(&dump_with(&mixed)),
+            Err(Error::MalformedMark { .. })
+        ));
+    }
+
+    #[test]
+    fn a_mark_outside_domain_metadata_is_foreign() {
+        let doc = format!(
+            "<domain><devices><disk>{}</disk></devices></domain>",
+            mark_xml("kvm2", &fields("kvm2"))
+        );
+        assert_eq!(parse_mark(&doc).unwrap(), None);
+        // The bare mark as a dump root is not a domain dump either.
+        assert_eq!(
+            parse_mark(&mark_xml("kvm2", &fields("kvm2"))).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn no_mark_is_none() {
+        assert_eq!(parse_mark("<domain><name>x</name></domain>").unwrap(), None);
+        assert_eq!(
+            parse_mark(&dump_with("<a:b xmlns:a='urn:a'/>")).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn malformed_marks_are_errors() {
+        let dup_mark = format!(
+            "{}{}",
+            mark_xml("kvm2", &fields("kvm2")),
+            mark_xml("kvm2", &fields("kvm2"))
+        );
+        let dup_field = mark_xml(
+            "kvm2",
+            &format!("{}<kvm2:entry>x</kvm2:entry>", fields("kvm2")),
+        );
+        let missing = mark_xml("kvm2", "<kvm2:entry>kvm2-home</kvm2:entry>");
+        let bad_time = mark_xml(
+            "kvm2",
+            &fields("kvm2").replace("09:15:16Z", "09:15:16+01:00"),
+        );
+        let bad_uid = mark_xml("kvm2", &fields("kvm2").replace("6a1f0c2e", "6a/f0c2e"));
+        let bad_entry = mark_xml("kvm2", &fields("kvm2").replace(">kvm2-home<", ">Kvm2<"));
+        let nested = mark_xml(
+            "kvm2",
+            &fields("kvm2").replace(">kvm2-home<", "><b/>kvm2-home<"),
+        );
+        let long = mark_xml(
+            "kvm2",
+            &fields("kvm2").replace("6a1f0c2e", &"a".repeat(300)),
+        );
+        for (name, doc) in [
+            ("duplicate mark", dup_mark),
+            ("duplicate field", dup_field),
+            ("missing fields", missing),
+            ("bad timestamp", bad_time),
+            ("bad uid", bad_uid),
+            ("bad entry", bad_entry),
+            ("nested element", nested),
+            ("long field", long),
+        ] {
+            let got = parse_mark(&dump_with(&doc));
+            assert!(
+                matches!(got, Err(Error::MalformedMark { .. })),
+                "{name}: {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn references_in_fields_are_resolved() {
+        let doc = mark_xml(
+            "kvm2",
+            &fields("kvm2").replace("kvm2-home", "kvm2&#45;home"),
+        );
+        assert_eq!(parse_mark(&dump_with(&doc)).unwrap(), Some(expected()));
+        let doc = mark_xml(
+            "kvm2",
+            &fields("kvm2").replace("kvm2-home", "kvm2&bogus;home"),
+        );
+        assert!(matches!(
+            parse_mark(&dump_with(&doc)),
+            Err(Error::XmlRead { .. })
+        ));
+    }
+
+    #[test]
+    fn broken_documents_are_errors() {
+        for doc in [
+            "",
+            "<domain>",
+            "<domain></other>",
+            "<a/><b/>",
+            "<domain><metadata><kvm2:instance>",
+            "\u{0}",
+        ] {
+            assert!(parse_mark(doc).is_err(), "{doc:?} accepted");
+        }
+        let huge = format!("<domain>{}</domain>", " ".repeat(MAX_DOCUMENT_LEN));
+        assert!(matches!(parse_mark(&huge), Err(Error::XmlRead { .. })));
+    }
+
+    #[test]
+    fn metadata_reply_root_must_be_the_mark() {
+        assert!(parse_metadata_reply("<other><owner-uid>a</owner-uid></other>").is_err());
+        assert!(parse_metadata_reply(REAL_DUMP).is_err());
+        let foreign_ns = REAL_REPLY.replace("<instance>", "<instance xmlns='urn:x'>");
+        assert!(parse_metadata_reply(&foreign_ns).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_arbitrary_text(s in "\\PC{0,200}") {
+            let _ = parse_mark(&s);
+            let _ = parse_metadata_reply(&s);
+        }
+
+        #[test]
+        fn never_panics_on_truncated_or_mutated_dumps(
+            cut in 0usize..REAL_DUMP.len(),
+            pos in 0usize..REAL_DUMP.len(),
+            byte in proptest::sample::select(&b"<>/&;:='\"x#"[..]),
+        ) {
+            let truncated = &REAL_DUMP.as_bytes()[..cut];
+            let _ = parse_mark(&String::from_utf8_lossy(truncated));
+            let mut mutated = REAL_DUMP.as_bytes().to_vec();
+            mutated[pos] = byte;
+            let _ = parse_mark(&String::from_utf8_lossy(&mutated));
+        }
+    }
+}

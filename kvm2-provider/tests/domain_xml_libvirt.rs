@@ -1,0 +1,159 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Domain XML against the sandbox's real libvirtd: schema validation, define
+//! and undefine on qemu:///system and test:///default, and the ownership
+//! mark read back through `dumpxml` and `metadata`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kvm2_provider::domain_xml::{DomainSpec, Firmware, VirtType, render};
+use kvm2_provider::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_mark, parse_metadata_reply};
+use kvm2_provider::timestamp::Timestamp;
+use xtask::Descriptor;
+
+fn unique_name(tag: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("kvm2-it-{tag}-{:x}{nanos:x}", std::process::id())
+}
+
+fn spec(name: &str, dir: &Path) -> DomainSpec {
+    DomainSpec {
+        virt_type: VirtType::Qemu,
+        name: name.to_owned(),
+        memory_mib: 128,
+        vcpus: 1,
+        machine: "q35".into(),
+        firmware: Firmware::Bios,
+        overlay_path: dir.join("overlay.qcow2").display().to_string(),
+        seed_path: dir.join("seed.iso").display().to_string(),
+        bridge: "br-kvm2-none".into(),
+        mac: Some("52:54:00:aa:bb:cc".into()),
+        mark: OwnerMark::new(
+            "0b6c3d2a-7e4f-4a1b-9c8d-0123456789ab",
+            "kvm2-it",
+            Timestamp::from_unix_seconds(1_796_200_000).unwrap(),
+        )
+        .unwrap(),
+    }
+}
+
+fn virsh(uri: &str, args: &[&str]) -> Output {
+    Command::new("virsh")
+        .arg("-c")
+        .arg(uri)
+        .args(args)
+        .output()
+        .expect("run virsh")
+}
+
+fn ok(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 from virsh")
+}
+
+/// Undefines the domain when the test ends, pass or fail.
+struct Defined<'a> {
+    uri: &'a str,
+    name: String,
+}
+
+impl Drop for Defined<'_> {
+    fn drop(&mut self) {
+        let _ = virsh(self.uri, &["undefine", "--nvram", &self.name]);
+    }
+}
+
+#[test]
+fn rendered_xml_passes_libvirts_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    for firmware in [Firmware::Bios, Firmware::Uefi] {
+        for virt_type in [VirtType::Qemu, VirtType::Kvm] {
+            let mut s = spec(&unique_name("schema"), dir.path());
+            s.firmware = firmware;
+            s.virt_type = virt_type;
+            let file = dir.path().join("domain.xml");
+            std::fs::write(&file, render(&s).unwrap()).unwrap();
+            let out = Command::new("virt-xml-validate")
+                .arg(&file)
+                .arg("domain")
+                .output()
+                .expect("run virt-xml-validate");
+            assert!(
+                out.status.success(),
+                "{firmware:?}/{virt_type:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+#[test]
+fn define_on_qemu_system_and_read_the_mark_back() {
+    let sandbox = Descriptor::require();
+    let uri = sandbox.virsh_uri(&sandbox.libvirt.qemu_uri);
+    let dir = tempfile::tempdir().unwrap();
+    // Metacharacters in a path must reach libvirt as data, not markup.
+    let odd = dir.path().join("a'b\"c<d>&e");
+    let mut s = spec(&unique_name("q"), &odd);
+    s.firmware = Firmware::Uefi;
+    let file = dir.path().join("domain.xml");
+    std::fs::write(&file, render(&s).unwrap()).unwrap();
+
+    ok(
+        virsh(&uri, &["define", file.to_str().unwrap()]),
+        "virsh define",
+    );
+    let _guard = Defined {
+        uri: &uri,
+        name: s.name.clone(),
+    };
+
+    let dump = ok(virsh(&uri, &["dumpxml", &s.name]), "virsh dumpxml");
+    assert_eq!(parse_mark(&dump).unwrap(), Some(s.mark.clone()));
+    // libvirt resolved UEFI to OVMF and made an NVRAM file path.
+    assert!(dump.contains("/usr/share/OVMF/"), "{dump}");
+    assert!(dump.contains("<nvram"), "{dump}");
+
+    let reply = ok(
+        virsh(&uri, &["metadata", &s.name, "--uri", MARK_NAMESPACE]),
+        "virsh metadata",
+    );
+    assert_eq!(parse_metadata_reply(&reply).unwrap(), s.mark);
+
+    let disks = ok(virsh(&uri, &["domblklist", &s.name]), "virsh domblklist");
+    assert!(disks.contains(&s.seed_path), "{disks}");
+    assert!(disks.contains(&s.overlay_path), "{disks}");
+}
+
+#[test]
+fn define_on_the_test_driver_and_read_the_mark_back() {
+    let sandbox = Descriptor::require();
+    let uri = sandbox.virsh_uri(&sandbox.libvirt.test_uri);
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec(&unique_name("t"), dir.path());
+    let file = dir.path().join("domain.xml");
+    std::fs::write(&file, render(&s).unwrap()).unwrap();
+    // The daemon's test driver keeps state per connection: one session.
+    let script = format!(
+        "define {file}; dumpxml {name}; echo @@@; metadata {name} --uri {ns}; echo @@@; undefine {name}",
+        file = file.display(),
+        name = s.name,
+        ns = MARK_NAMESPACE
+    );
+    let out = ok(virsh(&uri, &[&script]), "virsh session");
+    let parts: Vec<&str> = out.split("@@@").collect();
+    assert_eq!(parts.len(), 3, "{out}");
+    let dump = &parts[0][parts[0].find("<domain").expect("a dump")..];
+    assert_eq!(parse_mark(dump).unwrap(), Some(s.mark.clone()));
+    assert_eq!(parse_metadata_reply(parts[1].trim()).unwrap(), s.mark);
+    assert!(parts[2].contains("undefined"), "{out}");
+}
