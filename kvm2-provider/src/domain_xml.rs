@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::ownership_mark::{MARK_ELEMENT, MARK_NAMESPACE, MARK_PREFIX, OwnerMark};
-use crate::volume_names::check_identifier;
+use provider_api::Identifier;
 
 /// Largest memory size accepted, in MiB (1 TiB).
 pub const MAX_MEMORY_MIB: u64 = 1 << 20;
@@ -54,9 +54,8 @@ pub enum Firmware {
 pub struct DomainSpec {
     /// Domain type.
     pub virt_type: VirtType,
-    /// Domain name (an identifier, see
-    /// [`check_identifier`](crate::volume_names::check_identifier)).
-    pub name: String,
+    /// Domain name (the instance name).
+    pub name: Identifier,
     /// Memory in MiB, 1..=[`MAX_MEMORY_MIB`].
     pub memory_mib: u64,
     /// vCPUs, 1..=[`MAX_VCPUS`].
@@ -84,7 +83,6 @@ pub struct DomainSpec {
 /// range or could not be represented safely; [`Error::XmlWrite`] if the
 /// serialiser fails.
 pub fn render(spec: &DomainSpec) -> Result<String, Error> {
-    check_identifier("domain name", &spec.name)?;
     if !(1..=MAX_MEMORY_MIB).contains(&spec.memory_mib) {
         return Err(Error::invalid(
             "memory",
@@ -107,12 +105,12 @@ pub fn render(spec: &DomainSpec) -> Result<String, Error> {
             VirtType::Kvm => "kvm",
             VirtType::Qemu => "qemu",
         },
-        name: &spec.name,
+        name: spec.name.as_str(),
         metadata: MetadataXml {
             instance: MarkXml {
                 xmlns: MARK_NAMESPACE,
-                owner_uid: spec.mark.owner_uid(),
-                entry: spec.mark.entry(),
+                owner_uid: spec.mark.owner_uid().as_str(),
+                entry: spec.mark.entry().as_str(),
                 created_at: spec.mark.created_at().to_string(),
             },
         },
@@ -562,11 +560,12 @@ mod tests {
     use super::*;
     use crate::ownership_mark::parse_mark;
     use crate::timestamp::Timestamp;
+    use provider_api::OwnerUid;
 
     pub(crate) fn spec() -> DomainSpec {
         DomainSpec {
             virt_type: VirtType::Qemu,
-            name: "proxy-abc".into(),
+            name: Identifier::parse("proxy-abc").unwrap(),
             memory_mib: 512,
             vcpus: 1,
             machine: "q35".into(),
@@ -576,11 +575,10 @@ mod tests {
             bridge: "br0".into(),
             mac: Some("52:54:00:12:34:56".into()),
             mark: OwnerMark::new(
-                "6a1f0c2e-1111-4222-8333-944455556666",
-                "kvm2-home",
+                OwnerUid::parse("6a1f0c2e-1111-4222-8333-944455556666").unwrap(),
+                Identifier::parse("kvm2-home").unwrap(),
                 Timestamp::from_unix_seconds(1_796_202_916).unwrap(),
-            )
-            .unwrap(),
+            ),
         }
     }
 
@@ -637,7 +635,6 @@ mod tests {
     fn rejects_values_that_cannot_be_represented() {
         type Mutation = Box<dyn Fn(&mut DomainSpec)>;
         let cases: Vec<(&str, Mutation)> = vec![
-            ("domain name", Box::new(|s| s.name = "a/b".into())),
             ("memory", Box::new(|s| s.memory_mib = 0)),
             ("memory", Box::new(|s| s.memory_mib = MAX_MEMORY_MIB + 1)),
             ("vcpus", Box::new(|s| s.vcpus = 0)),

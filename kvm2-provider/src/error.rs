@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use provider_api::ErrorClass;
+
 /// Everything that can go wrong in this crate.
 ///
 /// Variants carry structured fields so callers can match on them; their
@@ -98,10 +100,13 @@ pub enum Error {
 }
 
 impl Error {
-    /// True when retrying the same request cannot succeed without an operator
-    /// or user changing something (configuration, image, request).
-    pub fn is_permanent(&self) -> bool {
-        match self {
+    /// The provider-API retry class of this error.
+    ///
+    /// Permanent: retrying the same request cannot succeed until an operator
+    /// or user changes something (configuration, image, request). Transient:
+    /// the network or a server may recover.
+    pub fn class(&self) -> ErrorClass {
+        let permanent = match self {
             Error::InvalidValue { .. }
             | Error::XmlWrite(_)
             | Error::MalformedMark { .. }
@@ -114,9 +119,21 @@ impl Error {
             Error::HttpStatus { status } => {
                 (400..500).contains(status) && *status != 408 && *status != 429
             }
+            // Redirect loops and unusable URLs; everything else (connect,
+            // reset, body cut short, TLS handshake) may recover.
             Error::Source(e) => e.is_redirect() || e.is_builder(),
             Error::XmlRead { .. } | Error::SourceDeadline(_) => false,
+        };
+        if permanent {
+            ErrorClass::Permanent
+        } else {
+            ErrorClass::Transient
         }
+    }
+
+    /// True when [`class`](Self::class) is Permanent.
+    pub fn is_permanent(&self) -> bool {
+        self.class() == ErrorClass::Permanent
     }
 
     pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
@@ -124,6 +141,15 @@ impl Error {
             field,
             reason: reason.into(),
         }
+    }
+}
+
+impl From<Error> for provider_api::Error {
+    /// Keeps the class, uses this error's `Display` as the message and keeps
+    /// it as the source. No variant's text carries user data.
+    fn from(e: Error) -> Self {
+        let class = e.class();
+        provider_api::Error::new(class, e.to_string()).with_source(e)
     }
 }
 
@@ -137,6 +163,9 @@ mod tests {
         assert!(!Error::HttpStatus { status: 429 }.is_permanent());
         assert!(!Error::HttpStatus { status: 503 }.is_permanent());
         assert!(!Error::SourceDeadline(Duration::from_secs(1)).is_permanent());
+        let api: provider_api::Error = Error::HttpStatus { status: 404 }.into();
+        assert_eq!(api.class(), ErrorClass::Permanent);
+        assert_eq!(api.to_string(), "image server answered HTTP 404");
         assert!(
             Error::DigestMismatch {
                 expected: "a".into(),

@@ -19,7 +19,7 @@
 
 use crate::Error;
 use crate::timestamp::Timestamp;
-use crate::volume_names::check_identifier;
+use provider_api::{Identifier, OwnerUid};
 use quick_xml::NsReader;
 use quick_xml::events::{BytesRef, Event};
 use quick_xml::name::{Namespace, ResolveResult};
@@ -35,8 +35,8 @@ pub const MARK_PREFIX: &str = "kvm2";
 /// Local name of the mark's root element.
 pub const MARK_ELEMENT: &str = "instance";
 
-/// Longest owner UID accepted (Kubernetes UIDs are 36 characters).
-pub const MAX_OWNER_UID_LEN: usize = 128;
+/// Longest field text read (whitespace included); valid fields are shorter.
+const MAX_FIELD_LEN: usize = 256;
 
 /// Largest document [`parse_mark`] reads. Domain XML dumps are a few KiB.
 pub const MAX_DOCUMENT_LEN: usize = 1 << 20;
@@ -44,45 +44,28 @@ pub const MAX_DOCUMENT_LEN: usize = 1 << 20;
 /// Who owns a domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerMark {
-    owner_uid: String,
-    entry: String,
+    owner_uid: OwnerUid,
+    entry: Identifier,
     created_at: Timestamp,
 }
 
 impl OwnerMark {
     /// A mark for the object `owner_uid`, made by provider entry `entry`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidValue`] when the UID is empty, longer than
-    /// [`MAX_OWNER_UID_LEN`] or has characters other than ASCII letters,
-    /// digits and `-`; or when `entry` is not an identifier.
-    pub fn new(owner_uid: &str, entry: &str, created_at: Timestamp) -> Result<Self, Error> {
-        if owner_uid.is_empty()
-            || owner_uid.len() > MAX_OWNER_UID_LEN
-            || !owner_uid
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        {
-            return Err(Error::invalid(
-                "owner UID",
-                format!("must be 1 to {MAX_OWNER_UID_LEN} ASCII letters, digits or '-'"),
-            ));
-        }
-        check_identifier("provider entry name", entry)?;
-        Ok(Self {
-            owner_uid: owner_uid.to_owned(),
-            entry: entry.to_owned(),
+    pub fn new(owner_uid: OwnerUid, entry: Identifier, created_at: Timestamp) -> Self {
+        Self {
+            owner_uid,
+            entry,
             created_at,
-        })
+        }
     }
 
     /// The owning object's UID.
-    pub fn owner_uid(&self) -> &str {
+    pub fn owner_uid(&self) -> &OwnerUid {
         &self.owner_uid
     }
 
     /// The provider entry that created the domain.
-    pub fn entry(&self) -> &str {
+    pub fn entry(&self) -> &Identifier {
         &self.entry
     }
 
@@ -300,9 +283,11 @@ fn read_mark(document: &str, source: Source) -> Result<Option<OwnerMark>, Error>
         .ok_or_else(|| malformed("created-at is missing"))?;
     let created_at = Timestamp::parse(created_at.trim())
         .ok_or_else(|| malformed("created-at is not YYYY-MM-DDTHH:MM:SSZ"))?;
-    OwnerMark::new(owner_uid.trim(), entry.trim(), created_at)
-        .map(Some)
-        .map_err(|e| malformed(&e.to_string()))
+    let owner_uid = OwnerUid::parse(owner_uid.trim())
+        .map_err(|e| malformed(&format!("owner-uid {}", e.rule())))?;
+    let entry =
+        Identifier::parse(entry.trim()).map_err(|e| malformed(&format!("entry {}", e.rule())))?;
+    Ok(Some(OwnerMark::new(owner_uid, entry, created_at)))
 }
 
 /// The mark is the domain's when it is a direct child of `/domain/metadata`
@@ -330,7 +315,7 @@ fn close(position: Position, depth: usize) -> Position {
 
 fn push_text(fields: &mut Fields, field: Field, text: &str) -> Result<(), Error> {
     let slot = fields.slot(field).get_or_insert_with(String::new);
-    if slot.len() + text.len() > MAX_OWNER_UID_LEN + 64 {
+    if slot.len() + text.len() > MAX_FIELD_LEN {
         return Err(malformed("a field is too long"));
     }
     slot.push_str(text);
@@ -381,11 +366,10 @@ mod tests {
 
     fn expected() -> OwnerMark {
         OwnerMark::new(
-            "6a1f0c2e-1111-4222-8333-944455556666",
-            "kvm2-home",
+            OwnerUid::parse("6a1f0c2e-1111-4222-8333-944455556666").unwrap(),
+            Identifier::parse("kvm2-home").unwrap(),
             Timestamp::parse("2026-12-02T09:15:16Z").unwrap(),
         )
-        .unwrap()
     }
 
     fn dump_with(metadata: &str) -> String {

@@ -13,6 +13,8 @@
 //! Numbers libvirt adds in later versions fall through to the state's
 //! generic row, with the raw reason number in the text.
 
+use provider_api::InstanceState;
+
 /// `virDomainState` numbers.
 pub mod libvirt_state {
     /// `VIR_DOMAIN_NOSTATE`
@@ -56,6 +58,22 @@ pub struct StateVerdict {
     pub phase: DomainPhase,
     /// Human-readable libvirt state and reason, e.g. `"paused: I/O error"`.
     pub detail: String,
+}
+
+impl StateVerdict {
+    /// The provider-API state. A running domain is
+    /// [`InstanceState::Running`] here; `get` downgrades it to
+    /// `Provisioning` while no address is known.
+    pub fn instance_state(&self) -> InstanceState {
+        match self.phase {
+            DomainPhase::Starting => InstanceState::Provisioning,
+            DomainPhase::Running => InstanceState::Running,
+            DomainPhase::Stopped => InstanceState::Stopped,
+            DomainPhase::Failed => InstanceState::Failed {
+                reason: self.detail.clone(),
+            },
+        }
+    }
 }
 
 /// Maps a libvirt `(state, reason)` pair to a [`StateVerdict`]. Total: any
@@ -224,6 +242,15 @@ mod tests {
             let v = classify(state, reason);
             assert_eq!(v.phase, phase, "({state}, {reason})");
             assert_eq!(v.detail, detail, "({state}, {reason})");
+            let expected = match phase {
+                Starting => InstanceState::Provisioning,
+                Running => InstanceState::Running,
+                Stopped => InstanceState::Stopped,
+                Failed => InstanceState::Failed {
+                    reason: detail.to_owned(),
+                },
+            };
+            assert_eq!(v.instance_state(), expected, "({state}, {reason})");
         }
     }
 

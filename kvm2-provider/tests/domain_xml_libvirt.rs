@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use kvm2_provider::domain_xml::{DomainSpec, Firmware, VirtType, render};
 use kvm2_provider::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_mark, parse_metadata_reply};
 use kvm2_provider::timestamp::Timestamp;
+use provider_api::{Identifier, OwnerUid};
 use xtask::Descriptor;
 
 fn unique_name(tag: &str) -> String {
@@ -23,7 +24,7 @@ fn unique_name(tag: &str) -> String {
 fn spec(name: &str, dir: &Path) -> DomainSpec {
     DomainSpec {
         virt_type: VirtType::Qemu,
-        name: name.to_owned(),
+        name: Identifier::parse(name).unwrap(),
         memory_mib: 128,
         vcpus: 1,
         machine: "q35".into(),
@@ -33,11 +34,10 @@ fn spec(name: &str, dir: &Path) -> DomainSpec {
         bridge: "br-kvm2-none".into(),
         mac: Some("52:54:00:aa:bb:cc".into()),
         mark: OwnerMark::new(
-            "0b6c3d2a-7e4f-4a1b-9c8d-0123456789ab",
-            "kvm2-it",
+            OwnerUid::parse("0b6c3d2a-7e4f-4a1b-9c8d-0123456789ab").unwrap(),
+            Identifier::parse("kvm2-it").unwrap(),
             Timestamp::from_unix_seconds(1_796_200_000).unwrap(),
-        )
-        .unwrap(),
+        ),
     }
 }
 
@@ -114,22 +114,28 @@ fn define_on_qemu_system_and_read_the_mark_back() {
     );
     let _guard = Defined {
         uri: &uri,
-        name: s.name.clone(),
+        name: s.name.to_string(),
     };
 
-    let dump = ok(virsh(&uri, &["dumpxml", &s.name]), "virsh dumpxml");
+    let dump = ok(virsh(&uri, &["dumpxml", s.name.as_str()]), "virsh dumpxml");
     assert_eq!(parse_mark(&dump).unwrap(), Some(s.mark.clone()));
     // libvirt resolved UEFI to OVMF and made an NVRAM file path.
     assert!(dump.contains("/usr/share/OVMF/"), "{dump}");
     assert!(dump.contains("<nvram"), "{dump}");
 
     let reply = ok(
-        virsh(&uri, &["metadata", &s.name, "--uri", MARK_NAMESPACE]),
+        virsh(
+            &uri,
+            &["metadata", s.name.as_str(), "--uri", MARK_NAMESPACE],
+        ),
         "virsh metadata",
     );
     assert_eq!(parse_metadata_reply(&reply).unwrap(), s.mark);
 
-    let disks = ok(virsh(&uri, &["domblklist", &s.name]), "virsh domblklist");
+    let disks = ok(
+        virsh(&uri, &["domblklist", s.name.as_str()]),
+        "virsh domblklist",
+    );
     assert!(disks.contains(&s.seed_path), "{disks}");
     assert!(disks.contains(&s.overlay_path), "{disks}");
 }
