@@ -1,11 +1,87 @@
 //! Pure-Rust async client for libvirt's remote wire protocol.
 //!
-//! This crate will own:
-//! - a sans-IO core (no tokio): the XDR codec, packet header and framing,
-//!   message types and libvirt's error payload as a typed error;
-//! - a connection driver over any `AsyncRead + AsyncWrite`: a cheap cloneable
-//!   `Client` and one connection task that owns the socket, multiplexes calls
-//!   by serial, answers keepalives and detects a dead link;
-//! - typed procedures, abort-safe upload/download streams and domain events.
+//! ```text
+//!   your tasks ──call()──┐   (any number at once; cheap Clone handles)
+//!   Upload / Download ───┤
+//!   Subscription ◀───────┤
+//!                        ▼
+//!              ┌────────────────────┐  bounded command queue (backpressure)
+//!              │  Client (handle)   │─────────────┐
+//!              └────────────────────┘             ▼
+//!              ┌──────────────────────────────────────────────┐
+//!              │ connection task (one per link, owns the IO)  │
+//!              │  reader: frames → reply by serial (oneshot), │
+//!              │          stream queues, event queues, PONGs  │
+//!              │  writer: coalesced packets, PINGs, aborts    │
+//!              │  keepalive clock, link-death broadcast       │
+//!              └──────────────────────────────────────────────┘
+//!                        │ AsyncRead + AsyncWrite (unix socket, TCP, SSH channel)
+//!                        ▼
+//!                     libvirtd
+//!   proto/ (sans-IO): XDR codec, framing, headers, error payload, keepalive state
+//! ```
 //!
-//! It deliberately knows nothing about SSH, providers or Kubernetes.
+//! What it does: connects over any `AsyncRead + AsyncWrite + Send` byte
+//! stream, runs libvirt's handshake (auth NONE, keepalive probe,
+//! connect-open), multiplexes calls by serial, answers and sends keepalive
+//! PINGs, detects dead links, runs upload/download streams that abort on
+//! the wire when their source or sink fails, and delivers domain lifecycle
+//! events. Typed methods cover the procedures the kvm2 provider needs
+//! ([`procedures`]); [`Client::call`] reaches any other with caller-supplied
+//! types.
+//!
+//! What it deliberately does not do: open sockets or SSH channels (bring your
+//! own stream), SASL/polkit/TLS authentication (a clear
+//! [`Error::UnsupportedAuth`]), file-descriptor passing, sparse streams,
+//! reconnecting (a dead [`Client`] stays dead; watch [`Client::closed`] and
+//! redial).
+//!
+//! Policies, in short: dropping a call abandons only that call; deadlines
+//! are per call ([`Config::call_timeout`], [`Client::with_call_timeout`]);
+//! dropping a stream aborts it; link death (IO error, EOF, keepalive
+//! timeout, [`Client::close`]) fails every pending call, stream and
+//! subscription with [`Error::Disconnected`]. See [`Client`] and [`stream`]
+//! for the details, including what libvirtd 11 does with an upload finished
+//! before its declared length.
+//!
+//! # Example
+//! ```no_run
+//! use libvirt_rpc::{Client, Config, OpenFlags, ListDomainsFlags, StorageVolStreamFlags};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let socket = tokio::net::UnixStream::connect("/run/libvirt/libvirt-sock").await?;
+//! let client = Client::connect(socket, "qemu:///system", OpenFlags::empty(), Config::default()).await?;
+//! for dom in client.connect_list_all_domains(ListDomainsFlags::empty()).await? {
+//!     println!("{} (id {})", dom.name, dom.id);
+//! }
+//! let pool = client.storage_pool_lookup_by_name("default").await?;
+//! let vol = client.storage_vol_lookup_by_name(&pool, "disk.qcow2").await?;
+//! let file = tokio::fs::File::open("disk.qcow2").await?;
+//! let len = file.metadata().await?.len();
+//! client.storage_vol_upload(&vol, 0, len, StorageVolStreamFlags::empty(), file).await?;
+//! client.close().await;
+//! # Ok(()) }
+//! ```
+
+mod client;
+mod config;
+mod connection;
+mod error;
+mod error_code;
+pub mod events;
+mod flags;
+pub mod procedures;
+pub mod proto;
+pub mod stream;
+
+pub use client::Client;
+pub use config::Config;
+pub use error::{DisconnectReason, Error, LibvirtError, Result};
+pub use error_code::ErrorCode;
+pub use events::{LifecycleEvent, Subscription};
+pub use flags::*;
+pub use procedures::{
+    DomainInterface, DomainIpAddr, DomainStateInfo, StoragePoolInfo, StorageVolInfo, proc_num,
+};
+pub use proto::types::{Domain, StoragePool, StorageVol, Uuid};
+pub use stream::{Download, Upload};

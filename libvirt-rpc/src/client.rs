@@ -1,0 +1,311 @@
+//! The cheap, cloneable handle callers use.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::connection::{Command, Connection, Control, Handles};
+use crate::error::{DisconnectReason, Error, LibvirtError, Result};
+use crate::proto::packet::{
+    self, Header, MessageType, Packet, REMOTE_PROGRAM, REMOTE_VERSION, Status,
+};
+use crate::proto::remote_error::WireError;
+use crate::proto::xdr::{self, Decode, Encode};
+
+/// A handle to one libvirt connection. Clone it freely: every clone talks
+/// through the same connection task, and any number of tasks may call at
+/// once (calls are multiplexed by serial).
+///
+/// The connection task ends when [`Client::close`] is called, when the link
+/// dies, or when the last handle (including streams and subscriptions,
+/// which hold one) is dropped.
+///
+/// # Cancellation policy
+/// Dropping a call's future (or its deadline passing) abandons that call
+/// only: its reply, when it comes, is discarded, and the connection stays
+/// up for everyone else. The daemon may still carry the call out — libvirt
+/// has no way to cancel a call — so a caller that abandons a mutating call
+/// must re-read state before relying on it. A dead link is detected by
+/// keepalive, not by slow calls: a slow call (a TCG domain booting, a pool
+/// refresh) says nothing about the link, and killing the link for it would
+/// fail every other caller's calls and streams. Dropping a stream's future
+/// aborts the stream on the wire.
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+    call_timeout: Duration,
+}
+
+pub(crate) struct Shared {
+    pub(crate) commands: mpsc::Sender<Command>,
+    pub(crate) control: mpsc::UnboundedSender<Control>,
+    pub(crate) serial: Arc<AtomicU32>,
+    pub(crate) dead: watch::Receiver<Option<DisconnectReason>>,
+    pub(crate) config: Config,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The last handle is gone: nobody can use the connection any more.
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("closed", &self.is_closed())
+            .field("call_timeout", &self.call_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Starts the connection task over `io` without any handshake (for
+    /// callers that do their own, and for tests). Most callers want
+    /// [`Client::connect`].
+    ///
+    /// Must be called within a tokio runtime (the task is spawned on it).
+    pub fn new<S>(io: S, config: Config) -> Self
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (commands_tx, commands_rx) = mpsc::channel(config.outgoing_queue.max(1));
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let (dead_tx, dead_rx) = watch::channel(None);
+        let serial = Arc::new(AtomicU32::new(1));
+        let handles = Handles {
+            commands: commands_rx,
+            control: control_rx,
+            dead: dead_tx,
+            serial: serial.clone(),
+        };
+        let task = tokio::spawn(Connection::new(io, handles, config.clone()).run());
+        let call_timeout = config.call_timeout;
+        Self {
+            shared: Arc::new(Shared {
+                commands: commands_tx,
+                control: control_tx,
+                serial,
+                dead: dead_rx,
+                config,
+                task,
+            }),
+            call_timeout,
+        }
+    }
+
+    /// Connects: starts the connection task, then runs libvirt's handshake —
+    /// auth list (only NONE is supported), keepalive feature probe (our own
+    /// PINGs start when the daemon speaks it) and connect-open of `uri`
+    /// (`qemu:///system`, `test:///default`, ...).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedAuth`] when the daemon requires SASL or polkit;
+    /// [`Error::Libvirt`] when the open fails; [`Error::Disconnected`] or
+    /// [`Error::Timeout`] when the link fails during the handshake.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the half-made client, which ends the
+    /// connection task.
+    pub async fn connect<S>(
+        io: S,
+        uri: &str,
+        flags: crate::flags::OpenFlags,
+        config: Config,
+    ) -> Result<Self>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let client = Self::new(io, config);
+        client.handshake(uri, flags).await?;
+        Ok(client)
+    }
+
+    async fn handshake(&self, uri: &str, flags: crate::flags::OpenFlags) -> Result<()> {
+        let auth = self.auth_list().await?;
+        if !auth.is_empty() && !auth.contains(&0) {
+            return Err(Error::UnsupportedAuth { offered: auth });
+        }
+        // VIR_DRV_FEATURE_PROGRAM_KEEPALIVE
+        if self.connect_supports_feature(10).await? {
+            let _ = self.shared.control.send(Control::EnableKeepalive);
+        }
+        self.connect_open(Some(uri), flags).await
+    }
+
+    /// A handle to the same connection whose calls use `timeout` as their
+    /// deadline.
+    pub fn with_call_timeout(&self, timeout: Duration) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            call_timeout: timeout,
+        }
+    }
+
+    /// The connection's configuration.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// True once the connection is dead; every call now fails with
+    /// [`Error::Disconnected`].
+    pub fn is_closed(&self) -> bool {
+        self.shared.dead.borrow().is_some()
+    }
+
+    /// Why the connection died, if it did.
+    pub fn disconnect_reason(&self) -> Option<DisconnectReason> {
+        self.shared.dead.borrow().clone()
+    }
+
+    /// Resolves when the connection dies, with the reason (so a pool can
+    /// redial).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    pub async fn closed(&self) -> DisconnectReason {
+        let mut rx = self.shared.dead.clone();
+        match rx.wait_for(Option::is_some).await {
+            Ok(r) => r.clone().unwrap_or(DisconnectReason::Closed),
+            Err(_) => DisconnectReason::Closed,
+        }
+    }
+
+    /// Closes the connection: every pending call, stream and subscription
+    /// fails with [`Error::Disconnected`] carrying
+    /// [`DisconnectReason::Closed`]. Returns once the connection task has
+    /// stopped; it does not wait on the network (the socket is shut down
+    /// with a 100 ms bound).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the close request is sent before the first await.
+    pub async fn close(&self) {
+        let _ = self.shared.control.send(Control::Close);
+        self.closed().await;
+    }
+
+    pub(crate) fn next_serial(&self) -> u32 {
+        self.shared.serial.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn control(&self, c: Control) {
+        let _ = self.shared.control.send(c);
+    }
+
+    pub(crate) fn disconnected(&self) -> Error {
+        Error::Disconnected(self.disconnect_reason().unwrap_or(DisconnectReason::Closed))
+    }
+
+    pub(crate) fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+
+    pub(crate) async fn submit(&self, c: Command) -> Result<()> {
+        self.shared
+            .commands
+            .send(c)
+            .await
+            .map_err(|_| self.disconnected())
+    }
+
+    /// Calls any procedure of the remote program with caller-supplied
+    /// argument and result types (use `()` for void).
+    ///
+    /// # Errors
+    /// [`Error::Libvirt`] when the daemon fails the call,
+    /// [`Error::Disconnected`] when the link dies first, [`Error::Timeout`]
+    /// after the handle's call deadline, [`Error::Encode`]/[`Error::Decode`]
+    /// when the types do not fit the procedure.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the call (see [`Client`]); the
+    /// connection stays up.
+    pub async fn call<A, R>(&self, procedure: i32, args: &A) -> Result<R>
+    where
+        A: Encode + ?Sized,
+        R: Decode,
+    {
+        self.call_program(REMOTE_PROGRAM, REMOTE_VERSION, procedure, args)
+            .await
+    }
+
+    /// Like [`Client::call`] for any program (e.g. the QEMU program
+    /// `0x20008087`).
+    ///
+    /// # Errors
+    /// As [`Client::call`].
+    ///
+    /// # Cancel safety
+    /// As [`Client::call`].
+    pub async fn call_program<A, R>(
+        &self,
+        program: u32,
+        version: u32,
+        procedure: i32,
+        args: &A,
+    ) -> Result<R>
+    where
+        A: Encode + ?Sized,
+        R: Decode,
+    {
+        let serial = self.next_serial();
+        let header = Header {
+            program,
+            version,
+            procedure,
+            kind: MessageType::Call,
+            serial,
+            status: Status::Ok,
+        };
+        let packet = packet::encode_packet(&header, args)
+            .map_err(|source| Error::Encode { procedure, source })?;
+        let reply = self.call_packet(serial, procedure, packet).await?;
+        decode_reply(procedure, &reply)
+    }
+
+    async fn call_packet(&self, serial: u32, procedure: i32, packet: Bytes) -> Result<Packet> {
+        let (tx, rx) = oneshot::channel();
+        let after = self.call_timeout;
+        let work = async {
+            self.submit(Command::Call {
+                serial,
+                packet,
+                reply: tx,
+            })
+            .await?;
+            rx.await.map_err(|_| self.disconnected())
+        };
+        tokio::time::timeout(after, work)
+            .await
+            .map_err(|_| Error::Timeout { procedure, after })?
+    }
+}
+
+/// Turns a REPLY into the result type or the daemon's error.
+pub(crate) fn decode_reply<R: Decode>(procedure: i32, p: &Packet) -> Result<R> {
+    match p.header.status {
+        Status::Ok => {
+            xdr::from_bytes(&p.payload).map_err(|source| Error::Decode { procedure, source })
+        }
+        Status::Error => Err(daemon_error(procedure, p)),
+        Status::Continue => Err(Error::Protocol(format!(
+            "procedure {procedure}: CONTINUE status on a reply"
+        ))),
+    }
+}
+
+/// Decodes the error payload of an ERROR packet.
+pub(crate) fn daemon_error(procedure: i32, p: &Packet) -> Error {
+    match xdr::from_bytes::<WireError>(&p.payload) {
+        Ok(e) => Error::Libvirt(LibvirtError::from(e)),
+        Err(source) => Error::Decode { procedure, source },
+    }
+}

@@ -1,0 +1,462 @@
+//! The connection task: the only code that touches the socket.
+//!
+//! One task per connection reads packets, matches replies to callers by
+//! serial, feeds stream and event queues, answers PINGs, sends its own PINGs
+//! and writes what callers queued. It never awaits a consumer: replies go
+//! into one-shot channels, events into bounded queues that drop on overflow,
+//! and a full download queue only pauses *reading* (see [`Config::stream_queue`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::config::Config;
+use crate::error::DisconnectReason;
+use crate::events::{LifecycleEvent, Subscriber};
+use crate::procedures::proc_num;
+use crate::proto::keepalive::{Action, Keepalive};
+use crate::proto::packet::{
+    self, Header, KEEPALIVE_PING, KEEPALIVE_PONG, KEEPALIVE_PROGRAM, KEEPALIVE_VERSION,
+    MessageType, Packet, REMOTE_PROGRAM, Status,
+};
+use crate::proto::remote_error::WireError;
+use crate::proto::xdr::{Decode, Reader};
+
+/// Where a reply goes.
+pub(crate) type ReplyTx = oneshot::Sender<Packet>;
+
+/// What callers ask of the connection task (bounded queue).
+pub(crate) enum Command {
+    /// A call whose single reply goes to `reply`.
+    Call {
+        serial: u32,
+        packet: Bytes,
+        reply: ReplyTx,
+    },
+    /// A call that opens a stream: its reply and every stream packet with
+    /// the same serial go to `packets` until a terminal packet.
+    OpenStream {
+        serial: u32,
+        procedure: i32,
+        packet: Bytes,
+        packets: mpsc::Sender<Packet>,
+    },
+    /// An event registration; on success the connection routes events for
+    /// the returned callback id to `subscriber` before handling any later
+    /// packet, so no event is lost in between.
+    Subscribe {
+        serial: u32,
+        packet: Bytes,
+        reply: ReplyTx,
+        subscriber: Subscriber,
+    },
+    /// A packet with no reply (stream data, finish, abort).
+    Send(Bytes),
+}
+
+/// Out-of-band requests (unbounded: at most one per call, stream or
+/// subscription, sent from `Drop` where waiting is impossible).
+pub(crate) enum Control {
+    /// A stream's owner went away before the stream ended: abort it on the
+    /// wire and drop its packets.
+    AbortStream(u32),
+    /// A subscription ended: stop routing its events, and deregister on the
+    /// wire when its owner could not (drop).
+    Unsubscribe { callback_id: i32, deregister: bool },
+    /// Start sending our own PINGs (the daemon speaks keepalive).
+    EnableKeepalive,
+    /// Close the connection.
+    Close,
+}
+
+enum Pending {
+    Call(ReplyTx),
+    Stream(mpsc::Sender<Packet>, i32),
+    Subscribe(ReplyTx, Subscriber),
+}
+
+/// Shared between the task and its handles.
+pub(crate) struct Handles {
+    pub(crate) commands: mpsc::Receiver<Command>,
+    pub(crate) control: mpsc::UnboundedReceiver<Control>,
+    pub(crate) dead: watch::Sender<Option<DisconnectReason>>,
+    pub(crate) serial: Arc<AtomicU32>,
+}
+
+/// The connection task's state.
+pub(crate) struct Connection<S> {
+    reader: ReadHalf<S>,
+    writer: WriteHalf<S>,
+    handles: Handles,
+    config: Config,
+    inbuf: BytesMut,
+    outq: VecDeque<Bytes>,
+    outq_bytes: usize,
+    current: Option<Bytes>,
+    pending: HashMap<u32, Pending>,
+    subscribers: HashMap<i32, Subscriber>,
+    keepalive: Option<Keepalive>,
+    /// A stream packet that did not fit its consumer's queue; reading is
+    /// paused until it is delivered.
+    parked: Option<(mpsc::Sender<Packet>, Packet)>,
+}
+
+const READ_RESERVE: usize = 64 * 1024;
+const COALESCE: usize = 64 * 1024;
+
+impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
+    pub(crate) fn new(io: S, handles: Handles, config: Config) -> Self {
+        let (reader, writer) = tokio::io::split(io);
+        Self {
+            reader,
+            writer,
+            handles,
+            config,
+            inbuf: BytesMut::with_capacity(READ_RESERVE),
+            outq: VecDeque::new(),
+            outq_bytes: 0,
+            current: None,
+            pending: HashMap::new(),
+            subscribers: HashMap::new(),
+            keepalive: None,
+            parked: None,
+        }
+    }
+
+    /// Runs until the link dies or the client closes it, then fails every
+    /// waiter with the reason.
+    pub(crate) async fn run(mut self) {
+        let reason = self.drive().await;
+        // Publish the reason before dropping the senders, so a waiter that
+        // sees its channel closed can read why.
+        self.handles.dead.send_replace(Some(reason));
+        self.pending.clear();
+        self.subscribers.clear();
+        self.parked = None;
+        self.handles.commands.close();
+        self.handles.control.close();
+        // Best effort, bounded: never wait on the network at teardown.
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            self.writer.shutdown(),
+        )
+        .await;
+    }
+
+    async fn drive(&mut self) -> DisconnectReason {
+        loop {
+            if self.current.is_none() {
+                self.current = self.next_write();
+            }
+            let can_take = self.outq_bytes < self.config.outgoing_buffer;
+            let paused = self.parked.is_some();
+            let ka_deadline = self.keepalive.as_ref().map(Keepalive::deadline);
+            let parked_tx = self.parked.as_ref().map(|(tx, _)| tx.clone());
+            if self.inbuf.capacity() - self.inbuf.len() < 4096 {
+                self.inbuf.reserve(READ_RESERVE);
+            }
+            tokio::select! {
+                biased;
+                ctl = self.handles.control.recv() => match ctl {
+                    Some(Control::Close) | None => return DisconnectReason::Closed,
+                    Some(c) => self.control(c),
+                },
+                r = async { parked_tx?.reserve_owned().await.ok() }, if paused => {
+                    if let (Some(permit), Some((_, p))) = (r, self.parked.take()) {
+                        permit.send(p);
+                    } else {
+                        self.parked = None;
+                    }
+                },
+                r = self.reader.read_buf(&mut self.inbuf), if !paused => match r {
+                    Ok(0) => return DisconnectReason::Eof,
+                    Ok(_) => {
+                        if let Err(reason) = self.process_input() {
+                            return reason;
+                        }
+                    }
+                    Err(e) => return DisconnectReason::Io(Arc::new(e)),
+                },
+                r = write_some(&mut self.writer, self.current.as_ref()), if self.current.is_some() => match r {
+                    Ok(0) => return DisconnectReason::Io(Arc::new(std::io::ErrorKind::WriteZero.into())),
+                    Ok(n) => self.advance_write(n),
+                    Err(e) => return DisconnectReason::Io(Arc::new(e)),
+                },
+                cmd = self.handles.commands.recv(), if can_take => match cmd {
+                    Some(c) => self.command(c),
+                    None => return DisconnectReason::Closed,
+                },
+                () = sleep_until(ka_deadline), if ka_deadline.is_some() => {
+                    if let Some(reason) = self.keepalive_tick() {
+                        return reason;
+                    }
+                }
+            }
+        }
+    }
+
+    fn next_write(&mut self) -> Option<Bytes> {
+        let first = self.outq.pop_front()?;
+        if first.len() >= COALESCE || self.outq.front().is_none_or(|b| b.len() >= COALESCE) {
+            return Some(first);
+        }
+        let mut merged = BytesMut::with_capacity(COALESCE * 2);
+        merged.extend_from_slice(&first);
+        while let Some(next) = self.outq.front() {
+            if merged.len() + next.len() > COALESCE * 2 || next.len() >= COALESCE {
+                break;
+            }
+            merged.extend_from_slice(next);
+            self.outq.pop_front();
+        }
+        Some(merged.freeze())
+    }
+
+    fn advance_write(&mut self, n: usize) {
+        self.outq_bytes = self.outq_bytes.saturating_sub(n);
+        if let Some(cur) = &mut self.current {
+            if n >= cur.len() {
+                self.current = None;
+            } else {
+                let _ = cur.split_to(n);
+            }
+        }
+    }
+
+    fn queue(&mut self, b: Bytes) {
+        self.outq_bytes += b.len();
+        self.outq.push_back(b);
+    }
+
+    fn command(&mut self, c: Command) {
+        match c {
+            Command::Call {
+                serial,
+                packet,
+                reply,
+            } => {
+                self.pending.insert(serial, Pending::Call(reply));
+                self.queue(packet);
+            }
+            Command::OpenStream {
+                serial,
+                procedure,
+                packet,
+                packets,
+            } => {
+                self.pending
+                    .insert(serial, Pending::Stream(packets, procedure));
+                self.queue(packet);
+            }
+            Command::Subscribe {
+                serial,
+                packet,
+                reply,
+                subscriber,
+            } => {
+                self.pending
+                    .insert(serial, Pending::Subscribe(reply, subscriber));
+                self.queue(packet);
+            }
+            Command::Send(packet) => self.queue(packet),
+        }
+    }
+
+    fn control(&mut self, c: Control) {
+        match c {
+            Control::AbortStream(serial) => {
+                if let Some(&Pending::Stream(_, procedure)) = self.pending.get(&serial) {
+                    // Keep an entry whose consumer is gone: later packets are
+                    // dropped until the daemon's terminal answer removes it.
+                    let (gone, _) = mpsc::channel(1);
+                    self.pending
+                        .insert(serial, Pending::Stream(gone, procedure));
+                    if let Ok(p) = abort_packet(procedure, serial, "stream cancelled by the client")
+                    {
+                        self.queue(p);
+                    }
+                }
+            }
+            Control::Unsubscribe {
+                callback_id,
+                deregister,
+            } => {
+                if self.subscribers.remove(&callback_id).is_some() && deregister {
+                    let serial = self.handles.serial.fetch_add(1, Ordering::Relaxed);
+                    let h = Header::remote(
+                        proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY,
+                        MessageType::Call,
+                        serial,
+                        Status::Ok,
+                    );
+                    if let Ok(p) = packet::encode_packet(&h, &callback_id) {
+                        self.queue(p);
+                    }
+                }
+            }
+            Control::EnableKeepalive => {
+                self.keepalive = Some(Keepalive::new(
+                    self.config.keepalive_interval,
+                    self.config.keepalive_count,
+                    Instant::now(),
+                ));
+            }
+            Control::Close => {}
+        }
+    }
+
+    fn keepalive_tick(&mut self) -> Option<DisconnectReason> {
+        let now = Instant::now();
+        let paused = self.parked.is_some();
+        let ka = self.keepalive.as_mut()?;
+        if paused {
+            // We chose not to read; silence is ours, not the peer's.
+            ka.received(now);
+            return None;
+        }
+        match ka.poll(now) {
+            Action::Wait => None,
+            Action::SendPing => {
+                let h = keepalive_header(KEEPALIVE_PING);
+                if let Ok(p) = packet::encode_raw(&h, &[]) {
+                    self.queue(p);
+                }
+                None
+            }
+            Action::Dead => Some(DisconnectReason::KeepaliveTimeout {
+                interval: self.config.keepalive_interval,
+                count: self.config.keepalive_count,
+            }),
+        }
+    }
+
+    fn process_input(&mut self) -> Result<(), DisconnectReason> {
+        if let Some(ka) = &mut self.keepalive {
+            ka.received(Instant::now());
+        }
+        while self.parked.is_none() {
+            match packet::decode_frame(&mut self.inbuf) {
+                Ok(Some(p)) => self.dispatch(p),
+                Ok(None) => break,
+                Err(e) => return Err(DisconnectReason::Protocol(e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, p: Packet) {
+        match p.header.program {
+            KEEPALIVE_PROGRAM => {
+                if p.header.procedure == KEEPALIVE_PING {
+                    let h = keepalive_header(KEEPALIVE_PONG);
+                    if let Ok(pong) = packet::encode_raw(&h, &[]) {
+                        self.queue(pong);
+                    }
+                }
+            }
+            REMOTE_PROGRAM if p.header.kind == MessageType::Message => self.event(p),
+            _ => self.reply(p),
+        }
+    }
+
+    fn reply(&mut self, p: Packet) {
+        let serial = p.header.serial;
+        let Some(entry) = self.pending.remove(&serial) else {
+            return; // abandoned call (timed out or dropped): discard
+        };
+        match entry {
+            Pending::Call(tx) => {
+                let _ = tx.send(p);
+            }
+            Pending::Subscribe(tx, subscriber) => {
+                if p.header.status == Status::Ok {
+                    if let Ok(id) = i32::decode(&mut Reader::new(&p.payload)) {
+                        self.subscribers.insert(id, subscriber);
+                    }
+                }
+                let _ = tx.send(p);
+            }
+            Pending::Stream(tx, procedure) => {
+                let terminal = is_terminal(&p.header);
+                if !terminal {
+                    self.pending
+                        .insert(serial, Pending::Stream(tx.clone(), procedure));
+                }
+                match tx.try_send(p) {
+                    Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+                    Err(mpsc::error::TrySendError::Full(p)) => self.parked = Some((tx, p)),
+                }
+            }
+        }
+    }
+
+    fn event(&mut self, p: Packet) {
+        if p.header.procedure != proc_num::DOMAIN_EVENT_CALLBACK_LIFECYCLE {
+            return;
+        }
+        let mut r = Reader::new(&p.payload);
+        let Ok(id) = i32::decode(&mut r) else { return };
+        let Ok(ev) = LifecycleEvent::decode(&mut r) else {
+            return;
+        };
+        if let Some(s) = self.subscribers.get(&id) {
+            s.deliver(ev);
+        }
+    }
+}
+
+/// Whether a packet ends its call or stream.
+fn is_terminal(h: &Header) -> bool {
+    match (h.kind, h.status) {
+        (MessageType::Reply, Status::Ok) => false,
+        (MessageType::Reply, _) => true,
+        (MessageType::Stream, Status::Continue) => false,
+        (MessageType::Stream, _) => true,
+        _ => false,
+    }
+}
+
+fn keepalive_header(procedure: i32) -> Header {
+    Header {
+        program: KEEPALIVE_PROGRAM,
+        version: KEEPALIVE_VERSION,
+        procedure,
+        kind: MessageType::Message,
+        serial: 0,
+        status: Status::Ok,
+    }
+}
+
+/// The packet that aborts stream `serial` of `procedure` (STREAM / ERROR with an error
+/// payload).
+pub(crate) fn abort_packet(
+    procedure: i32,
+    serial: u32,
+    why: &str,
+) -> Result<Bytes, crate::proto::xdr::XdrError> {
+    let h = Header::remote(procedure, MessageType::Stream, serial, Status::Error);
+    // VIR_ERR_RPC (39), VIR_FROM_RPC (7).
+    packet::encode_packet(&h, &WireError::new(39, 7, why))
+}
+
+async fn write_some<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    buf: Option<&Bytes>,
+) -> std::io::Result<usize> {
+    match buf {
+        Some(b) => w.write(b).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,196 @@
+//! The crate's one error type.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error_code::ErrorCode;
+use crate::proto::packet::FrameError;
+use crate::proto::remote_error::WireError;
+use crate::proto::xdr::XdrError;
+
+/// Everything that can go wrong talking to libvirtd.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The daemon answered with an error.
+    #[error(transparent)]
+    Libvirt(#[from] LibvirtError),
+    /// The connection is dead (IO error, EOF, keepalive timeout, close);
+    /// every pending and later call fails with this.
+    #[error("libvirt connection lost: {0}")]
+    Disconnected(#[source] DisconnectReason),
+    /// The call's deadline passed. The link stays up; the late reply, if any,
+    /// is discarded.
+    #[error("libvirt procedure {procedure} timed out after {after:?}")]
+    Timeout {
+        /// The procedure number.
+        procedure: i32,
+        /// The deadline that passed.
+        after: Duration,
+    },
+    /// The daemon offers only authentication schemes this crate does not
+    /// implement (SASL, polkit).
+    #[error(
+        "unsupported libvirt authentication: the daemon offers {offered:?}, only NONE (0) is supported"
+    )]
+    UnsupportedAuth {
+        /// Auth types the daemon offered (0 none, 1 SASL, 2 polkit).
+        offered: Vec<i32>,
+    },
+    /// Arguments could not be encoded (a string or list over its limit).
+    #[error("cannot encode arguments of libvirt procedure {procedure}")]
+    Encode {
+        /// The procedure number.
+        procedure: i32,
+        /// The codec's reason.
+        #[source]
+        source: XdrError,
+    },
+    /// A reply could not be decoded as the expected type.
+    #[error("cannot decode reply of libvirt procedure {procedure}")]
+    Decode {
+        /// The procedure number.
+        procedure: i32,
+        /// The codec's reason.
+        #[source]
+        source: XdrError,
+    },
+    /// The daemon sent something this client did not expect for a call.
+    #[error("libvirt protocol violation: {0}")]
+    Protocol(String),
+    /// An upload's source failed; the stream was aborted on the wire.
+    #[error("upload source failed; stream aborted")]
+    Source(#[source] io::Error),
+    /// A download's destination failed; the stream was aborted on the wire.
+    #[error("download destination failed; stream aborted")]
+    Sink(#[source] io::Error),
+    /// The declared stream length and the data disagree (source shorter or
+    /// longer than `length`); the stream was aborted on the wire.
+    #[error("upload source gave {got} bytes, {declared} were declared; stream aborted")]
+    LengthMismatch {
+        /// Bytes declared in the upload call.
+        declared: u64,
+        /// Bytes the source produced (capped at `declared + 1`).
+        got: u64,
+    },
+}
+
+impl Error {
+    /// The libvirt error code, when the daemon answered with an error.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Self::Libvirt(e) => Some(e.code),
+            _ => None,
+        }
+    }
+
+    /// True when the daemon said the object does not exist (domain, pool,
+    /// volume, metadata).
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self.code(),
+            Some(
+                ErrorCode::NoDomain
+                    | ErrorCode::NoStoragePool
+                    | ErrorCode::NoStorageVol
+                    | ErrorCode::NoDomainMetadata
+                    | ErrorCode::NoNetwork
+            )
+        )
+    }
+
+    /// True when the connection is dead; the caller should redial.
+    pub fn is_disconnected(&self) -> bool {
+        matches!(self, Self::Disconnected(_))
+    }
+
+    /// True when the call's deadline passed.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Timeout { .. })
+    }
+}
+
+/// An error reported by libvirtd.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("libvirt error {code:?} (code {}, domain {domain}): {message}", code.to_i32())]
+pub struct LibvirtError {
+    /// `virErrorNumber`.
+    pub code: ErrorCode,
+    /// `virErrorDomain`: the subsystem that raised it.
+    pub domain: i32,
+    /// The daemon's message.
+    pub message: String,
+    /// `virErrorLevel` (1 warning, 2 error).
+    pub level: i32,
+}
+
+impl From<WireError> for LibvirtError {
+    fn from(e: WireError) -> Self {
+        Self {
+            code: ErrorCode::from_i32(e.code),
+            domain: e.domain,
+            message: e.message.unwrap_or_default(),
+            level: e.level,
+        }
+    }
+}
+
+/// Why a connection died.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum DisconnectReason {
+    /// [`crate::Client::close`] was called or every handle was dropped.
+    Closed,
+    /// The daemon closed the connection.
+    Eof,
+    /// Reading or writing failed.
+    Io(Arc<io::Error>),
+    /// No packet arrived for `interval × (count + 1)`.
+    KeepaliveTimeout {
+        /// The keepalive interval.
+        interval: Duration,
+        /// Unanswered PINGs tolerated.
+        count: u32,
+    },
+    /// The byte stream broke the framing rules.
+    Protocol(FrameError),
+}
+
+impl fmt::Display for DisconnectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Closed => f.write_str("connection closed by the client"),
+            Self::Eof => f.write_str("daemon closed the connection"),
+            Self::Io(e) => write!(f, "IO error: {e}"),
+            Self::KeepaliveTimeout { interval, count } => write!(
+                f,
+                "keepalive timeout: {count} pings unanswered at {interval:?} interval"
+            ),
+            Self::Protocol(e) => write!(f, "framing error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DisconnectReason {}
+
+/// Shorthand for this crate's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libvirt_error_carries_code_and_predicates() {
+        let e: Error = LibvirtError::from(WireError::new(42, 10, "no domain 'x'")).into();
+        assert_eq!(e.code(), Some(ErrorCode::NoDomain));
+        assert!(e.is_not_found());
+        assert!(!e.is_disconnected());
+        assert!(e.to_string().contains("no domain 'x'"), "{e}");
+        let d = Error::Disconnected(DisconnectReason::Eof);
+        assert!(d.is_disconnected());
+        assert!(std::error::Error::source(&d).is_some());
+    }
+}

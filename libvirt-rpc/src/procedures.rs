@@ -1,0 +1,311 @@
+//! Typed procedures: one declarative entry per procedure.
+//!
+//! Each entry names the method, its typed parameters (encoded in order as
+//! the procedure's `_args` struct), the `_ret` type, and the procedure
+//! number, checked against libvirt's `src/remote/remote_protocol.x`.
+//! Optional `args` replaces the argument tuple (for fixed fields such as
+//! `need_results`) and `map` turns the `_ret` struct into what the method
+//! returns. Procedures not listed here are reachable through
+//! [`Client::call`] with caller-supplied types.
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::flags::{
+    DomainCreateFlags, DomainDefineFlags, DomainDestroyFlags, DomainModificationImpact,
+    DomainState, DomainUndefineFlags, DomainXmlFlags, InterfaceAddressesSource, ListDomainsFlags,
+    MetadataType, NoFlags, OpenFlags, StorageVolCreateFlags, StorageVolDeleteFlags,
+};
+use crate::proto::types::{Domain, StoragePool, StorageVol};
+use crate::xdr_struct;
+
+macro_rules! procedures {
+    ($(
+        $(#[$m:meta])*
+        fn $name:ident ( $($p:ident : $pty:ty),* ) -> $ret:ty = $num_name:ident ($num:literal)
+            $(, args $args:expr)? $(, map $map:expr => $out:ty)? ;
+    )*) => {
+        /// Procedure numbers of the remote program (`REMOTE_PROC_*`).
+        pub mod proc_num {
+            $(
+                #[doc = concat!("`REMOTE_PROC_", stringify!($num_name), "`")]
+                pub const $num_name: i32 = $num;
+            )*
+            /// `REMOTE_PROC_STORAGE_VOL_UPLOAD` (a stream; see [`crate::Client::storage_vol_upload`]).
+            pub const STORAGE_VOL_UPLOAD: i32 = 208;
+            /// `REMOTE_PROC_STORAGE_VOL_DOWNLOAD` (a stream; see [`crate::Client::storage_vol_download`]).
+            pub const STORAGE_VOL_DOWNLOAD: i32 = 209;
+            /// `REMOTE_PROC_CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY`.
+            pub const CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY: i32 = 316;
+            /// `REMOTE_PROC_CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY`.
+            pub const CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY: i32 = 317;
+            /// `REMOTE_PROC_DOMAIN_EVENT_CALLBACK_LIFECYCLE` (an event message).
+            pub const DOMAIN_EVENT_CALLBACK_LIFECYCLE: i32 = 318;
+        }
+
+        impl Client {
+            $(
+                procedures!(@method [$(#[$m])*] $name ($($p : $pty),*) -> $ret = $num_name
+                    [$($args)?] [$($map => $out)?]);
+            )*
+        }
+    };
+
+    (@method [$(#[$m:meta])*] $name:ident ($($p:ident : $pty:ty),*) -> $ret:ty = $num_name:ident
+        [$($args:expr)?] []) => {
+        $(#[$m])*
+        #[doc = concat!("\n\nProcedure `REMOTE_PROC_", stringify!($num_name), "`.")]
+        #[doc = "\n# Errors\n[`crate::Error::Libvirt`] with the daemon's error code when it fails the call; \
+                 [`crate::Error::Disconnected`] when the link dies; [`crate::Error::Timeout`] after the \
+                 handle's call deadline."]
+        #[doc = "\n# Cancel safety\nDropping the future abandons the call (the reply is discarded); \
+                 the daemon may still carry it out. The connection stays up."]
+        pub async fn $name(&self $(, $p: $pty)*) -> Result<$ret> {
+            let args = procedures!(@args ($($p),*) [$($args)?]);
+            self.call(proc_num::$num_name, &args).await
+        }
+    };
+
+    (@method [$(#[$m:meta])*] $name:ident ($($p:ident : $pty:ty),*) -> $ret:ty = $num_name:ident
+        [$($args:expr)?] [$map:expr => $out:ty]) => {
+        $(#[$m])*
+        #[doc = concat!("\n\nProcedure `REMOTE_PROC_", stringify!($num_name), "`.")]
+        #[doc = "\n# Errors\n[`crate::Error::Libvirt`] with the daemon's error code when it fails the call; \
+                 [`crate::Error::Disconnected`] when the link dies; [`crate::Error::Timeout`] after the \
+                 handle's call deadline."]
+        #[doc = "\n# Cancel safety\nDropping the future abandons the call (the reply is discarded); \
+                 the daemon may still carry it out. The connection stays up."]
+        pub async fn $name(&self $(, $p: $pty)*) -> Result<$out> {
+            let args = procedures!(@args ($($p),*) [$($args)?]);
+            let ret: $ret = self.call(proc_num::$num_name, &args).await?;
+            let map: fn($ret) -> $out = $map;
+            Ok(map(ret))
+        }
+    };
+
+    (@args ($($p:ident),*) []) => { ($($p,)*) };
+    (@args ($($p:ident),*) [$args:expr]) => { $args };
+}
+
+procedures! {
+    /// Opens the hypervisor connection `name` (`qemu:///system`,
+    /// `test:///default`, ...) on the daemon. [`Client::connect`] does this.
+    fn connect_open(name: Option<&str>, flags: OpenFlags) -> () = CONNECT_OPEN(1);
+    /// Closes the hypervisor connection on the daemon (the link stays up).
+    fn connect_close() -> () = CONNECT_CLOSE(2);
+    /// The hypervisor's version (`major * 1,000,000 + minor * 1,000 + micro`).
+    fn connect_get_version() -> u64 = CONNECT_GET_VERSION(4);
+    /// Starts a defined domain.
+    fn domain_create(dom: &Domain) -> () = DOMAIN_CREATE(9);
+    /// Forcefully stops a running domain.
+    fn domain_destroy(dom: &Domain) -> () = DOMAIN_DESTROY(12);
+    /// The domain's XML description.
+    fn domain_get_xml_desc(dom: &Domain, flags: DomainXmlFlags) -> String = DOMAIN_GET_XML_DESC(14);
+    /// Looks a domain up by name ([`crate::ErrorCode::NoDomain`] when absent).
+    fn domain_lookup_by_name(name: &str) -> Domain = DOMAIN_LOOKUP_BY_NAME(23);
+    /// The daemon host's hostname.
+    fn connect_get_hostname() -> String = CONNECT_GET_HOSTNAME(59);
+    /// Whether the daemon supports a `VIR_DRV_FEATURE_*` feature.
+    fn connect_supports_feature(feature: i32) -> i32 = CONNECT_SUPPORTS_FEATURE(60),
+        map |r| r != 0 => bool;
+    /// Authentication types the daemon offers (0 none, 1 SASL, 2 polkit).
+    fn auth_list() -> Vec<i32> = AUTH_LIST(66);
+    /// Rescans a storage pool for volumes.
+    fn storage_pool_refresh(pool: &StoragePool, flags: NoFlags) -> () = STORAGE_POOL_REFRESH(83);
+    /// Looks a storage pool up by name.
+    fn storage_pool_lookup_by_name(name: &str) -> StoragePool = STORAGE_POOL_LOOKUP_BY_NAME(84);
+    /// A storage pool's state and sizes.
+    fn storage_pool_get_info(pool: &StoragePool) -> StoragePoolInfo = STORAGE_POOL_GET_INFO(87);
+    /// Creates a volume from its XML description.
+    fn storage_vol_create_xml(pool: &StoragePool, xml: &str, flags: StorageVolCreateFlags) -> StorageVol
+        = STORAGE_VOL_CREATE_XML(93);
+    /// Deletes a volume.
+    fn storage_vol_delete(vol: &StorageVol, flags: StorageVolDeleteFlags) -> () = STORAGE_VOL_DELETE(94);
+    /// Looks a volume up by name within a pool.
+    fn storage_vol_lookup_by_name(pool: &StoragePool, name: &str) -> StorageVol
+        = STORAGE_VOL_LOOKUP_BY_NAME(95);
+    /// A volume's type and sizes.
+    fn storage_vol_get_info(vol: &StorageVol) -> StorageVolInfo = STORAGE_VOL_GET_INFO(98);
+    /// The daemon's libvirt version (`major * 1,000,000 + minor * 1,000 + micro`).
+    fn connect_get_lib_version() -> u64 = CONNECT_GET_LIB_VERSION(157);
+    /// Starts a defined domain; returns the domain with its new id.
+    fn domain_create_with_flags(dom: &Domain, flags: DomainCreateFlags) -> Domain
+        = DOMAIN_CREATE_WITH_FLAGS(196);
+    /// The domain's state and the reason for it.
+    fn domain_get_state(dom: &Domain, flags: NoFlags) -> DomainStateInfo = DOMAIN_GET_STATE(212);
+    /// Removes a domain's persistent definition.
+    fn domain_undefine_flags(dom: &Domain, flags: DomainUndefineFlags) -> () = DOMAIN_UNDEFINE_FLAGS(231);
+    /// Stops a running domain.
+    fn domain_destroy_flags(dom: &Domain, flags: DomainDestroyFlags) -> () = DOMAIN_DESTROY_FLAGS(234);
+    /// Sets (or with `metadata = None`, removes) domain metadata; for
+    /// [`MetadataType::Element`], `key` is the XML prefix and `uri` the
+    /// namespace.
+    fn domain_set_metadata(dom: &Domain, kind: MetadataType, metadata: Option<&str>, key: Option<&str>,
+                           uri: Option<&str>, flags: DomainModificationImpact) -> () = DOMAIN_SET_METADATA(264);
+    /// Reads domain metadata ([`crate::ErrorCode::NoDomainMetadata`] when absent).
+    fn domain_get_metadata(dom: &Domain, kind: MetadataType, uri: Option<&str>,
+                           flags: DomainModificationImpact) -> String = DOMAIN_GET_METADATA(265);
+    /// Lists domains matching `flags` (empty = all).
+    fn connect_list_all_domains(flags: ListDomainsFlags) -> DomainList = CONNECT_LIST_ALL_DOMAINS(273),
+        args (1i32, flags), map |r| r.domains => Vec<Domain>;
+    /// Lists the volumes of a pool.
+    fn storage_pool_list_all_volumes(pool: &StoragePool) -> VolumeList = STORAGE_POOL_LIST_ALL_VOLUMES(282),
+        args (pool, 1i32, NoFlags::empty()), map |r| r.vols => Vec<StorageVol>;
+    /// Defines (creates or updates) a persistent domain from XML.
+    fn domain_define_xml_flags(xml: &str, flags: DomainDefineFlags) -> Domain = DOMAIN_DEFINE_XML_FLAGS(350);
+    /// The domain's interfaces and their IP addresses, from `source`.
+    fn domain_interface_addresses(dom: &Domain, source: InterfaceAddressesSource, flags: NoFlags)
+        -> Vec<DomainInterface> = DOMAIN_INTERFACE_ADDRESSES(353);
+}
+
+xdr_struct! {
+    /// `remote_storage_pool_get_info_ret`.
+    pub struct StoragePoolInfo {
+        /// `virStoragePoolState` (0 inactive, 1 building, 2 running, 3
+        /// degraded, 4 inaccessible).
+        pub state: u32,
+        /// Logical size in bytes.
+        pub capacity: u64,
+        /// Bytes allocated.
+        pub allocation: u64,
+        /// Bytes free.
+        pub available: u64,
+    }
+}
+
+xdr_struct! {
+    /// `remote_storage_vol_get_info_ret`.
+    pub struct StorageVolInfo {
+        /// `virStorageVolType` (0 file, 1 block, 2 dir, 3 network, 4
+        /// netdir, 5 ploop).
+        pub kind: i32,
+        /// Logical size in bytes.
+        pub capacity: u64,
+        /// Bytes allocated.
+        pub allocation: u64,
+    }
+}
+
+xdr_struct! {
+    /// `remote_domain_get_state_ret`.
+    pub struct DomainStateInfo {
+        /// The state.
+        pub state: DomainState,
+        /// A state-specific reason code.
+        pub reason: i32,
+    }
+}
+
+xdr_struct! {
+    /// `remote_connect_list_all_domains_ret`.
+    pub struct DomainList {
+        /// The domains.
+        pub domains: Vec<Domain>,
+        /// Their count.
+        pub ret: u32,
+    }
+}
+
+xdr_struct! {
+    /// `remote_storage_pool_list_all_volumes_ret`.
+    pub struct VolumeList {
+        /// The volumes.
+        pub vols: Vec<StorageVol>,
+        /// Their count.
+        pub ret: u32,
+    }
+}
+
+xdr_struct! {
+    /// `remote_domain_ip_addr`.
+    pub struct DomainIpAddr {
+        /// `virIPAddrType` (0 IPv4, 1 IPv6).
+        pub kind: i32,
+        /// The address as text.
+        pub addr: String,
+        /// Prefix length.
+        pub prefix: u32,
+    }
+}
+
+xdr_struct! {
+    /// `remote_domain_interface`.
+    pub struct DomainInterface {
+        /// Interface name.
+        pub name: String,
+        /// MAC address.
+        pub hwaddr: Option<String>,
+        /// Its addresses.
+        pub addrs: Vec<DomainIpAddr>,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::xdr::{from_bytes, to_bytes};
+    use proptest::prelude::*;
+
+    fn dom() -> impl Strategy<Value = Domain> {
+        (".{0,12}", any::<[u8; 16]>(), any::<i32>()).prop_map(|(name, uuid, id)| Domain {
+            name,
+            uuid,
+            id,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn pool_info_round_trips(state: u32, capacity: u64, allocation: u64, available: u64) {
+            let v = StoragePoolInfo { state, capacity, allocation, available };
+            prop_assert_eq!(from_bytes::<StoragePoolInfo>(&to_bytes(&v).unwrap()).unwrap(), v);
+        }
+        #[test]
+        fn vol_info_round_trips(kind: i32, capacity: u64, allocation: u64) {
+            let v = StorageVolInfo { kind, capacity, allocation };
+            prop_assert_eq!(from_bytes::<StorageVolInfo>(&to_bytes(&v).unwrap()).unwrap(), v);
+        }
+        #[test]
+        fn state_round_trips(state: i32, reason: i32) {
+            let v = DomainStateInfo { state: DomainState::from_wire(state), reason };
+            prop_assert_eq!(from_bytes::<DomainStateInfo>(&to_bytes(&v).unwrap()).unwrap(), v);
+        }
+        #[test]
+        fn domain_list_round_trips(domains in proptest::collection::vec(dom(), 0..4), ret: u32) {
+            let v = DomainList { domains, ret };
+            prop_assert_eq!(from_bytes::<DomainList>(&to_bytes(&v).unwrap()).unwrap(), v);
+        }
+        #[test]
+        fn volume_list_round_trips(names in proptest::collection::vec(".{0,8}", 0..4), ret: u32) {
+            let vols = names.into_iter().map(|n| StorageVol { pool: "p".into(), key: format!("/k/{n}"), name: n }).collect();
+            let v = VolumeList { vols, ret };
+            prop_assert_eq!(from_bytes::<VolumeList>(&to_bytes(&v).unwrap()).unwrap(), v);
+        }
+        #[test]
+        fn interfaces_round_trip(name in ".{0,8}", hwaddr: Option<String>, kind: i32, addr in ".{0,15}", prefix: u32) {
+            let v = vec![DomainInterface { name, hwaddr, addrs: vec![DomainIpAddr { kind, addr, prefix }] }];
+            prop_assert_eq!(from_bytes::<Vec<DomainInterface>>(&to_bytes(&v).unwrap()).unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn argument_tuples_encode_like_the_args_structs() {
+        // remote_domain_get_metadata_args: dom, int type, remote_string uri, unsigned flags
+        let d = Domain {
+            name: "a".into(),
+            uuid: [0; 16],
+            id: -1,
+        };
+        let b = to_bytes(&(
+            &d,
+            MetadataType::Element,
+            Some("u"),
+            DomainModificationImpact::CONFIG,
+        ))
+        .unwrap();
+        let mut want = to_bytes(&d).unwrap().to_vec();
+        want.extend_from_slice(&[
+            0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, b'u', 0, 0, 0, 0, 0, 0, 2,
+        ]);
+        assert_eq!(&b[..], &want[..]);
+    }
+}

@@ -1,0 +1,108 @@
+//! Object handles as they travel on the wire, and the shared payload types.
+
+use crate::xdr_struct;
+
+/// A UUID as 16 raw bytes (`remote_uuid`).
+pub type Uuid = [u8; 16];
+
+xdr_struct! {
+    /// A domain handle (`remote_nonnull_domain`): name, UUID and the running
+    /// id (-1 when the domain is not running).
+    pub struct Domain {
+        /// Domain name.
+        pub name: String,
+        /// Domain UUID.
+        pub uuid: Uuid,
+        /// Hypervisor id, -1 when inactive.
+        pub id: i32,
+    }
+}
+
+xdr_struct! {
+    /// A storage pool handle (`remote_nonnull_storage_pool`).
+    pub struct StoragePool {
+        /// Pool name.
+        pub name: String,
+        /// Pool UUID.
+        pub uuid: Uuid,
+    }
+}
+
+xdr_struct! {
+    /// A storage volume handle (`remote_nonnull_storage_vol`).
+    pub struct StorageVol {
+        /// Name of the pool holding the volume.
+        pub pool: String,
+        /// Volume name.
+        pub name: String,
+        /// Volume key (for `dir` pools, its path).
+        pub key: String,
+    }
+}
+
+xdr_struct! {
+    /// A network handle (`remote_nonnull_network`); only appears in errors.
+    pub struct Network {
+        /// Network name.
+        pub name: String,
+        /// Network UUID.
+        pub uuid: Uuid,
+    }
+}
+
+impl Domain {
+    /// The UUID in its usual text form.
+    pub fn uuid_string(&self) -> String {
+        uuid_to_string(&self.uuid)
+    }
+}
+
+impl StoragePool {
+    /// The UUID in its usual text form.
+    pub fn uuid_string(&self) -> String {
+        uuid_to_string(&self.uuid)
+    }
+}
+
+/// Formats a UUID as `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn uuid_to_string(u: &Uuid) -> String {
+    let mut s = String::with_capacity(36);
+    for (i, b) in u.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::xdr::{from_bytes, to_bytes};
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn domain_round_trips(name in ".{0,20}", uuid: [u8; 16], id: i32) {
+            let d = Domain { name, uuid, id };
+            prop_assert_eq!(from_bytes::<Domain>(&to_bytes(&d).unwrap()).unwrap(), d);
+        }
+        #[test]
+        fn pool_round_trips(name in ".{0,20}", uuid: [u8; 16]) {
+            let p = StoragePool { name, uuid };
+            prop_assert_eq!(from_bytes::<StoragePool>(&to_bytes(&p).unwrap()).unwrap(), p);
+        }
+        #[test]
+        fn vol_round_trips(pool in ".{0,20}", name in ".{0,20}", key in ".{0,20}") {
+            let v = StorageVol { pool, name, key };
+            prop_assert_eq!(from_bytes::<StorageVol>(&to_bytes(&v).unwrap()).unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn uuid_formats() {
+        let u = [0x12u8; 16];
+        assert_eq!(uuid_to_string(&u), "12121212-1212-1212-1212-121212121212");
+    }
+}
