@@ -56,6 +56,7 @@
 //! ```
 
 pub mod check;
+pub mod config;
 pub mod error;
 pub mod ident;
 pub mod instance;
@@ -67,6 +68,7 @@ pub mod request;
 pub mod secret;
 
 pub use check::{CheckReason, Checker, TargetStatus};
+pub use config::{ConfigError, ConfigIssue, ProviderBlock, ProviderEntry, ProvidersConfig};
 pub use error::{BoxError, Error, ErrorClass, ResultExt};
 pub use ident::{Identifier, ObjectName, OwnerUid, ParseError, TagValue};
 pub use instance::{Instance, InstanceState, ListedInstance};

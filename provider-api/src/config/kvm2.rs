@@ -1,0 +1,173 @@
+//! The validated `kvm2` block of a provider entry.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::values::{
+    AbsolutePath, BridgeName, ByteSize, HostAddress, HttpUrl, Sha256Digest, SshUser,
+};
+use crate::ident::Identifier;
+
+/// The `kvm2` block: VMs on libvirt/KVM hosts reached over SSH.
+///
+/// Built only by [`ProvidersConfig`](super::ProvidersConfig) parsing, so
+/// every invariant below holds: at least one host, image and machine type;
+/// host names unique; host `(address, port)` pairs unique; defaults name
+/// existing keys; `known_hosts_file` present unless host keys are ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Kvm2Config {
+    /// How to log in to the hosts.
+    pub ssh: SshConfig,
+    /// The hosts, in config order (never empty, names unique).
+    pub hosts: Vec<Kvm2Host>,
+    /// Base images by key (never empty).
+    pub images: BTreeMap<Identifier, Kvm2Image>,
+    /// Machine types by name (never empty).
+    pub machine_types: BTreeMap<Identifier, MachineType>,
+    /// Firmware for every domain (default BIOS).
+    pub firmware: Firmware,
+    /// What a request that names no machine type or image gets.
+    pub defaults: Kvm2Defaults,
+}
+
+impl Kvm2Config {
+    /// The host named `name`.
+    pub fn host(&self, name: &Identifier) -> Option<&Kvm2Host> {
+        self.hosts.iter().find(|h| &h.name == name)
+    }
+}
+
+/// `kvm2.ssh`: credentials and host-key policy. Files are re-read by the
+/// provider on every dial, so rotating the mounted Secret needs no restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SshConfig {
+    /// The login user.
+    pub user: SshUser,
+    /// The private key file.
+    pub key_file: AbsolutePath,
+    /// The OpenSSH `known_hosts` file; `None` only when
+    /// `insecure_ignore_host_key` is set.
+    pub known_hosts_file: Option<AbsolutePath>,
+    /// Accept any host key (testing only). Default `false`.
+    pub insecure_ignore_host_key: bool,
+}
+
+/// `kvm2.hosts[i]`: one libvirt host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Kvm2Host {
+    /// Unique within the entry; the `host` part of provider IDs.
+    pub name: Identifier,
+    /// Where sshd listens.
+    pub address: HostAddress,
+    /// sshd's port (default 22, never 0).
+    pub port: u16,
+    /// The bridge every domain's NIC attaches to.
+    pub bridge: BridgeName,
+    /// The storage pool for base images, disks and seeds.
+    pub pool: Identifier,
+}
+
+/// The disk format of a base image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ImageFormat {
+    /// QEMU copy-on-write v2.
+    Qcow2,
+    /// A raw disk image.
+    Raw,
+}
+
+impl ImageFormat {
+    /// `qcow2` or `raw` (also libvirt's name for the format).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageFormat::Qcow2 => "qcow2",
+            ImageFormat::Raw => "raw",
+        }
+    }
+}
+
+impl fmt::Display for ImageFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `kvm2.images.<key>`: a base image downloaded once per host and pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Kvm2Image {
+    /// Where to download it (http or https).
+    pub url: HttpUrl,
+    /// The digest the download must have; a mismatch is refused.
+    pub sha256: Sha256Digest,
+    /// Its disk format.
+    pub format: ImageFormat,
+}
+
+/// `kvm2.machine_types.<name>`: the size of a VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MachineType {
+    /// Virtual CPUs, within [`VCPUS_MIN`]..=[`VCPUS_MAX`].
+    pub vcpus: u32,
+    /// Memory, within [`MEMORY_MIN`]..=[`MEMORY_MAX`], whole MiB.
+    pub memory: ByteSize,
+    /// Root disk size, within [`DISK_MIN`]..=[`DISK_MAX`], whole MiB.
+    pub disk: ByteSize,
+}
+
+/// Fewest vCPUs a machine type may have.
+pub const VCPUS_MIN: u32 = 1;
+/// Most vCPUs a machine type may have.
+pub const VCPUS_MAX: u32 = 128;
+/// Least memory a machine type may have (128 MiB).
+pub const MEMORY_MIN: ByteSize = ByteSize::from_bytes(128 * ByteSize::MIB);
+/// Most memory a machine type may have (1 TiB).
+pub const MEMORY_MAX: ByteSize = ByteSize::from_bytes(ByteSize::TIB);
+/// Smallest root disk (1 GiB).
+pub const DISK_MIN: ByteSize = ByteSize::from_bytes(ByteSize::GIB);
+/// Largest root disk (16 TiB).
+pub const DISK_MAX: ByteSize = ByteSize::from_bytes(16 * ByteSize::TIB);
+
+/// Domain firmware.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Firmware {
+    /// SeaBIOS (the default).
+    #[default]
+    Bios,
+    /// OVMF (UEFI).
+    Uefi,
+}
+
+impl Firmware {
+    /// `bios` or `uefi`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Firmware::Bios => "bios",
+            Firmware::Uefi => "uefi",
+        }
+    }
+}
+
+impl fmt::Display for Firmware {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `kvm2.defaults`: what a [`CreateRequest`](crate::CreateRequest) that
+/// names no machine type or image gets. Each, when set, is a key of
+/// `machine_types` / `images`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Kvm2Defaults {
+    /// The default machine type.
+    pub machine_type: Option<Identifier>,
+    /// The default image key.
+    pub image: Option<Identifier>,
+}

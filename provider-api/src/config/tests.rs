@@ -1,0 +1,873 @@
+//! One test per validation rule, each with the exact message; property
+//! tests that no validated value can inject into XML, a volume name or a path.
+
+use super::*;
+use crate::ident::tests::assert_inert;
+use proptest::prelude::*;
+
+const SHA: &str = "8c0ad7e35fbca0ad7d6a3ba0d9ac3d8efd5fba8a1c8e7cd9e0a4c6e8f4b3c2a1";
+
+/// A valid config; tests break one line of it.
+fn base() -> String {
+    format!(
+        "\
+providers:
+  - name: kvm2-home
+    type: kvm2
+    kvm2:
+      ssh:
+        user: root
+        key_file: /etc/kvm2/id_ed25519
+        known_hosts_file: /etc/kvm2/known_hosts
+      hosts:
+        - name: host1
+          address: 192.168.10.11
+          port: 22
+          bridge: br0
+          pool: default
+      images:
+        debian-12:
+          url: https://example.com/debian-12.qcow2
+          sha256: {SHA}
+          format: qcow2
+      machine_types:
+        small:
+          vcpus: 1
+          memory: 1GiB
+          disk: 10GiB
+      firmware: bios
+      defaults:
+        machine_type: small
+        image: debian-12
+"
+    )
+}
+
+/// `base()` with the line containing `find` replaced by `with` (same
+/// indentation; `with` may hold several lines, each indented alike; an
+/// empty `with` deletes the line).
+fn edit(yaml: &str, find: &str, with: &str) -> String {
+    let mut out = String::new();
+    let mut hit = 0;
+    for line in yaml.lines() {
+        if line.trim_start().starts_with(find) {
+            hit += 1;
+            let indent = &line[..line.len() - line.trim_start().len()];
+            for w in with.lines() {
+                out.push_str(indent);
+                out.push_str(w);
+                out.push('\n');
+            }
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert_eq!(hit, 1, "{find:?} must match exactly one line");
+    out
+}
+
+fn issues(yaml: &str) -> Vec<String> {
+    match ProvidersConfig::from_yaml_str(yaml) {
+        Ok(_) => panic!("accepted:\n{yaml}"),
+        Err(ConfigError::Invalid(v)) => v.iter().map(ToString::to_string).collect(),
+        Err(e) => panic!("not a validation error: {e}\n{yaml}"),
+    }
+}
+
+fn one_issue(yaml: &str) -> String {
+    let v = issues(yaml);
+    assert_eq!(v.len(), 1, "{v:#?}");
+    v.into_iter().next().unwrap_or_default()
+}
+
+fn syntax(yaml: &str) -> (String, String) {
+    match ProvidersConfig::from_yaml_str(yaml) {
+        Err(ConfigError::Syntax { path, message }) => (path, message),
+        other => panic!("expected a syntax error, got {other:?}"),
+    }
+}
+
+fn ok(yaml: &str) -> ProvidersConfig {
+    match ProvidersConfig::from_yaml_str(yaml) {
+        Ok(c) => c,
+        Err(e) => panic!("rejected: {e}\n{yaml}"),
+    }
+}
+
+const ID: &str = crate::ident::IDENTIFIER_RULE;
+
+#[test]
+fn base_config_is_valid_and_typed() {
+    let c = ok(&base());
+    assert_eq!(c.providers.len(), 1);
+    let e = &c.providers[0];
+    assert_eq!(e.name.as_str(), "kvm2-home");
+    assert_eq!(e.provider_type(), ProviderType::Kvm2);
+    let k = e.kvm2().unwrap();
+    assert_eq!(k.hosts[0].port, 22);
+    assert_eq!(k.hosts[0].bridge.as_str(), "br0");
+    assert_eq!(k.images.len(), 1);
+    let mt = &k.machine_types[&Identifier::parse("small").unwrap()];
+    assert_eq!(
+        (mt.vcpus, mt.memory.mib(), mt.disk.bytes()),
+        (1, 1024, 10 << 30)
+    );
+    assert_eq!(k.firmware, Firmware::Bios);
+    assert_eq!(
+        k.defaults.image.as_ref().map(Identifier::as_str),
+        Some("debian-12")
+    );
+    assert!(!k.ssh.insecure_ignore_host_key);
+    assert!(
+        c.provider(&Identifier::parse("kvm2-home").unwrap())
+            .is_some()
+    );
+}
+
+// ---- document level ----
+
+#[test]
+fn rule_providers_is_required() {
+    assert_eq!(one_issue(""), "providers: is required");
+    assert_eq!(one_issue("providers: null\n"), "providers: is required");
+}
+
+#[test]
+fn rule_at_least_one_provider() {
+    assert_eq!(
+        one_issue("providers: []\n"),
+        "providers: must list at least one provider"
+    );
+}
+
+#[test]
+fn rule_unknown_top_level_field() {
+    let (path, msg) = syntax(&format!("{}extra: 1\n", base()));
+    assert_eq!(path, "extra");
+    assert!(msg.starts_with("unknown field `extra`"), "{msg}");
+}
+
+#[test]
+fn rule_not_yaml() {
+    let (_, msg) = syntax("providers: [\n");
+    assert!(!msg.is_empty());
+}
+
+// ---- provider entry ----
+
+#[test]
+fn rule_provider_name_is_an_identifier() {
+    assert_eq!(
+        one_issue(&edit(&base(), "- name: kvm2-home", "- name: Kvm2_Home")),
+        format!("providers[0].name: {ID}; got \"Kvm2_Home\"")
+    );
+}
+
+#[test]
+fn rule_provider_name_is_required() {
+    let y = edit(&base(), "- name: kvm2-home", "- type: kvm2");
+    let y = y.replacen("    type: kvm2\n", "", 1);
+    assert_eq!(one_issue(&y), "providers[0].name: is required");
+}
+
+#[test]
+fn rule_provider_names_are_unique() {
+    let b = base();
+    let entry = b.strip_prefix("providers:\n").unwrap();
+    let y = format!("providers:\n{entry}{entry}");
+    assert_eq!(
+        one_issue(&y),
+        "providers[1].name: must be unique; \"kvm2-home\" is also providers[0].name"
+    );
+}
+
+#[test]
+fn rule_provider_type_is_known() {
+    assert_eq!(
+        one_issue(&edit(&base(), "type: kvm2", "type: kvm")),
+        "providers[0].type: must be a known provider type (kvm2); got \"kvm\""
+    );
+}
+
+#[test]
+fn rule_provider_type_is_required() {
+    assert_eq!(
+        one_issue(&edit(&base(), "type: kvm2", "")),
+        "providers[0].type: is required"
+    );
+}
+
+#[test]
+fn rule_kvm2_block_required_for_kvm2() {
+    assert_eq!(
+        one_issue("providers:\n  - name: a\n    type: kvm2\n"),
+        "providers[0].kvm2: is required when type is kvm2"
+    );
+}
+
+#[test]
+fn rule_unknown_fields_rejected_everywhere() {
+    for (after, field, path) in [
+        ("type: kvm2", "typo: 1", "providers[0]"),
+        ("firmware: bios", "extra: 1", "providers[0].kvm2"),
+        ("user: root", "password: x", "providers[0].kvm2.ssh"),
+        ("pool: default", "adress: x", "providers[0].kvm2.hosts[0]"),
+        (
+            "format: qcow2",
+            "size: 1",
+            "providers[0].kvm2.images.debian-12",
+        ),
+        (
+            "disk: 10GiB",
+            "gpu: 1",
+            "providers[0].kvm2.machine_types.small",
+        ),
+        ("image: debian-12", "host: h", "providers[0].kvm2.defaults"),
+    ] {
+        let y = edit(&base(), after, &format!("{after}\n{field}"));
+        let (p, msg) = syntax(&y);
+        let name = field.split(':').next().unwrap();
+        assert_eq!(p, format!("{path}.{name}"), "{msg}");
+        assert!(msg.starts_with(&format!("unknown field `{name}`")), "{msg}");
+    }
+}
+
+#[test]
+fn rule_repeated_field_rejected() {
+    let (p, msg) = syntax(&edit(
+        &base(),
+        "pool: default",
+        "pool: default\npool: other",
+    ));
+    assert_eq!(p, "providers[0].kvm2.hosts[0]");
+    assert!(msg.starts_with("duplicate field `pool`"), "{msg}");
+}
+
+#[test]
+fn rule_wrong_value_type_rejected() {
+    let (p, _) = syntax(&edit(&base(), "vcpus: 1", "vcpus: [1]"));
+    assert_eq!(p, "providers[0].kvm2.machine_types.small.vcpus");
+}
+
+// ---- ssh ----
+
+#[test]
+fn rule_ssh_is_required() {
+    let y = base()
+        .replace("      ssh:\n", "")
+        .replace("        user: root\n", "")
+        .replace("        key_file: /etc/kvm2/id_ed25519\n", "")
+        .replace("        known_hosts_file: /etc/kvm2/known_hosts\n", "");
+    assert_eq!(one_issue(&y), "providers[0].kvm2.ssh: is required");
+}
+
+#[test]
+fn rule_ssh_user_is_a_user_name() {
+    assert_eq!(
+        one_issue(&edit(&base(), "user: root", "user: Root Admin")),
+        format!(
+            "providers[0].kvm2.ssh.user: {}; got \"Root Admin\"",
+            values::SshUser::RULE
+        )
+    );
+}
+
+#[test]
+fn rule_key_file_is_an_absolute_path() {
+    assert_eq!(
+        one_issue(&edit(&base(), "key_file:", "key_file: ../id_ed25519")),
+        format!(
+            "providers[0].kvm2.ssh.key_file: {}; got \"../id_ed25519\"",
+            values::AbsolutePath::RULE
+        )
+    );
+    assert_eq!(
+        one_issue(&edit(
+            &base(),
+            "key_file:",
+            "key_file: /etc/../root/.ssh/id"
+        )),
+        format!(
+            "providers[0].kvm2.ssh.key_file: {}; got \"/etc/../root/.ssh/id\"",
+            values::AbsolutePath::RULE
+        )
+    );
+}
+
+#[test]
+fn rule_known_hosts_required_unless_insecure() {
+    assert_eq!(
+        one_issue(&edit(&base(), "known_hosts_file:", "")),
+        "providers[0].kvm2.ssh.known_hosts_file: is required unless insecure_ignore_host_key is true"
+    );
+    let c = ok(&edit(
+        &base(),
+        "known_hosts_file:",
+        "insecure_ignore_host_key: true",
+    ));
+    let ssh = &c.providers[0].kvm2().unwrap().ssh;
+    assert!(ssh.insecure_ignore_host_key && ssh.known_hosts_file.is_none());
+}
+
+#[test]
+fn rule_known_hosts_absent_when_insecure() {
+    assert_eq!(
+        one_issue(&edit(
+            &base(),
+            "known_hosts_file:",
+            "known_hosts_file: /etc/kvm2/known_hosts\ninsecure_ignore_host_key: true"
+        )),
+        "providers[0].kvm2.ssh.known_hosts_file: must be absent when insecure_ignore_host_key is true"
+    );
+}
+
+#[test]
+fn rule_known_hosts_is_an_absolute_path() {
+    assert_eq!(
+        one_issue(&edit(
+            &base(),
+            "known_hosts_file:",
+            "known_hosts_file: known_hosts"
+        )),
+        format!(
+            "providers[0].kvm2.ssh.known_hosts_file: {}; got \"known_hosts\"",
+            values::AbsolutePath::RULE
+        )
+    );
+}
+
+#[test]
+fn rule_booleans_are_strict() {
+    let (p, _) = syntax(&edit(
+        &base(),
+        "known_hosts_file:",
+        "insecure_ignore_host_key: yes",
+    ));
+    assert_eq!(p, "providers[0].kvm2.ssh.insecure_ignore_host_key");
+}
+
+// ---- hosts ----
+
+#[test]
+fn rule_hosts_is_required() {
+    let y = base()
+        .replace("      hosts:\n", "")
+        .replace("        - name: host1\n", "")
+        .replace("          address: 192.168.10.11\n", "")
+        .replace("          port: 22\n", "")
+        .replace("          bridge: br0\n", "")
+        .replace("          pool: default\n", "");
+    assert_eq!(one_issue(&y), "providers[0].kvm2.hosts: is required");
+}
+
+#[test]
+fn rule_at_least_one_host() {
+    let y = base()
+        .replace("      hosts:\n", "      hosts: []\n")
+        .replace("        - name: host1\n", "")
+        .replace("          address: 192.168.10.11\n", "")
+        .replace("          port: 22\n", "")
+        .replace("          bridge: br0\n", "")
+        .replace("          pool: default\n", "");
+    assert_eq!(
+        one_issue(&y),
+        "providers[0].kvm2.hosts: must list at least one host"
+    );
+}
+
+#[test]
+fn rule_host_name_is_an_identifier() {
+    assert_eq!(
+        one_issue(&edit(&base(), "- name: host1", "- name: Host_1")),
+        format!("providers[0].kvm2.hosts[0].name: {ID}; got \"Host_1\"")
+    );
+}
+
+#[test]
+fn rule_host_names_are_unique() {
+    let y = base().replace(
+        "      images:\n",
+        "        - {name: host1, address: 192.168.10.12, bridge: br0, pool: default}\n      images:\n",
+    );
+    assert_eq!(
+        one_issue(&y),
+        "providers[0].kvm2.hosts[1].name: must be unique; \"host1\" is also hosts[0].name"
+    );
+}
+
+#[test]
+fn rule_host_endpoints_are_unique() {
+    let y = base().replace(
+        "      images:\n",
+        "        - {name: host2, address: 192.168.10.11, bridge: br0, pool: default}\n      images:\n",
+    );
+    assert_eq!(
+        one_issue(&y),
+        "providers[0].kvm2.hosts[1].address: must be unique with its port; 192.168.10.11:22 is also hosts[0]"
+    );
+}
+
+#[test]
+fn rule_host_address_is_ip_or_dns_name() {
+    assert_eq!(
+        one_issue(&edit(&base(), "address:", "address: \"host1; rm -rf /\"")),
+        format!(
+            "providers[0].kvm2.hosts[0].address: {}; got \"host1; rm -rf /\"",
+            values::HostAddress::RULE
+        )
+    );
+}
+
+#[test]
+fn rule_port_in_range() {
+    assert_eq!(
+        one_issue(&edit(&base(), "port: 22", "port: 0")),
+        "providers[0].kvm2.hosts[0].port: must be between 1 and 65535; got 0"
+    );
+    assert_eq!(
+        one_issue(&edit(&base(), "port: 22", "port: 70000")),
+        "providers[0].kvm2.hosts[0].port: must be between 1 and 65535; got 70000"
+    );
+    let c = ok(&edit(&base(), "port: 22", ""));
+    assert_eq!(c.providers[0].kvm2().unwrap().hosts[0].port, 22);
+}
+
+#[test]
+fn rule_bridge_is_a_bridge_name() {
+    assert_eq!(
+        one_issue(&edit(&base(), "bridge: br0", "bridge: \"br0'/><x\"")),
+        format!(
+            "providers[0].kvm2.hosts[0].bridge: {}; got \"br0'/><x\"",
+            values::BridgeName::RULE
+        )
+    );
+}
+
+#[test]
+fn rule_pool_is_an_identifier() {
+    assert_eq!(
+        one_issue(&edit(&base(), "pool: default", "pool: ../images")),
+        format!("providers[0].kvm2.hosts[0].pool: {ID}; got \"../images\"")
+    );
+}
+
+// ---- images ----
+
+#[test]
+fn rule_images_is_required() {
+    let y = base()
+        .replace("      images:\n", "")
+        .replace("        debian-12:\n", "")
+        .replace("          url: https://example.com/debian-12.qcow2\n", "")
+        .replace(&format!("          sha256: {SHA}\n"), "")
+        .replace("          format: qcow2\n", "")
+        .replace("        image: debian-12\n", "");
+    assert_eq!(one_issue(&y), "providers[0].kvm2.images: is required");
+}
+
+#[test]
+fn rule_at_least_one_image() {
+    let y = base()
+        .replace("      images:\n", "      images: {}\n")
+        .replace("        debian-12:\n", "")
+        .replace("          url: https://example.com/debian-12.qcow2\n", "")
+        .replace(&format!("          sha256: {SHA}\n"), "")
+        .replace("          format: qcow2\n", "")
+        .replace("        image: debian-12\n", "");
+    assert_eq!(
+        one_issue(&y),
+        "providers[0].kvm2.images: must define at least one image"
+    );
+}
+
+#[test]
+fn rule_image_key_is_an_identifier() {
+    let y = edit(&base(), "debian-12:", "\"../debian 12\":")
+        .replace("image: debian-12", "image: small");
+    let v = issues(&y);
+    assert_eq!(
+        v[0],
+        format!("providers[0].kvm2.images[\"../debian 12\"]: {ID}; got \"../debian 12\"")
+    );
+}
+
+#[test]
+fn rule_image_keys_are_unique() {
+    let y = base().replace(
+        "      machine_types:\n",
+        &format!(
+            "        debian-12:\n          url: https://example.com/other.qcow2\n          sha256: {SHA}\n          format: raw\n      machine_types:\n"
+        ),
+    );
+    assert_eq!(
+        one_issue(&y),
+        "providers[0].kvm2.images.debian-12: must be unique; key \"debian-12\" appears more than once"
+    );
+}
+
+#[test]
+fn rule_image_url_is_http() {
+    assert_eq!(
+        one_issue(&edit(&base(), "url:", "url: file:///etc/shadow")),
+        format!(
+            "providers[0].kvm2.images.debian-12.url: {}; got \"file:///etc/shadow\"",
+            values::HttpUrl::RULE
+        )
+    );
+}
+
+#[test]
+fn rule_image_url_has_no_credentials() {
+    assert_eq!(
+        one_issue(&edit(
+            &base(),
+            "url:",
+            "url: https://u:p@example.com/x.qcow2"
+        )),
+        format!(
+            "providers[0].kvm2.images.debian-12.url: {}; got \"https://u:p@example.com/x.qcow2\"",
+            values::HttpUrl::RULE
+        )
+    );
+}
+
+#[test]
+fn rule_image_sha256_is_64_hex() {
+    assert_eq!(
+        one_issue(&edit(&base(), "sha256:", "sha256: abc")),
+        format!(
+            "providers[0].kvm2.images.debian-12.sha256: {}; got \"abc\"",
+            values::Sha256Digest::RULE
+        )
+    );
+}
+
+#[test]
+fn rule_image_format_is_qcow2_or_raw() {
+    assert_eq!(
+        one_issue(&edit(&base(), "format: qcow2", "format: vmdk")),
+        "providers[0].kvm2.images.debian-12.format: must be one of qcow2, raw; got \"vmdk\""
+    );
+    let c = ok(&edit(&base(), "format: qcow2", "format: raw"));
+    let img = c.providers[0]
+        .kvm2()
+        .unwrap()
+        .images
+        .values()
+        .next()
+        .cloned()
+        .unwrap();
+    assert_eq!(img.format, ImageFormat::Raw);
+}
+
+#[test]
+fn rule_image_fields_are_required() {
+    assert_eq!(
+        issues(&edit(&base(), "url:", "")),
+        ["providers[0].kvm2.images.debian-12.url: is required"]
+    );
+}
+
+// ---- machine types ----
+
+#[test]
+fn rule_machine_types_is_required() {
+    let y = base()
+        .replace("      machine_types:\n", "")
+        .replace("        small:\n", "")
+        .replace("          vcpus: 1\n", "")
+        .replace("          memory: 1GiB\n", "")
+        .replace("          disk: 10GiB\n", "")
+        .replace("        machine_type: small\n", "");
+    assert_eq!(
+        one_issue(&y),
+        "providers[0].kvm2.machine_types: is required"
+    );
+}
+
+#[test]
+fn rule_at_least_one_machine_type() {
+    let y = base()
+        .replace("      machine_types:\n", "      machine_types: {}\n")
+        .replace("        small:\n", "")
+        .replace("          vcpus: 1\n", "")
+        .replace("          memory: 1GiB\n", "")
+        .replace("          disk: 10GiB\n", "")
+        .replace("        machine_type: small\n", "");
+    assert_eq!(
+        one_issue(&y),
+        "providers[0].kvm2.machine_types: must define at least one machine type"
+    );
+}
+
+#[test]
+fn rule_machine_type_name_is_an_identifier() {
+    let y = edit(&base(), "small:", "Small:").replace("machine_type: small", "image: debian-12");
+    let y = y.replacen(
+        "        image: debian-12\n        image: debian-12\n",
+        "        image: debian-12\n",
+        1,
+    );
+    assert_eq!(
+        one_issue(&y),
+        format!("providers[0].kvm2.machine_types.Small: {ID}; got \"Small\"")
+    );
+}
+
+#[test]
+fn rule_vcpus_in_range() {
+    assert_eq!(
+        one_issue(&edit(&base(), "vcpus: 1", "vcpus: 0")),
+        "providers[0].kvm2.machine_types.small.vcpus: must be between 1 and 128; got 0"
+    );
+    assert_eq!(
+        one_issue(&edit(&base(), "vcpus: 1", "vcpus: 1000")),
+        "providers[0].kvm2.machine_types.small.vcpus: must be between 1 and 128; got 1000"
+    );
+}
+
+#[test]
+fn rule_sizes_have_units() {
+    assert_eq!(
+        one_issue(&edit(&base(), "memory: 1GiB", "memory: 1024")),
+        format!(
+            "providers[0].kvm2.machine_types.small.memory: {}; got \"1024\"",
+            values::ByteSize::RULE
+        )
+    );
+}
+
+#[test]
+fn rule_memory_in_range() {
+    assert_eq!(
+        one_issue(&edit(&base(), "memory: 1GiB", "memory: 64MiB")),
+        "providers[0].kvm2.machine_types.small.memory: must be between 128MiB and 1TiB; got 64MiB"
+    );
+    assert_eq!(
+        one_issue(&edit(&base(), "memory: 1GiB", "memory: 2TiB")),
+        "providers[0].kvm2.machine_types.small.memory: must be between 128MiB and 1TiB; got 2TiB"
+    );
+}
+
+#[test]
+fn rule_disk_in_range() {
+    assert_eq!(
+        one_issue(&edit(&base(), "disk: 10GiB", "disk: 512MiB")),
+        "providers[0].kvm2.machine_types.small.disk: must be between 1GiB and 16TiB; got 512MiB"
+    );
+    assert_eq!(
+        one_issue(&edit(&base(), "disk: 10GiB", "disk: 17TiB")),
+        "providers[0].kvm2.machine_types.small.disk: must be between 1GiB and 16TiB; got 17TiB"
+    );
+}
+
+#[test]
+fn rule_machine_type_fields_are_required() {
+    assert_eq!(
+        one_issue(&edit(&base(), "vcpus: 1", "")),
+        "providers[0].kvm2.machine_types.small.vcpus: is required"
+    );
+}
+
+// ---- firmware and defaults ----
+
+#[test]
+fn rule_firmware_is_bios_or_uefi() {
+    assert_eq!(
+        one_issue(&edit(&base(), "firmware: bios", "firmware: efi")),
+        "providers[0].kvm2.firmware: must be one of bios, uefi; got \"efi\""
+    );
+    let c = ok(&edit(&base(), "firmware: bios", ""));
+    assert_eq!(c.providers[0].kvm2().unwrap().firmware, Firmware::Bios);
+    let c = ok(&edit(&base(), "firmware: bios", "firmware: uefi"));
+    assert_eq!(c.providers[0].kvm2().unwrap().firmware, Firmware::Uefi);
+}
+
+#[test]
+fn rule_default_machine_type_exists() {
+    assert_eq!(
+        one_issue(&edit(&base(), "machine_type: small", "machine_type: large")),
+        "providers[0].kvm2.defaults.machine_type: must name a key of providers[0].kvm2.machine_types; got \"large\""
+    );
+}
+
+#[test]
+fn rule_default_image_exists() {
+    assert_eq!(
+        one_issue(&edit(&base(), "image: debian-12", "image: debian-13")),
+        "providers[0].kvm2.defaults.image: must name a key of providers[0].kvm2.images; got \"debian-13\""
+    );
+}
+
+#[test]
+fn defaults_are_optional() {
+    let y = edit(&base(), "defaults:", "")
+        .replace("        machine_type: small\n", "")
+        .replace("        image: debian-12\n", "");
+    let c = ok(&y);
+    assert_eq!(
+        c.providers[0].kvm2().unwrap().defaults,
+        Kvm2Defaults::default()
+    );
+}
+
+// ---- reporting ----
+
+#[test]
+fn every_issue_is_reported_at_once() {
+    let y = edit(&base(), "port: 22", "port: 0");
+    let y = edit(&y, "vcpus: 1", "vcpus: 0");
+    let y = edit(&y, "sha256:", "sha256: x");
+    let v = issues(&y);
+    assert_eq!(v.len(), 3, "{v:#?}");
+    let e = ProvidersConfig::from_yaml_str(&y).unwrap_err();
+    assert_eq!(e.issues().len(), 3);
+    let text = e.to_string();
+    assert!(
+        text.starts_with("providers config is invalid:\n  providers[0]"),
+        "{text}"
+    );
+    assert_eq!(super::validate::render(e.issues()).lines().count(), 3);
+}
+
+#[test]
+fn long_values_are_truncated_in_messages() {
+    let long = "A".repeat(500);
+    let msg = one_issue(&edit(&base(), "pool: default", &format!("pool: {long}")));
+    assert!(msg.len() < 300, "{msg}");
+    assert!(msg.ends_with("\"…"), "{msg}");
+}
+
+#[test]
+fn config_error_converts_to_permanent() {
+    let e: crate::Error = ProvidersConfig::from_yaml_str("providers: []")
+        .unwrap_err()
+        .into();
+    assert_eq!(e.class(), crate::ErrorClass::Permanent);
+}
+
+#[test]
+fn load_reads_files_and_bounds_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.yaml");
+    std::fs::write(&p, base()).unwrap();
+    assert_eq!(ProvidersConfig::load(&p).unwrap().providers.len(), 1);
+    std::fs::write(&p, " ".repeat((MAX_CONFIG_BYTES + 1) as usize)).unwrap();
+    assert!(matches!(
+        ProvidersConfig::load(&p),
+        Err(ConfigError::Read { .. })
+    ));
+    std::fs::write(&p, [0xff, 0xfe]).unwrap();
+    assert!(matches!(
+        ProvidersConfig::load(&p),
+        Err(ConfigError::Read { .. })
+    ));
+    assert!(matches!(
+        ProvidersConfig::load(&dir.path().join("missing")),
+        Err(ConfigError::Read { .. })
+    ));
+}
+
+#[test]
+fn alias_bomb_is_bounded() {
+    let bomb = "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]\nproviders: []\n";
+    assert!(ProvidersConfig::from_yaml_str(bomb).is_err());
+}
+
+// ---- property tests: nothing validated can inject ----
+
+/// A YAML double-quoted scalar holding `s` exactly: printable ASCII as is,
+/// everything else as `\\uXXXX` / `\\UXXXXXXXX` escapes.
+fn yq(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            ' '..='~' => out.push(c),
+            c if (c as u32) <= 0xffff => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn check_all_inert(c: &ProvidersConfig) {
+    for p in &c.providers {
+        assert_inert(p.name.as_str());
+        let k = p.kvm2().unwrap();
+        assert_inert(k.ssh.user.as_str());
+        for h in &k.hosts {
+            assert_inert(h.name.as_str());
+            assert_inert(h.bridge.as_str());
+            assert_inert(h.pool.as_str());
+            if let values::HostAddress::Dns(n) = &h.address {
+                assert_inert(n.as_str());
+            }
+        }
+        for (key, img) in &k.images {
+            assert_inert(key.as_str());
+            let u = img.url.as_str();
+            assert!(
+                !u.contains(['<', '>', '"', '\'', ' ', '\n', '\t', '\\', '`']),
+                "{u:?}"
+            );
+            assert!(img.url.as_url().username().is_empty());
+        }
+        for key in k.machine_types.keys() {
+            assert_inert(key.as_str());
+        }
+        for f in [Some(&k.ssh.key_file), k.ssh.known_hosts_file.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            let s = f.to_string();
+            assert!(
+                !s.contains("/../") && !s.contains("/./") && !s.contains(char::is_whitespace),
+                "{s:?}"
+            );
+        }
+    }
+}
+
+fn hostile() -> impl Strategy<Value = String> {
+    prop_oneof![
+        ".{0,20}",
+        // Mostly valid names with at most one dangerous character: many pass
+        // validation only when the character is absent, so both branches run.
+        "[a-z0-9][a-z0-9-]{0,8}([./<>&\"' \\:%]|\\.\\.)?[a-z0-9]{0,4}",
+        Just("a'/><b".to_owned()),
+        Just("../../etc".to_owned()),
+        Just("a..b".to_owned()),
+        Just("x y".to_owned()),
+        Just("ok-name".to_owned()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(600))]
+
+    #[test]
+    fn no_validated_value_can_inject(which in 0usize..10, bad in hostile()) {
+        // One field at a time takes the hostile value; the rest are valid.
+        let pick = |i: usize, ok: &str| if i == which { bad.clone() } else { ok.to_owned() };
+        let y = format!(
+            "providers:\n  - name: {}\n    type: kvm2\n    kvm2:\n      ssh:\n        user: {}\n        key_file: {}\n        insecure_ignore_host_key: true\n      hosts:\n        - name: {}\n          address: {}\n          bridge: {}\n          pool: {}\n      images:\n        {}:\n          url: {}\n          sha256: {SHA}\n          format: qcow2\n      machine_types:\n        {}: {{vcpus: 1, memory: 1GiB, disk: 10GiB}}\n",
+            yq(&pick(0, "p")), yq(&pick(1, "root")), yq(&format!("/k/{}", pick(2, "id"))),
+            yq(&pick(3, "h")), yq(&pick(4, "kvm.lan")), yq(&pick(5, "br0")), yq(&pick(6, "default")),
+            yq(&pick(7, "img")), yq(&format!("https://e.com/{}", pick(8, "x.qcow2"))), yq(&pick(9, "small")),
+        );
+        match ProvidersConfig::from_yaml_str(&y) {
+            Ok(c) => check_all_inert(&c),
+            Err(ConfigError::Invalid(v)) => prop_assert!(!v.is_empty()),
+            Err(e) => prop_assert!(false, "unexpected {e}\n{y}"),
+        }
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics(s in "\\PC{0,200}") {
+        let _ = ProvidersConfig::from_yaml_str(&s);
+    }
+}

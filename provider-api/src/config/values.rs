@@ -1,0 +1,578 @@
+//! Validated value types of the providers config: each has a `parse` that
+//! is the only way to build it, and a `RULE` that error messages quote.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Component, Path, PathBuf};
+
+use crate::ident::{ObjectName, ParseError};
+
+/// An `http` or `https` URL with a host, no user info, no whitespace,
+/// control characters or XML/shell-special characters, at most 2048 bytes.
+///
+/// The raw text is checked *before* URL parsing, because URL parsers
+/// silently drop tabs and newlines (`"http://exa\nmple.com"` would become
+/// `example.com`). Volume names must never be derived from the URL (use the
+/// provider entry and the image key).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct HttpUrl(url::Url);
+
+impl HttpUrl {
+    /// The rule every value satisfies.
+    pub const RULE: &'static str = "must be an http(s) URL with a host, at most 2048 bytes, \
+         without credentials, whitespace, control characters or any of < > \" ' ` \\ { } | ^";
+
+    /// Parses `s`.
+    ///
+    /// # Errors
+    /// [`ParseError`] with [`Self::RULE`].
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let bad = ParseError::new(Self::RULE);
+        let allowed = |b: u8| {
+            b.is_ascii_graphic()
+                && !matches!(
+                    b,
+                    b'<' | b'>' | b'"' | b'\'' | b'`' | b'\\' | b'{' | b'}' | b'|' | b'^'
+                )
+        };
+        if s.is_empty() || s.len() > 2048 || !s.bytes().all(allowed) {
+            return Err(bad);
+        }
+        let url = url::Url::parse(s).map_err(|_| bad.clone())?;
+        let scheme_ok = matches!(url.scheme(), "http" | "https");
+        let host_ok = url.host_str().is_some_and(|h| !h.is_empty());
+        let no_creds = url.username().is_empty() && url.password().is_none();
+        if scheme_ok && host_ok && no_creds {
+            Ok(HttpUrl(url))
+        } else {
+            Err(bad)
+        }
+    }
+
+    /// The parsed URL.
+    pub fn as_url(&self) -> &url::Url {
+        &self.0
+    }
+
+    /// The URL text (normalised by the URL parser).
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl fmt::Display for HttpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.as_str())
+    }
+}
+
+impl fmt::Debug for HttpUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0.as_str(), f)
+    }
+}
+
+/// A SHA-256 digest, written as 64 hexadecimal characters (either case;
+/// displayed lowercase).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sha256Digest([u8; 32]);
+
+impl Sha256Digest {
+    /// The rule every value satisfies.
+    pub const RULE: &'static str = "must be 64 hexadecimal characters (a SHA-256 digest)";
+
+    /// Parses 64 hex characters.
+    ///
+    /// # Errors
+    /// [`ParseError`] with [`Self::RULE`].
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let mut out = [0u8; 32];
+        if s.len() != 64 {
+            return Err(ParseError::new(Self::RULE));
+        }
+        hex::decode_to_slice(s, &mut out).map_err(|_| ParseError::new(Self::RULE))?;
+        Ok(Sha256Digest(out))
+    }
+
+    /// The digest from its bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Sha256Digest(bytes)
+    }
+
+    /// The 32 digest bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// Lowercase hex (64 characters).
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Display for Sha256Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for Sha256Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sha256Digest({self})")
+    }
+}
+
+/// Where to reach a host: an IP address (v4 or v6, no zone) or a DNS name
+/// (an [`ObjectName`]: lowercase labels joined by dots).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum HostAddress {
+    /// An IP literal.
+    Ip(IpAddr),
+    /// A DNS name.
+    Dns(ObjectName),
+}
+
+impl HostAddress {
+    /// The rule every value satisfies.
+    pub const RULE: &'static str = "must be an IP address or a lowercase DNS name";
+
+    /// Parses an IP literal or a DNS name.
+    ///
+    /// # Errors
+    /// [`ParseError`] with [`Self::RULE`].
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        if let Ok(ip) = s.parse::<IpAddr>() {
+            return Ok(HostAddress::Ip(ip));
+        }
+        ObjectName::parse(s)
+            .map(HostAddress::Dns)
+            .map_err(|_| ParseError::new(Self::RULE))
+    }
+}
+
+impl fmt::Display for HostAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostAddress::Ip(ip) => write!(f, "{ip}"),
+            HostAddress::Dns(n) => f.write_str(n.as_str()),
+        }
+    }
+}
+
+impl fmt::Debug for HostAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HostAddress({self})")
+    }
+}
+
+macro_rules! checked_text {
+    ($(#[$meta:meta])* $name:ident, $rule:expr, $check:expr) => {
+        $(#[$meta])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(String);
+
+        impl $name {
+            /// The rule every value satisfies.
+            pub const RULE: &'static str = $rule;
+
+            /// Parses `s`.
+            ///
+            /// # Errors
+            /// [`ParseError`] with [`Self::RULE`].
+            pub fn parse(s: &str) -> Result<Self, ParseError> {
+                let check: fn(&str) -> bool = $check;
+                if check(s) {
+                    Ok($name(s.to_owned()))
+                } else {
+                    Err(ParseError::new(Self::RULE))
+                }
+            }
+
+            /// The validated text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&self.0, f)
+            }
+        }
+    };
+}
+
+checked_text!(
+    /// A Linux bridge (network interface) name: 1 to 15 characters from
+    /// `A-Z a-z 0-9 _ . -`, starting with a letter or digit, without `..`.
+    /// Reaches the domain XML as `<source bridge='…'/>`.
+    BridgeName,
+    "must be a bridge name (1 to 15 characters from A-Z, a-z, 0-9, '_', '.' and '-', \
+     starting with a letter or digit, without '..')",
+    |s| {
+        let b = s.as_bytes();
+        !b.is_empty()
+            && b.len() <= 15
+            && b[0].is_ascii_alphanumeric()
+            && !s.contains("..")
+            && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+    }
+);
+
+checked_text!(
+    /// A POSIX user name for SSH: 1 to 32 characters from `a-z 0-9 _ -`,
+    /// starting with a letter or `_`.
+    SshUser,
+    "must be a user name (1 to 32 characters from a-z, 0-9, '_' and '-', \
+     starting with a letter or '_')",
+    |s| {
+        let b = s.as_bytes();
+        !b.is_empty()
+            && b.len() <= 32
+            && (b[0].is_ascii_lowercase() || b[0] == b'_')
+            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-'))
+    }
+);
+
+/// An absolute, normalised file path: starts with `/`, no `.` or `..`
+/// components, no empty components or trailing `/`, no whitespace or control
+/// characters, at most 4096 bytes.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AbsolutePath(PathBuf);
+
+impl AbsolutePath {
+    /// The rule every value satisfies.
+    pub const RULE: &'static str = "must be an absolute path without '.' or '..' components, \
+         empty components, whitespace or control characters";
+
+    /// Parses `s`.
+    ///
+    /// # Errors
+    /// [`ParseError`] with [`Self::RULE`].
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let bad = ParseError::new(Self::RULE);
+        let printable = s.chars().all(|c| !c.is_whitespace() && !c.is_control());
+        if s.len() < 2 || s.len() > 4096 || !s.starts_with('/') || s.ends_with('/') || !printable {
+            return Err(bad);
+        }
+        if s.split('/')
+            .skip(1)
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+        {
+            return Err(bad);
+        }
+        let p = Path::new(s);
+        if !p
+            .components()
+            .skip(1)
+            .all(|c| matches!(c, Component::Normal(_)))
+        {
+            return Err(bad);
+        }
+        Ok(AbsolutePath(p.to_path_buf()))
+    }
+
+    /// The path.
+    pub fn as_path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl fmt::Display for AbsolutePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0.display(), f)
+    }
+}
+
+impl fmt::Debug for AbsolutePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+/// A size in bytes, written with a binary unit: `512MiB`, `2GiB`, `1TiB`
+/// (an unsigned integer immediately followed by `MiB`, `GiB` or `TiB`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct ByteSize(u64);
+
+impl ByteSize {
+    /// The rule every written size satisfies.
+    pub const RULE: &'static str = "must be a whole number followed by MiB, GiB or TiB (e.g. 2GiB)";
+
+    /// One mebibyte.
+    pub const MIB: u64 = 1 << 20;
+    /// One gibibyte.
+    pub const GIB: u64 = 1 << 30;
+    /// One tebibyte.
+    pub const TIB: u64 = 1 << 40;
+
+    /// Parses `<digits><unit>`.
+    ///
+    /// # Errors
+    /// [`ParseError`] with [`Self::RULE`] (also on overflow).
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let bad = || ParseError::new(Self::RULE);
+        let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let (digits, unit) = s.split_at(split);
+        if digits.is_empty() || digits.len() > 12 {
+            return Err(bad());
+        }
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        let mult = match unit {
+            "MiB" => Self::MIB,
+            "GiB" => Self::GIB,
+            "TiB" => Self::TIB,
+            _ => return Err(bad()),
+        };
+        n.checked_mul(mult).map(ByteSize).ok_or_else(bad)
+    }
+
+    /// A size from a byte count.
+    pub const fn from_bytes(bytes: u64) -> Self {
+        ByteSize(bytes)
+    }
+
+    /// The size in bytes.
+    pub const fn bytes(self) -> u64 {
+        self.0
+    }
+
+    /// The size in whole mebibytes (sizes written in config are always
+    /// whole MiB).
+    pub const fn mib(self) -> u64 {
+        self.0 / Self::MIB
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        if b % Self::TIB == 0 && b > 0 {
+            write!(f, "{}TiB", b / Self::TIB)
+        } else if b % Self::GIB == 0 && b > 0 {
+            write!(f, "{}GiB", b / Self::GIB)
+        } else if b % Self::MIB == 0 {
+            write!(f, "{}MiB", b / Self::MIB)
+        } else {
+            write!(f, "{b}B")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ident::tests::assert_inert;
+    use proptest::prelude::*;
+
+    #[test]
+    fn url_rules() {
+        for ok in [
+            "https://example.com/debian-12.qcow2",
+            "http://10.0.0.1:8080/a?b=c",
+            "https://[::1]/x",
+        ] {
+            assert!(HttpUrl::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "ftp://example.com/x",
+            "file:///etc/passwd",
+            "https://user:pw@example.com/x",
+            "https://user@example.com/x",
+            "https://exa\nmple.com/x",
+            "https://example.com/a b",
+            "\thttps://example.com/x",
+            "data:text/plain,hi",
+            "example.com/x",
+            "https://exämple.com/x",
+            "https://example.com/it's",
+            "https://example.com/<x>",
+            "https://example.com/a\"b",
+            "https://example.com\\x",
+        ] {
+            assert_eq!(
+                HttpUrl::parse(bad).unwrap_err().rule(),
+                HttpUrl::RULE,
+                "{bad:?}"
+            );
+        }
+        assert!(HttpUrl::parse(&format!("https://e.com/{}", "a".repeat(2048))).is_err());
+    }
+
+    #[test]
+    fn sha256_rules() {
+        let lower = "ab".repeat(32);
+        let d = Sha256Digest::parse(&lower).unwrap();
+        assert_eq!(d.to_string(), lower);
+        assert_eq!(Sha256Digest::parse(&"AB".repeat(32)).unwrap(), d);
+        for bad in [
+            "",
+            &"a".repeat(63),
+            &"a".repeat(65),
+            &"g".repeat(64),
+            &format!("{} ", "a".repeat(63)),
+        ] {
+            assert_eq!(
+                Sha256Digest::parse(bad).unwrap_err().rule(),
+                Sha256Digest::RULE
+            );
+        }
+    }
+
+    #[test]
+    fn host_address_rules() {
+        assert!(matches!(
+            HostAddress::parse("192.168.1.10"),
+            Ok(HostAddress::Ip(_))
+        ));
+        assert!(matches!(HostAddress::parse("::1"), Ok(HostAddress::Ip(_))));
+        assert!(matches!(
+            HostAddress::parse("kvm1.lan"),
+            Ok(HostAddress::Dns(_))
+        ));
+        for bad in [
+            "",
+            "a b",
+            "host/x",
+            "fe80::1%eth0",
+            "KVM1",
+            "a..b",
+            "-a",
+            "host:22",
+        ] {
+            assert_eq!(
+                HostAddress::parse(bad).unwrap_err().rule(),
+                HostAddress::RULE,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn bridge_rules() {
+        for ok in ["br0", "virbr0", "br-lan", "eth0.100", "a_b"] {
+            assert!(BridgeName::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "br0'",
+            "a b",
+            "a/b",
+            ".a",
+            "a..b",
+            "0123456789abcdef",
+            "br<0>",
+        ] {
+            assert_eq!(
+                BridgeName::parse(bad).unwrap_err().rule(),
+                BridgeName::RULE,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn ssh_user_rules() {
+        for ok in ["root", "_svc", "kvm-user1"] {
+            assert!(SshUser::parse(ok).is_ok());
+        }
+        for bad in ["", "Root", "1user", "a b", "a@b", &"a".repeat(33)] {
+            assert_eq!(
+                SshUser::parse(bad).unwrap_err().rule(),
+                SshUser::RULE,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn absolute_path_rules() {
+        assert!(AbsolutePath::parse("/etc/kvm2/ssh/id_ed25519").is_ok());
+        for bad in [
+            "",
+            "/",
+            "relative/key",
+            "/etc/../key",
+            "/etc/./key",
+            "/etc//key",
+            "/etc/key/",
+            "/etc/ke y",
+            "/etc/key\n",
+            "./key",
+        ] {
+            assert_eq!(
+                AbsolutePath::parse(bad).unwrap_err().rule(),
+                AbsolutePath::RULE,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn byte_size_rules() {
+        assert_eq!(ByteSize::parse("512MiB").unwrap().bytes(), 512 << 20);
+        assert_eq!(ByteSize::parse("2GiB").unwrap().mib(), 2048);
+        assert_eq!(ByteSize::parse("1TiB").unwrap().bytes(), 1 << 40);
+        assert_eq!(ByteSize::parse("2GiB").unwrap().to_string(), "2GiB");
+        for bad in [
+            "",
+            "2",
+            "GiB",
+            "2 GiB",
+            "2gib",
+            "2GB",
+            "-1GiB",
+            "1.5GiB",
+            "999999999999999TiB",
+            "2GiB ",
+        ] {
+            assert_eq!(
+                ByteSize::parse(bad).unwrap_err().rule(),
+                ByteSize::RULE,
+                "{bad:?}"
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        #[test]
+        fn names_are_inert(s in ".{0,40}") {
+            if let Ok(b) = BridgeName::parse(&s) { assert_inert(b.as_str()); }
+            if let Ok(u) = SshUser::parse(&s) { assert_inert(u.as_str()); }
+            if let Ok(HostAddress::Dns(n)) = HostAddress::parse(&s) { assert_inert(n.as_str()); }
+        }
+
+        #[test]
+        fn urls_carry_no_whitespace_or_credentials(s in "(https?://)?[a-z0-9@:/ .\t\n%<>\"'-]{0,40}") {
+            if let Ok(u) = HttpUrl::parse(&s) {
+                prop_assert!(!u.as_str().chars().any(|c| c.is_whitespace() || c.is_control()));
+                prop_assert!(!u.as_str().contains(['<', '>', '"', '\'']));
+                prop_assert!(u.as_url().username().is_empty());
+                prop_assert!(matches!(u.as_url().scheme(), "http" | "https"));
+            }
+        }
+
+        #[test]
+        fn paths_have_no_parent_components(s in "[a-z/. \n]{0,30}") {
+            if let Ok(p) = AbsolutePath::parse(&s) {
+                prop_assert!(p.as_path().is_absolute());
+                prop_assert!(p.as_path().components().all(|c| !matches!(c, Component::ParentDir | Component::CurDir)));
+                prop_assert!(!s.contains(char::is_whitespace));
+            }
+        }
+
+        #[test]
+        fn sizes_never_panic(s in "[0-9]{0,25}(MiB|GiB|TiB|B)?") {
+            let _ = ByteSize::parse(&s);
+        }
+    }
+}
