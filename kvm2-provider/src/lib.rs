@@ -23,8 +23,10 @@
 pub mod domain_xml;
 mod error;
 pub mod ownership_mark;
+pub mod seed_iso;
 pub mod state;
 pub mod timestamp;
+pub mod vendor_data;
 pub mod volume_names;
 
 pub use error::Error;
