@@ -57,7 +57,7 @@ impl Supervisor {
             .await
             .is_ok();
         if ended_politely {
-            kill.release();
+            kill.close_gracefully(POLITE_DISCONNECT).await;
         } else {
             // Wakes russh's session task whatever it is blocked on.
             kill.kill();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::error::Error;
@@ -69,10 +69,29 @@ impl KillSwitch {
         }
     }
 
-    /// Lets go of the duplicate without touching the connection (after a
-    /// polite disconnect has ended the session).
-    pub(crate) fn release(&mut self) {
-        self.socket = None;
+    /// After a polite disconnect ended the session: sends FIN and waits up
+    /// to `budget` for the server's FIN, so the connection ends cleanly on
+    /// both sides. If the server does not close in time (a vanished peer
+    /// that never got the disconnect), the connection is reset instead, so
+    /// the kernel does not retransmit to it for minutes.
+    pub(crate) async fn close_gracefully(&mut self, budget: Duration) {
+        let Some(socket) = self.socket.take() else {
+            return;
+        };
+        let graceful = async {
+            socket.set_nonblocking(true)?;
+            let std_stream: std::net::TcpStream = socket.try_clone()?.into();
+            let mut stream = TcpStream::from_std(std_stream)?;
+            stream.shutdown().await?;
+            let mut sink = [0u8; 4096];
+            while stream.read(&mut sink).await? > 0 {}
+            Ok::<(), io::Error>(())
+        };
+        let clean = matches!(tokio::time::timeout(budget, graceful).await, Ok(Ok(())));
+        if !clean {
+            self.socket = Some(socket);
+            self.kill();
+        }
     }
 }
 

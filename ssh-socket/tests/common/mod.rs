@@ -312,7 +312,19 @@ async fn pipe(
             // (readable with EOF or an error) without consuming data.
             loop {
                 let mut peek = [0u8; 1];
-                match from.peek(&mut peek).await {
+                // A reset with unread data pending only shows in SO_ERROR.
+                let reset = socket2::SockRef::from(from.as_ref())
+                    .take_error()
+                    .map_or(true, |e| e.is_some());
+                let peeked = if reset {
+                    Ok(0)
+                } else {
+                    tokio::select! {
+                        r = from.peek(&mut peek) => r,
+                        () = tokio::time::sleep(Duration::from_millis(5)) => Ok(1),
+                    }
+                };
+                match peeked {
                     Ok(0) | Err(_) => {
                         if let Some(g) = &gone {
                             g.notify_one();
@@ -337,8 +349,8 @@ async fn pipe(
             () = tokio::time::sleep(Duration::from_millis(5)) => continue,
         };
         if frozen.load(Ordering::SeqCst) {
-            // Drop nothing silently: data already read is held, never sent.
-            std::future::pending::<()>().await;
+            // Data already read is held, never sent; the loop's top waits.
+            continue;
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return;
