@@ -1,5 +1,7 @@
 //! The sample providers config shipped in `deploy/` is accepted as is.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use provider_api::{ProviderType, ProvidersConfig};
 
 #[test]
