@@ -89,6 +89,15 @@ pub enum Error {
         actual: String,
     },
 
+    /// The body's length differs from its declared `Content-Length`.
+    #[error("image body was {received} bytes, {declared} declared")]
+    LengthMismatch {
+        /// The declared length.
+        declared: u64,
+        /// The bytes received.
+        received: u64,
+    },
+
     /// The download did not finish within its deadline.
     #[error("image download exceeded its deadline of {0:?}")]
     SourceDeadline(Duration),
@@ -115,14 +124,18 @@ impl Error {
             | Error::UnsupportedScheme { .. }
             | Error::ImageTooLarge { .. }
             | Error::DigestMismatch { .. } => true,
-            // 4xx other than timeouts and throttling will not fix themselves.
+            // 4xx other than timeouts and throttling will not fix
+            // themselves; nor will a 3xx that was not followed (a redirect
+            // to a scheme the client refuses).
             Error::HttpStatus { status } => {
-                (400..500).contains(status) && *status != 408 && *status != 429
+                (300..500).contains(status) && *status != 408 && *status != 429
             }
             // Redirect loops and unusable URLs; everything else (connect,
             // reset, body cut short, TLS handshake) may recover.
             Error::Source(e) => e.is_redirect() || e.is_builder(),
-            Error::XmlRead { .. } | Error::SourceDeadline(_) => false,
+            Error::XmlRead { .. } | Error::SourceDeadline(_) | Error::LengthMismatch { .. } => {
+                false
+            }
         };
         if permanent {
             ErrorClass::Permanent

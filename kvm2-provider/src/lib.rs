@@ -22,6 +22,7 @@
 
 pub mod domain_xml;
 mod error;
+pub mod image_source;
 pub mod ownership_mark;
 pub mod seed_iso;
 pub mod state;
