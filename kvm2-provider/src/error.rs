@@ -58,13 +58,6 @@ pub enum Error {
         reason: String,
     },
 
-    /// The image URL is not an absolute `http` or `https` URL.
-    #[error("image URL scheme {scheme:?} is not http or https")]
-    UnsupportedScheme {
-        /// The scheme found.
-        scheme: String,
-    },
-
     /// The image server answered with a non-success status.
     #[error("image server answered HTTP {status}")]
     HttpStatus {
@@ -121,7 +114,6 @@ impl Error {
             | Error::MalformedMark { .. }
             | Error::SeedTooLarge { .. }
             | Error::SeedIso { .. }
-            | Error::UnsupportedScheme { .. }
             | Error::ImageTooLarge { .. }
             | Error::DigestMismatch { .. } => true,
             // 4xx other than timeouts and throttling will not fix

@@ -5,8 +5,9 @@
 //! stream as they arrive (nothing is buffered whole, nothing touches the
 //! local disk). The download enforces, by itself:
 //!
-//! - **http and https only**, for the URL and for every redirect target, and
-//!   no https → http downgrade;
+//! - **http and https only**: the URL is an [`HttpUrl`] (checked when the
+//!   config was parsed), every redirect target is checked again, and an
+//!   https → http downgrade is refused;
 //! - **a redirect limit**;
 //! - **a size cap**: a declared `Content-Length` over the cap fails before
 //!   the body is read; otherwise the chunk that would cross the cap is not
@@ -32,45 +33,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::Stream;
 use futures::stream::BoxStream;
+use provider_api::config::values::{HttpUrl, Sha256Digest};
 use sha2::{Digest, Sha256};
 use tokio::time::{Instant, Sleep};
-use url::Url;
 
 use crate::Error;
-
-/// A sha256 digest.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Sha256Digest([u8; 32]);
-
-impl Sha256Digest {
-    /// Parses 64 hex digits (either case).
-    ///
-    /// # Errors
-    /// [`Error::InvalidValue`] for anything else.
-    pub fn parse_hex(text: &str) -> Result<Self, Error> {
-        let mut bytes = [0u8; 32];
-        hex::decode_to_slice(text, &mut bytes)
-            .map_err(|_| Error::invalid("image sha256", "must be 64 hex digits"))?;
-        Ok(Self(bytes))
-    }
-
-    /// The raw digest.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-}
-
-impl fmt::Display for Sha256Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex::encode(self.0))
-    }
-}
-
-impl fmt::Debug for Sha256Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Sha256Digest({self})")
-    }
-}
 
 /// Bounds on one download.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,9 +118,7 @@ impl ImageSource {
     /// against `expected`.
     ///
     /// # Errors
-    /// [`Error::UnsupportedScheme`] for a URL that is not http(s) (no
-    /// request is made); [`Error::Source`] when connecting fails or a
-    /// redirect is refused; [`Error::HttpStatus`] for a non-2xx answer;
+    /// [`Error::Source`] when connecting fails or a redirect is refused; [`Error::HttpStatus`] for a non-2xx answer;
     /// [`Error::ImageTooLarge`] when the declared length exceeds the cap;
     /// [`Error::SourceDeadline`] when the answer's headers do not arrive in
     /// time.
@@ -161,17 +126,13 @@ impl ImageSource {
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the request and its connection;
     /// nothing is left running.
-    pub async fn open(&self, url: &Url, expected: Sha256Digest) -> Result<Download, Error> {
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(Error::UnsupportedScheme {
-                scheme: url.scheme().to_owned(),
-            });
-        }
+    pub async fn open(&self, url: &HttpUrl, expected: Sha256Digest) -> Result<Download, Error> {
         let deadline = Instant::now() + self.limits.deadline;
-        let response = tokio::time::timeout_at(deadline, self.client.get(url.clone()).send())
-            .await
-            .map_err(|_| Error::SourceDeadline(self.limits.deadline))?
-            .map_err(Error::Source)?;
+        let response =
+            tokio::time::timeout_at(deadline, self.client.get(url.as_url().clone()).send())
+                .await
+                .map_err(|_| Error::SourceDeadline(self.limits.deadline))?
+                .map_err(Error::Source)?;
         let status = response.status();
         if !status.is_success() {
             return Err(Error::HttpStatus {
@@ -283,7 +244,7 @@ impl Download {
                 received: self.received,
             });
         }
-        let actual = Sha256Digest(self.hasher.clone().finalize().into());
+        let actual = Sha256Digest::from_bytes(self.hasher.clone().finalize().into());
         if actual != self.expected {
             return self.fail(Error::DigestMismatch {
                 expected: self.expected.to_string(),
@@ -347,21 +308,5 @@ impl Stream for IoChunks {
         Pin::new(&mut self.0)
             .poll_next(cx)
             .map(|item| item.map(|r| r.map_err(std::io::Error::other)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn digest_hex_round_trip() {
-        let hex = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-        let d = Sha256Digest::parse_hex(hex).unwrap();
-        assert_eq!(d.to_string(), hex);
-        assert_eq!(Sha256Digest::parse_hex(&hex.to_uppercase()).unwrap(), d);
-        for bad in ["", "e3b0", &format!("{hex}00"), &hex.replace('e', "g")] {
-            assert!(Sha256Digest::parse_hex(bad).is_err(), "{bad:?}");
-        }
     }
 }

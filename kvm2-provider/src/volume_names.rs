@@ -19,34 +19,8 @@
 //! identifiers that form is ambiguous (`a-b` + `c` and `a` + `b-c`), so the
 //! separator is `.`.
 
-use std::fmt;
-
 use provider_api::Identifier;
-
-/// Disk image format of a base image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ImageFormat {
-    /// QEMU copy-on-write v2.
-    Qcow2,
-    /// Raw disk image.
-    Raw,
-}
-
-impl ImageFormat {
-    /// The name libvirt uses (`qcow2`, `raw`), also the file suffix.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ImageFormat::Qcow2 => "qcow2",
-            ImageFormat::Raw => "raw",
-        }
-    }
-}
-
-impl fmt::Display for ImageFormat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use provider_api::config::ImageFormat;
 
 /// The names of one cached base image: its volume, marker and upload names.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

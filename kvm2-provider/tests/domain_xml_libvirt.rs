@@ -7,9 +7,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use kvm2_provider::domain_xml::{DomainSpec, Firmware, VirtType, render};
+use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
 use kvm2_provider::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_mark, parse_metadata_reply};
 use kvm2_provider::timestamp::Timestamp;
+use provider_api::config::Firmware;
+use provider_api::config::values::BridgeName;
 use provider_api::{Identifier, OwnerUid};
 use xtask::Descriptor;
 
@@ -31,7 +33,7 @@ fn spec(name: &str, dir: &Path) -> DomainSpec {
         firmware: Firmware::Bios,
         overlay_path: dir.join("overlay.qcow2").display().to_string(),
         seed_path: dir.join("seed.iso").display().to_string(),
-        bridge: "br-kvm2-none".into(),
+        bridge: BridgeName::parse("br-kvm2-none").unwrap(),
         mac: Some("52:54:00:aa:bb:cc".into()),
         mark: OwnerMark::new(
             OwnerUid::parse("0b6c3d2a-7e4f-4a1b-9c8d-0123456789ab").unwrap(),
