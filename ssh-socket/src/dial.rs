@@ -219,7 +219,10 @@ async fn dial_stages(
                 host: host.to_owned(),
                 port,
                 socket: config.remote_socket.clone(),
-                reason: format!("{reason:?}"),
+                reason: format!(
+                    "{reason:?} (the socket is missing or refuses connections, \
+                     or sshd forbids stream-local forwarding)"
+                ),
             },
             source => Error::ChannelOpen {
                 host: host.to_owned(),

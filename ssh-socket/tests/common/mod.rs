@@ -362,3 +362,46 @@ async fn pipe(
 pub fn fast_keepalive() -> Keepalive {
     Keepalive::new(Duration::from_millis(500), 3)
 }
+
+/// A transparent TCP forwarder to an sshd that counts the connections it
+/// accepted (to prove a failed dial did not retry).
+pub struct CountingProxy {
+    pub port: u16,
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for CountingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl CountingProxy {
+    pub async fn start(upstream_port: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        let task = tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                conns.spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream_port)).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        });
+        Self {
+            port,
+            accepted,
+            task,
+        }
+    }
+
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
