@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests (all against the sandbox).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod private_daemon;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 

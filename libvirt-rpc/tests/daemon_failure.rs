@@ -1,0 +1,134 @@
+//! Daemon-side failures, against a libvirtd of the test's own (see
+//! `common/private_daemon.rs`): the shared sandbox daemon must never be
+//! killed, and libvirtd 11.3 was seen to die after an upload overflowed its
+//! declared length.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use common::private_daemon::{POOL, PrivateDaemon};
+use libvirt_rpc::{Client, Error, StorageVol, StorageVolCreateFlags, StorageVolStreamFlags};
+use tokio::io::{AsyncRead, ReadBuf};
+
+async fn volume(c: &Client, bytes: u64) -> StorageVol {
+    let pool = c.storage_pool_lookup_by_name(POOL).await.unwrap();
+    let name = common::unique("dvol");
+    let xml = format!(
+        "<volume><name>{name}</name><capacity unit='bytes'>{bytes}</capacity>\
+         <allocation unit='bytes'>0</allocation><target><format type='raw'/></target></volume>"
+    );
+    c.storage_vol_create_xml(&pool, &xml, StorageVolCreateFlags::empty())
+        .await
+        .unwrap()
+}
+
+/// Yields data forever.
+struct Endless;
+impl AsyncRead for Endless {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let n = buf.remaining().min(64 * 1024);
+        buf.put_slice(&vec![1u8; n]);
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_length_exceeded_fails_promptly_with_no_task_left() {
+    let mut d = PrivateDaemon::start();
+    // libvirtd 11.3 can go silent on a client whose upload overflowed (no
+    // error packet, no PONG): a short keepalive turns that into a prompt
+    // Disconnected instead of a 30 s wait.
+    let config = libvirt_rpc::Config::default().keepalive(Duration::from_millis(250), 2);
+    let c = d.connect(common::private_daemon::STORAGE_URI, config).await;
+    drop(d.storage().await); // makes sure the pool exists
+    let vol = volume(&c, 1 << 20).await;
+    let tasks_before = common::alive_tasks();
+    let t0 = Instant::now();
+    // Declare 1 MiB and send 4 MiB: the daemon fails the stream.
+    let mut up = c
+        .storage_vol_upload_stream(&vol, 0, 1 << 20, StorageVolStreamFlags::empty())
+        .await
+        .unwrap();
+    let mut r = up.send(&vec![7u8; 4 << 20]).await;
+    if r.is_ok() {
+        r = up.finish().await;
+    } else {
+        drop(up);
+    }
+    let took = t0.elapsed();
+    eprintln!("overflowed upload: {r:?} after {took:?}");
+    // libvirtd reports the overflow (ENOSPC from its fd stream) by failing
+    // the stream, or (11.3, seen here) drops or wedges the client, which
+    // keepalive detects.
+    assert!(
+        matches!(r, Err(Error::Libvirt(_)) | Err(Error::Disconnected(_))),
+        "{r:?}"
+    );
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    if d.alive() && !c.is_closed() {
+        c.connect_get_lib_version().await.unwrap();
+    }
+    assert_eq!(
+        common::alive_tasks(),
+        tasks_before,
+        "a task was left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_daemon_fails_ten_calls_and_upload_with_disconnected() {
+    let mut d = PrivateDaemon::start();
+    let c = d.storage().await;
+    let vol = volume(&c, 1 << 40).await;
+    let tasks_before = common::alive_tasks();
+    let up = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.storage_vol_upload(&vol, 0, 0, StorageVolStreamFlags::empty(), Endless)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Freeze the daemon so that the calls below are surely in flight.
+    d.signal("-STOP");
+    let calls: Vec<_> = (0..10)
+        .map(|_| {
+            let c = c.clone();
+            tokio::spawn(async move { c.connect_get_lib_version().await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t0 = Instant::now();
+    d.kill();
+    let bound = Duration::from_secs(1);
+    for call in calls {
+        let r = tokio::time::timeout(bound, call)
+            .await
+            .expect("call ended")
+            .unwrap();
+        assert!(matches!(r, Err(Error::Disconnected(_))), "{r:?}");
+    }
+    let r = tokio::time::timeout(bound, up)
+        .await
+        .expect("upload ended")
+        .unwrap();
+    assert!(matches!(r, Err(Error::Disconnected(_))), "{r:?}");
+    assert!(t0.elapsed() < bound, "{:?}", t0.elapsed());
+    assert!(c.is_closed());
+    assert!(c.closed().await.to_string().len() > 3);
+    // Only the test's own tasks are gone too: the connection task ended.
+    drop(c);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        common::alive_tasks() < tasks_before,
+        "connection task still alive"
+    );
+}
