@@ -62,8 +62,10 @@ pub enum Placement {
 /// Everything a provider needs to create one instance.
 ///
 /// `Debug` is safe to log: [`user_data`](Self::user_data) prints as
-/// `[redacted]`.
+/// `[redacted]`. Build with [`new`](Self::new) and set fields (the struct is
+/// `#[non_exhaustive]` so fields can be added without breaking callers).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CreateRequest {
     /// The UID of the owning Kubernetes object: the ownership mark. The
     /// instance name is [`name_from_uid`] of it.

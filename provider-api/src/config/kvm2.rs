@@ -6,6 +6,7 @@ use std::fmt;
 use super::values::{
     AbsolutePath, BridgeName, ByteSize, HostAddress, HttpUrl, Sha256Digest, SshUser,
 };
+use crate::error::Error;
 use crate::ident::Identifier;
 
 /// The `kvm2` block: VMs on libvirt/KVM hosts reached over SSH.
@@ -36,6 +37,55 @@ impl Kvm2Config {
     pub fn host(&self, name: &Identifier) -> Option<&Kvm2Host> {
         self.hosts.iter().find(|h| &h.name == name)
     }
+
+    /// The machine type a request asks for: `requested`, or the configured
+    /// default when `None`.
+    ///
+    /// # Errors
+    /// [`Permanent`](crate::ErrorClass::Permanent) when the name is unknown,
+    /// or nothing was requested and no default is configured.
+    pub fn machine_type_for(
+        &self,
+        requested: Option<&Identifier>,
+    ) -> Result<(&Identifier, &MachineType), Error> {
+        lookup(
+            &self.machine_types,
+            requested,
+            self.defaults.machine_type.as_ref(),
+            "machine type",
+        )
+    }
+
+    /// The image a request asks for: `requested`, or the configured default
+    /// when `None`.
+    ///
+    /// # Errors
+    /// [`Permanent`](crate::ErrorClass::Permanent) when the key is unknown,
+    /// or nothing was requested and no default is configured.
+    pub fn image_for(
+        &self,
+        requested: Option<&Identifier>,
+    ) -> Result<(&Identifier, &Kvm2Image), Error> {
+        lookup(
+            &self.images,
+            requested,
+            self.defaults.image.as_ref(),
+            "image",
+        )
+    }
+}
+
+fn lookup<'a, T>(
+    map: &'a BTreeMap<Identifier, T>,
+    requested: Option<&Identifier>,
+    default: Option<&Identifier>,
+    what: &str,
+) -> Result<(&'a Identifier, &'a T), Error> {
+    let key = requested.or(default).ok_or_else(|| {
+        Error::permanent(format!("no {what} requested and no default configured"))
+    })?;
+    map.get_key_value(key)
+        .ok_or_else(|| Error::permanent(format!("unknown {what} {key}")))
 }
 
 /// `kvm2.ssh`: credentials and host-key policy. Files are re-read by the

@@ -48,6 +48,7 @@ pub use kvm2::{
     DISK_MAX, DISK_MIN, Firmware, ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host, Kvm2Image,
     MEMORY_MAX, MEMORY_MIN, MachineType, SshConfig, VCPUS_MAX, VCPUS_MIN,
 };
+pub use values::{AbsolutePath, BridgeName, ByteSize, HostAddress, HttpUrl, Sha256Digest, SshUser};
 
 use crate::ident::Identifier;
 use crate::provider_type::ProviderType;

@@ -712,6 +712,40 @@ fn defaults_are_optional() {
     );
 }
 
+#[test]
+fn lookups_resolve_defaults_and_refuse_unknown_names() {
+    let c = ok(&base());
+    let k = c.providers[0].kvm2().unwrap();
+    let small = Identifier::parse("small").unwrap();
+    assert_eq!(k.machine_type_for(None).unwrap().0, &small);
+    assert_eq!(k.machine_type_for(Some(&small)).unwrap().1.vcpus, 1);
+    let e = k
+        .machine_type_for(Some(&Identifier::parse("huge").unwrap()))
+        .unwrap_err();
+    assert!(e.is_permanent());
+    assert_eq!(e.to_string(), "unknown machine type huge");
+    assert_eq!(k.image_for(None).unwrap().0.as_str(), "debian-12");
+    assert_eq!(
+        k.image_for(Some(&Identifier::parse("x").unwrap()))
+            .unwrap_err()
+            .to_string(),
+        "unknown image x"
+    );
+    let y = edit(&base(), "defaults:", "")
+        .replace("        machine_type: small\n", "")
+        .replace("        image: debian-12\n", "");
+    let c = ok(&y);
+    let k = c.providers[0].kvm2().unwrap();
+    let e = k.image_for(None).unwrap_err();
+    assert!(e.is_permanent());
+    assert_eq!(
+        e.to_string(),
+        "no image requested and no default configured"
+    );
+    assert!(k.host(&Identifier::parse("host1").unwrap()).is_some());
+    assert!(k.host(&Identifier::parse("host9").unwrap()).is_none());
+}
+
 // ---- reporting ----
 
 #[test]
