@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod private_daemon;
+pub mod relay;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
