@@ -11,7 +11,7 @@
 //!                          ▲
 //!   Registry::build(&ProvidersConfig) ── constructor per ProviderType
 //!                          ▲                   (kvm2-provider registers "kvm2")
-//!   ProvidersConfig::from_yaml(…) ── strict schema + validation
+//!   ProvidersConfig::load(path) ── strict schema + validation
 //! ```
 //!
 //! What it holds:
@@ -20,12 +20,37 @@
 //! * data: [`CreateRequest`], [`Instance`], [`InstanceState`],
 //!   [`ListedInstance`], [`ProviderId`], [`TargetStatus`], and
 //!   [`name_from_uid`], the stable instance name;
-//! * validated strings ([`Identifier`] and friends) that cannot carry XML,
-//!   path or URL syntax, and [`SecretString`] for cloud-init user data;
-//! * [`Error`] with its [`ErrorClass`], the only retry signal.
+//! * validated strings ([`Identifier`] and friends, [`config::values`]) that
+//!   cannot carry XML, path or URL syntax, and [`SecretString`] for
+//!   cloud-init user data;
+//! * [`Error`] with its [`ErrorClass`], the only retry signal (see the
+//!   table in [`error`]);
+//! * the providers config file ([`config`]), the [`Registry`] that builds
+//!   providers from it, and the [`Metered`] / [`Traced`] decorators.
 //!
 //! What it deliberately does not do: talk to any hypervisor, parse libvirt
-//! XML, open connections, or know Kubernetes types.
+//! XML, open connections, spawn tasks, or know Kubernetes types.
+//! `docs/provider-contract.md` in the repository restates the contract in
+//! one place.
+//!
+//! # Checklist for a provider author
+//!
+//! 1. Name instances [`name_from_uid`]`(owner_uid)` and store the ownership
+//!    mark (owner UID, [`Tag::managed`]) with each; derive every other name
+//!    (volumes, seeds) from the entry name, the instance name and image
+//!    *keys* — never from URLs or free text.
+//! 2. `create` is idempotent by owner and never adopts an instance with
+//!    another (or no) owner; `delete` is idempotent (`Ok` when gone) and never
+//!    touches what is not ours; `list_by_tag` is all or nothing.
+//! 3. `get` returns `NotFound` only when the instance is gone, and
+//!    `Transient` — not `Provisioning` — when every address source failed.
+//! 4. Classify every error ([`ErrorClass`]); never put user data or key
+//!    material in a message.
+//! 5. Return your [`Checker`] from [`Provider::checker`] if you have one;
+//!    `check` finishes within its timeout on connections of its own.
+//! 6. Export `register(&mut Registry)` that registers a constructor for your
+//!    [`ProviderType`]; the constructor validates nothing (the config already
+//!    is) and dials nothing.
 //!
 //! # Implementing a provider
 //!
