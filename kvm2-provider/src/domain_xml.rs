@@ -241,7 +241,7 @@ fn check_machine(machine: &str) -> Result<(), Error> {
 }
 
 /// Absolute, normalised enough to be unambiguous, and representable in XML.
-fn check_path(field: &'static str, path: &str) -> Result<(), Error> {
+pub(crate) fn check_path(field: &'static str, path: &str) -> Result<(), Error> {
     if !path.starts_with('/') || path.len() > MAX_PATH_LEN {
         return Err(Error::invalid(
             field,

@@ -91,6 +91,25 @@ pub enum Error {
         received: u64,
     },
 
+    /// A cached base's marker records a different digest, URL or format
+    /// than the configuration now has for its key. The base is kept (running
+    /// overlays may use it).
+    #[error(
+        "image {key}: {field} is {configured} in the config but the cached base was made from \
+         {recorded}; editing an image in place is not supported - add a new image key and \
+         point machine defaults or requests at it"
+    )]
+    ImageChanged {
+        /// The image key.
+        key: String,
+        /// Which field changed: `sha256`, `url` or `format`.
+        field: &'static str,
+        /// The value the marker records.
+        recorded: String,
+        /// The value configured now.
+        configured: String,
+    },
+
     /// The download did not finish within its deadline.
     #[error("image download exceeded its deadline of {0:?}")]
     SourceDeadline(Duration),
@@ -115,7 +134,8 @@ impl Error {
             | Error::SeedTooLarge { .. }
             | Error::SeedIso { .. }
             | Error::ImageTooLarge { .. }
-            | Error::DigestMismatch { .. } => true,
+            | Error::DigestMismatch { .. }
+            | Error::ImageChanged { .. } => true,
             // 4xx other than timeouts and throttling will not fix
             // themselves; nor will a 3xx that was not followed (a redirect
             // to a scheme the client refuses).

@@ -22,6 +22,7 @@
 
 pub mod domain_xml;
 mod error;
+pub mod image_marker;
 pub mod image_source;
 pub mod ownership_mark;
 pub mod seed_iso;
@@ -29,5 +30,6 @@ pub mod state;
 pub mod timestamp;
 pub mod vendor_data;
 pub mod volume_names;
+pub mod volume_xml;
 
 pub use error::Error;
