@@ -1,0 +1,209 @@
+//! Every typed procedure against the sandbox daemon's `test:///default`
+//! (volume streams are exercised against `qemu:///system` in streams.rs).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+
+use libvirt_rpc::*;
+
+fn domain_xml_with_nic(name: &str) -> String {
+    format!(
+        "<domain type='test'><name>{name}</name><memory unit='KiB'>65536</memory>\
+         <os><type arch='x86_64'>hvm</type></os><devices>\
+         <interface type='network'><mac address='52:54:00:12:34:56'/><source network='default'/></interface>\
+         </devices></domain>"
+    )
+}
+
+#[tokio::test]
+async fn connection_procedures() {
+    let c = common::test_driver().await;
+    assert!(c.connect_get_version().await.unwrap() > 0);
+    assert!(c.connect_get_lib_version().await.unwrap() >= 11_000_000);
+    assert!(!c.connect_get_hostname().await.unwrap().is_empty());
+    assert!(
+        c.connect_supports_feature(10).await.unwrap(),
+        "keepalive feature"
+    );
+    let auth = c.auth_list().await.unwrap();
+    assert!(auth.is_empty() || auth.contains(&0), "{auth:?}");
+    // Generic call with caller-supplied types: REMOTE_PROC_CONNECT_GET_TYPE = 3.
+    let kind: String = c.call(3, &()).await.unwrap();
+    assert_eq!(kind, "TEST");
+    // An unknown procedure is the daemon's error, and the link survives.
+    let e = c.call::<_, ()>(99_999, &()).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Rpc), "{e:?}");
+    c.connect_close().await.unwrap();
+    // After connect-close the daemon refuses hypervisor calls.
+    assert!(c.connect_get_version().await.is_err());
+    c.close().await;
+}
+
+#[tokio::test]
+async fn domain_procedures() {
+    let c = common::test_driver().await;
+    let name = common::unique("dom");
+    let dom = c
+        .domain_define_xml_flags(&domain_xml_with_nic(&name), DomainDefineFlags::empty())
+        .await
+        .unwrap();
+    assert_eq!(dom.name, name);
+    assert_eq!(dom.id, -1);
+    let found = c.domain_lookup_by_name(&name).await.unwrap();
+    assert_eq!(found.uuid, dom.uuid);
+    assert!(
+        c.connect_list_all_domains(ListDomainsFlags::INACTIVE)
+            .await
+            .unwrap()
+            .iter()
+            .any(|d| d.name == name)
+    );
+    let xml = c
+        .domain_get_xml_desc(&dom, DomainXmlFlags::INACTIVE)
+        .await
+        .unwrap();
+    assert!(xml.contains(&name));
+
+    let ns = "https://example.invalid/lvrpc";
+    c.domain_set_metadata(
+        &dom,
+        MetadataType::Element,
+        Some("<mark owner='t'/>"),
+        Some("lvrpc"),
+        Some(ns),
+        DomainModificationImpact::CONFIG,
+    )
+    .await
+    .unwrap();
+    let meta = c
+        .domain_get_metadata(
+            &dom,
+            MetadataType::Element,
+            Some(ns),
+            DomainModificationImpact::CONFIG,
+        )
+        .await
+        .unwrap();
+    assert!(meta.contains("owner=\"t\""), "{meta}");
+    let missing = c
+        .domain_get_metadata(
+            &dom,
+            MetadataType::Element,
+            Some("urn:none"),
+            DomainModificationImpact::CONFIG,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Some(ErrorCode::NoDomainMetadata));
+    assert!(missing.is_not_found());
+
+    c.domain_create(&dom).await.unwrap();
+    let st = c.domain_get_state(&dom, NoFlags::empty()).await.unwrap();
+    assert_eq!(st.state, DomainState::Running);
+    let running = c.domain_lookup_by_name(&name).await.unwrap();
+    assert!(running.id > 0);
+    let ifaces = c
+        .domain_interface_addresses(&running, InterfaceAddressesSource::Lease, NoFlags::empty())
+        .await
+        .unwrap();
+    assert_eq!(ifaces.len(), 1, "{ifaces:?}");
+    assert_eq!(ifaces[0].hwaddr.as_deref(), Some("52:54:00:12:34:56"));
+    c.domain_destroy(&running).await.unwrap();
+    assert_eq!(
+        c.domain_get_state(&dom, NoFlags::empty())
+            .await
+            .unwrap()
+            .state,
+        DomainState::Shutoff
+    );
+
+    let started = c
+        .domain_create_with_flags(&dom, DomainCreateFlags::empty())
+        .await
+        .unwrap();
+    assert!(started.id > 0, "{started:?}");
+    c.domain_destroy_flags(&started, DomainDestroyFlags::empty())
+        .await
+        .unwrap();
+    c.domain_undefine_flags(&dom, DomainUndefineFlags::empty())
+        .await
+        .unwrap();
+    let gone = c.domain_lookup_by_name(&name).await.unwrap_err();
+    assert_eq!(gone.code(), Some(ErrorCode::NoDomain));
+    assert!(gone.is_not_found());
+    c.close().await;
+}
+
+#[tokio::test]
+async fn storage_procedures() {
+    let c = common::test_driver().await;
+    let pool = c.storage_pool_lookup_by_name("default-pool").await.unwrap();
+    c.storage_pool_refresh(&pool, NoFlags::empty())
+        .await
+        .unwrap();
+    let info = c.storage_pool_get_info(&pool).await.unwrap();
+    assert_eq!(info.state, 2, "running"); // VIR_STORAGE_POOL_RUNNING
+    assert!(info.capacity > 0);
+    let name = common::unique("vol");
+    let vol = c
+        .storage_vol_create_xml(
+            &pool,
+            &common::volume_xml(&name, 1 << 20),
+            StorageVolCreateFlags::empty(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(vol.name, name);
+    let found = c.storage_vol_lookup_by_name(&pool, &name).await.unwrap();
+    assert_eq!(found, vol);
+    let vi = c.storage_vol_get_info(&vol).await.unwrap();
+    assert_eq!(vi.capacity, 1 << 20);
+    assert!(
+        c.storage_pool_list_all_volumes(&pool)
+            .await
+            .unwrap()
+            .iter()
+            .any(|v| v.name == name)
+    );
+    c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
+        .await
+        .unwrap();
+    let gone = c
+        .storage_vol_lookup_by_name(&pool, &name)
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), Some(ErrorCode::NoStorageVol));
+    let nopool = c
+        .storage_pool_lookup_by_name(&common::unique("nopool"))
+        .await
+        .unwrap_err();
+    assert_eq!(nopool.code(), Some(ErrorCode::NoStoragePool));
+    c.close().await;
+}
+
+#[tokio::test]
+async fn read_only_connection_refuses_writes() {
+    let d = common::sandbox();
+    let sock = tokio::net::UnixStream::connect(&d.libvirt.socket)
+        .await
+        .unwrap();
+    let c = Client::connect(
+        sock,
+        &d.libvirt.test_uri,
+        OpenFlags::READ_ONLY,
+        Config::default(),
+    )
+    .await
+    .unwrap();
+    c.connect_list_all_domains(ListDomainsFlags::empty())
+        .await
+        .unwrap();
+    let e = c
+        .domain_define_xml_flags(
+            &common::domain_xml(&common::unique("ro")),
+            DomainDefineFlags::empty(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::OperationDenied), "{e:?}");
+    c.close().await;
+}
