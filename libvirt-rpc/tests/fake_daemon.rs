@@ -1,0 +1,205 @@
+//! Client behaviour against a scripted fake daemon (no sandbox needed):
+//! the cases a real libvirtd will not produce on demand.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use libvirt_rpc::proto::packet::{
+    self, Header, KEEPALIVE_PING, KEEPALIVE_PONG, KEEPALIVE_PROGRAM, KEEPALIVE_VERSION,
+    MessageType, Packet, Status,
+};
+use libvirt_rpc::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+struct Fake {
+    io: DuplexStream,
+    buf: BytesMut,
+}
+
+impl Fake {
+    fn new() -> (DuplexStream, Fake) {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        (
+            a,
+            Fake {
+                io: b,
+                buf: BytesMut::new(),
+            },
+        )
+    }
+
+    async fn read(&mut self) -> Option<Packet> {
+        loop {
+            if let Some(p) = packet::decode_frame(&mut self.buf).unwrap() {
+                return Some(p);
+            }
+            if self.io.read_buf(&mut self.buf).await.ok()? == 0 {
+                return None;
+            }
+        }
+    }
+
+    async fn reply<T: libvirt_rpc::proto::xdr::Encode>(
+        &mut self,
+        call: &Header,
+        status: Status,
+        body: &T,
+    ) {
+        let h = Header {
+            kind: MessageType::Reply,
+            status,
+            ..*call
+        };
+        let p = packet::encode_packet(&h, body).unwrap();
+        self.io.write_all(&p).await.unwrap();
+    }
+
+    async fn send_raw(&mut self, h: Header, body: &[u8]) {
+        self.io
+            .write_all(&packet::encode_raw(&h, body).unwrap())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn sasl_only_daemon_gives_unsupported_auth() {
+    let (io, mut fake) = Fake::new();
+    let daemon = tokio::spawn(async move {
+        let call = fake.read().await.unwrap();
+        assert_eq!(call.header.procedure, proc_num::AUTH_LIST);
+        fake.reply(&call.header, Status::Ok, &vec![1i32]).await;
+        fake
+    });
+    let r = Client::connect(io, "qemu:///system", OpenFlags::empty(), Config::default()).await;
+    match r {
+        Err(e @ Error::UnsupportedAuth { .. }) => {
+            assert!(e.to_string().contains("unsupported"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    daemon.await.unwrap();
+}
+
+#[tokio::test]
+async fn daemon_ping_is_answered_with_pong() {
+    let (io, mut fake) = Fake::new();
+    let c = Client::new(io, Config::default());
+    let ping = Header {
+        program: KEEPALIVE_PROGRAM,
+        version: KEEPALIVE_VERSION,
+        procedure: KEEPALIVE_PING,
+        kind: MessageType::Message,
+        serial: 0,
+        status: Status::Ok,
+    };
+    fake.send_raw(ping, &[]).await;
+    let pong = tokio::time::timeout(Duration::from_secs(1), fake.read())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(pong.header.program, KEEPALIVE_PROGRAM);
+    assert_eq!(pong.header.procedure, KEEPALIVE_PONG);
+    drop(c);
+}
+
+#[tokio::test]
+async fn garbage_from_daemon_kills_the_link_with_protocol_error() {
+    let (io, mut fake) = Fake::new();
+    let c = Client::new(io, Config::default());
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.connect_get_lib_version().await })
+    };
+    let _ = fake.read().await.unwrap();
+    fake.io.write_all(&[0xff; 64]).await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(1), call)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(r, Err(Error::Disconnected(DisconnectReason::Protocol(_)))),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn reply_of_the_wrong_type_is_a_decode_error_not_a_panic() {
+    let (io, mut fake) = Fake::new();
+    let c = Client::new(io, Config::default());
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.connect_get_hostname().await })
+    };
+    let p = fake.read().await.unwrap();
+    fake.reply(&p.header, Status::Ok, &0xffff_ffffu32).await; // string length 4 GiB
+    let r = call.await.unwrap();
+    assert!(matches!(r, Err(Error::Decode { .. })), "{r:?}");
+    // The link is still fine.
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.connect_get_lib_version().await })
+    };
+    let p = fake.read().await.unwrap();
+    fake.reply(&p.header, Status::Ok, &11_003_000u64).await;
+    assert_eq!(call.await.unwrap().unwrap(), 11_003_000);
+}
+
+/// The reader never waits for a slow subscriber: events beyond its queue are
+/// dropped and counted while calls keep being answered.
+#[tokio::test]
+async fn slow_event_consumer_never_blocks_calls() {
+    let (io, mut fake) = Fake::new();
+    let mut config = Config::default();
+    config.event_queue = 4;
+    let c = Client::new(io, config);
+    let sub = {
+        let c = c.clone();
+        tokio::spawn(async move { c.subscribe_lifecycle(None).await })
+    };
+    let reg = fake.read().await.unwrap();
+    assert_eq!(
+        reg.header.procedure,
+        proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY
+    );
+    fake.reply(&reg.header, Status::Ok, &7i32).await;
+    let mut sub = sub.await.unwrap().unwrap();
+    let ev = LifecycleEvent {
+        dom: Domain {
+            name: "d".into(),
+            uuid: [1; 16],
+            id: 1,
+        },
+        event: LifecycleEventKind::Started,
+        detail: 0,
+    };
+    let h = Header::remote(
+        proc_num::DOMAIN_EVENT_CALLBACK_LIFECYCLE,
+        MessageType::Message,
+        0,
+        Status::Ok,
+    );
+    for _ in 0..100 {
+        let p = packet::encode_packet(&h, &(7i32, &ev)).unwrap();
+        fake.io.write_all(&p).await.unwrap();
+    }
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.connect_get_lib_version().await })
+    };
+    let p = fake.read().await.unwrap();
+    fake.reply(&p.header, Status::Ok, &1u64).await;
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(1), call)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+        1
+    );
+    assert_eq!(sub.missed(), 96);
+    for _ in 0..4 {
+        assert_eq!(sub.recv().await.unwrap(), ev);
+    }
+}
