@@ -10,15 +10,31 @@
 //! pure function or a self-contained stream:
 //!
 //! ```text
-//!  config + request ──▶ domain_xml::render ──▶ <domain> XML (with ownership mark)
-//!                   ──▶ seed_iso::build    ──▶ NoCloud ISO bytes (cidata)
-//!  image URL+sha256 ──▶ image_source::open ──▶ Stream<Bytes> (hash-checked, capped)
-//!  entry, key, name ──▶ volume_names       ──▶ base / marker / upload / overlay / seed
-//!  libvirt dumps    ──▶ ownership_mark::parse_mark, state::classify
+//!  machine type, host, mark ─▶ domain_xml::render ─▶ <domain> XML with the ownership mark
+//!  user data + vendor_data  ─▶ seed_iso::build    ─▶ NoCloud ISO bytes (label cidata)
+//!  image URL + sha256       ─▶ ImageSource::open  ─▶ Download: Stream<Bytes>, hashed, capped
+//!  entry, key, instance     ─▶ volume_names       ─▶ base / marker / upload / overlay / seed
+//!  volume name, backing     ─▶ volume_xml         ─▶ <volume> XML
+//!  libvirt dumps, numbers   ─▶ ownership_mark::parse_mark, image_marker::judge, state::classify
 //! ```
 //!
+//! Deliberately absent: any I/O besides the HTTP download, any clock reads
+//! (times are inputs), and any panics on input — every parser returns a
+//! typed [`Error`].
+//!
 //! Not here yet: connections, the image cache protocol (upload, atomic
-//! publish, marker), and the lifecycle; see `docs/kvm2-provider.md`.
+//! publish, marker write) and the lifecycle; see `docs/kvm2-provider.md`.
+//!
+//! ```
+//! use kvm2_provider::volume_names::BaseNames;
+//! use provider_api::Identifier;
+//! use provider_api::config::ImageFormat;
+//!
+//! let entry = Identifier::parse("kvm2-home").unwrap();
+//! let key = Identifier::parse("debian-13").unwrap();
+//! let names = BaseNames::new(&entry, &key, ImageFormat::Qcow2);
+//! assert_eq!(names.base(), "base-kvm2-home.debian-13.qcow2");
+//! ```
 
 pub mod domain_xml;
 mod error;
