@@ -40,6 +40,7 @@ pub mod domain_xml;
 mod error;
 pub mod image_marker;
 pub mod image_source;
+pub mod libvirt_errors;
 pub mod ownership_mark;
 pub mod seed_iso;
 pub mod state;
