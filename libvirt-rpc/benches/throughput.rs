@@ -1,0 +1,215 @@
+//! `cargo xtask bench libvirt-rpc`: libvirt-rpc against libvirt's own C
+//! client, in the same run, against the sandbox daemon.
+//!
+//! - upload of 256 MiB into the sandbox's `dir` pool over the unix socket,
+//!   vs `virsh vol-upload`;
+//! - call rate of a cheap procedure (`CONNECT_GET_LIB_VERSION`), sequential
+//!   and 16 concurrent callers on one connection, vs python3-libvirt (the C
+//!   client) with 16 threads on one connection;
+//! - peak RSS growth of this process during the upload.
+//!
+//! Prints figures and ratios (>1.0 = libvirt-rpc faster); asserts nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use libvirt_rpc::{
+    Client, Config, OpenFlags, StorageVolCreateFlags, StorageVolDeleteFlags, StorageVolStreamFlags,
+};
+use xtask::Descriptor;
+
+const UPLOAD: u64 = 256 << 20;
+const SEQ_CALLS: usize = 20_000;
+const CONC_CALLS: usize = 100_000;
+const THREADS: usize = 16;
+
+fn status_kib(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn connect(d: &Descriptor, uri: &str) -> Client {
+    let s = tokio::net::UnixStream::connect(&d.libvirt.socket)
+        .await
+        .unwrap();
+    Client::connect(s, uri, OpenFlags::empty(), Config::default())
+        .await
+        .unwrap()
+}
+
+fn mib_s(bytes: u64, t: Duration) -> f64 {
+    bytes as f64 / (1 << 20) as f64 / t.as_secs_f64()
+}
+
+async fn upload_bench(d: &Descriptor) {
+    let c = connect(d, &d.libvirt.qemu_uri).await;
+    let pool = c.storage_pool_lookup_by_name(&d.pool.name).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src.img");
+    {
+        let mut data = vec![0u8; 1 << 20];
+        let mut f = std::fs::File::create(&src).unwrap();
+        for i in 0..(UPLOAD >> 20) {
+            data.iter_mut()
+                .enumerate()
+                .for_each(|(j, b)| *b = (i as usize ^ j) as u8);
+            std::io::Write::write_all(&mut f, &data).unwrap();
+        }
+    }
+    let pid = std::process::id();
+    let mk = |tag: &str| format!("lvrpc-bench-{tag}-{pid}");
+    let xml = |name: &str| {
+        format!(
+            "<volume><name>{name}</name><capacity unit='bytes'>{UPLOAD}</capacity>\
+             <allocation unit='bytes'>0</allocation><target><format type='raw'/></target></volume>"
+        )
+    };
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let mut rss_growth = 0u64;
+    for round in 0..2 {
+        // libvirt-rpc
+        let vol = c
+            .storage_vol_create_xml(&pool, &xml(&mk("ours")), StorageVolCreateFlags::empty())
+            .await
+            .unwrap();
+        let file = tokio::fs::File::open(&src).await.unwrap();
+        let _ = std::fs::write("/proc/self/clear_refs", "5"); // reset VmHWM
+        let base = status_kib("VmRSS:");
+        let t0 = Instant::now();
+        c.storage_vol_upload(&vol, 0, UPLOAD, StorageVolStreamFlags::empty(), file)
+            .await
+            .unwrap();
+        ours.push(t0.elapsed());
+        rss_growth = rss_growth.max(status_kib("VmHWM:").saturating_sub(base));
+        c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
+            .await
+            .unwrap();
+
+        // virsh vol-upload (libvirt's C client)
+        let name = mk("virsh");
+        let vol = c
+            .storage_vol_create_xml(&pool, &xml(&name), StorageVolCreateFlags::empty())
+            .await
+            .unwrap();
+        let t0 = Instant::now();
+        let st = Command::new("virsh")
+            .args(["-c", &d.virsh_uri(&d.libvirt.qemu_uri), "vol-upload", &name])
+            .arg(&src)
+            .args(["--pool", &d.pool.name])
+            .status()
+            .unwrap();
+        theirs.push(t0.elapsed());
+        assert!(st.success(), "virsh vol-upload failed");
+        c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
+            .await
+            .unwrap();
+        eprintln!(
+            "  round {round}: libvirt-rpc {:.0} MiB/s, virsh {:.0} MiB/s",
+            mib_s(UPLOAD, ours[round]),
+            mib_s(UPLOAD, theirs[round])
+        );
+    }
+    let best_ours = ours.iter().min().copied().unwrap_or_default();
+    let best_theirs = theirs.iter().min().copied().unwrap_or_default();
+    println!(
+        "upload 256 MiB: libvirt-rpc {:.0} MiB/s, virsh vol-upload {:.0} MiB/s, ratio {:.2}x (best of 2)",
+        mib_s(UPLOAD, best_ours),
+        mib_s(UPLOAD, best_theirs),
+        best_theirs.as_secs_f64() / best_ours.as_secs_f64()
+    );
+    println!(
+        "peak RSS growth during the 256 MiB upload: {:.1} MiB (goal <= 32 MiB)",
+        rss_growth as f64 / 1024.0
+    );
+    c.close().await;
+}
+
+const PY: &str = r#"
+import libvirt, sys, threading, time
+uri, n, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+conn = libvirt.open(uri)
+conn.getLibVersion()
+per = n // threads
+def work():
+    for _ in range(per):
+        conn.getLibVersion()
+ts = [threading.Thread(target=work) for _ in range(threads)]
+t0 = time.perf_counter()
+for t in ts: t.start()
+for t in ts: t.join()
+print(per * threads / (time.perf_counter() - t0))
+"#;
+
+fn python_rate(d: &Descriptor, n: usize, threads: usize) -> f64 {
+    let out = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            PY,
+            &d.virsh_uri(&d.libvirt.test_uri),
+            &n.to_string(),
+            &threads.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+async fn our_rate(c: &Client, n: usize, tasks: usize) -> f64 {
+    let per = n / tasks;
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                for _ in 0..per {
+                    c.connect_get_lib_version().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.unwrap();
+    }
+    (per * tasks) as f64 / t0.elapsed().as_secs_f64()
+}
+
+async fn call_bench(d: &Descriptor) {
+    let c = connect(d, &d.libvirt.test_uri).await;
+    c.connect_get_lib_version().await.unwrap();
+    for (label, n, k) in [
+        ("sequential", SEQ_CALLS, 1),
+        ("16 concurrent", CONC_CALLS, THREADS),
+    ] {
+        let ours = our_rate(&c, n, k).await;
+        let theirs = python_rate(d, n, k);
+        println!(
+            "call rate {label}: libvirt-rpc {ours:.0}/s, C client (python3-libvirt, {k} thread(s)) {theirs:.0}/s, ratio {:.2}x",
+            ours / theirs
+        );
+    }
+    c.close().await;
+}
+
+fn main() {
+    let d = Descriptor::require();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        call_bench(&d).await;
+        upload_bench(&d).await;
+    });
+}
