@@ -374,10 +374,10 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                 let _ = tx.send(p);
             }
             Pending::Subscribe(tx, subscriber) => {
-                if p.header.status == Status::Ok {
-                    if let Ok(id) = i32::decode(&mut Reader::new(&p.payload)) {
-                        self.subscribers.insert(id, subscriber);
-                    }
+                if p.header.status == Status::Ok
+                    && let Ok(id) = i32::decode(&mut Reader::new(&p.payload))
+                {
+                    self.subscribers.insert(id, subscriber);
                 }
                 let _ = tx.send(p);
             }

@@ -319,16 +319,16 @@ impl Upload {
                 break;
             }
         }
-        if let Some(declared) = expected {
-            if self.sent != declared {
-                self.inner
-                    .abort("upload source length differs from the declared length")
-                    .await;
-                return Err(Error::LengthMismatch {
-                    declared,
-                    got: self.sent,
-                });
-            }
+        if let Some(declared) = expected
+            && self.sent != declared
+        {
+            self.inner
+                .abort("upload source length differs from the declared length")
+                .await;
+            return Err(Error::LengthMismatch {
+                declared,
+                got: self.sent,
+            });
         }
         let sent = self.sent;
         self.finish().await?;

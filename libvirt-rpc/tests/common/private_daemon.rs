@@ -72,12 +72,12 @@ impl PrivateDaemon {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(s) = std::fs::read_to_string(d.dir.path().join("libvirtd.pid")) {
-                if let Ok(pid) = s.trim().parse() {
-                    d.pid = Some(pid);
-                    if d.socket().exists() {
-                        return d;
-                    }
+            if let Ok(s) = std::fs::read_to_string(d.dir.path().join("libvirtd.pid"))
+                && let Ok(pid) = s.trim().parse()
+            {
+                d.pid = Some(pid);
+                if d.socket().exists() {
+                    return d;
                 }
             }
             std::thread::sleep(Duration::from_millis(50));
