@@ -1,0 +1,278 @@
+//! 256 MiB through a forwarded unix socket into a sink on the sandbox host:
+//! ssh-socket against OpenSSH's own `ssh -N -L local.sock:remote.sock`, in
+//! the same run. Prints throughput, the ratio, and client-side CPU time per
+//! GiB for both.
+//!
+//! CPU accounting: the sink runs on a thread of its own whose CPU time is
+//! subtracted. For ssh-socket, the client side is this process (the SSH
+//! client). For OpenSSH it is the `ssh` process plus this process feeding
+//! the local socket. sshd's side is the same program in both runs and is
+//! not counted.
+//!
+//! Run with `cargo xtask bench ssh-socket`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::io::Read;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ssh_socket::{HostKeyPolicy, SshConfig};
+use tokio::io::AsyncWriteExt;
+
+const TOTAL: u64 = 256 * 1024 * 1024;
+const CHUNK: usize = 256 * 1024;
+const ROUNDS: usize = 5;
+const GCM: &str = "aes256-gcm@openssh.com";
+
+/// CPU time (user + system) from a `/proc/.../stat` file.
+fn cpu_of(stat_path: &str) -> Duration {
+    let text = std::fs::read_to_string(stat_path).unwrap_or_default();
+    // Fields after the command name (which is in parentheses).
+    let rest = text.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 (1-based) of the whole line,
+    // i.e. indexes 11 and 12 after the name.
+    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Duration::from_millis(ticks * 10) // CLK_TCK = 100 on Linux
+}
+
+/// A sink on a unix socket. Each connection's byte count and the sink
+/// thread's cumulative CPU time go back over `done`.
+fn start_sink(path: &Path) -> mpsc::Receiver<(u64, Duration)> {
+    let listener = UnixListener::bind(path).unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1024 * 1024];
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut n = 0u64;
+            while let Ok(k) = conn.read(&mut buf) {
+                if k == 0 {
+                    break;
+                }
+                n += k as u64;
+            }
+            if tx.send((n, cpu_of("/proc/thread-self/stat"))).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+struct Run {
+    elapsed: Duration,
+    client_cpu: Duration,
+    ssh_cpu: Duration,
+}
+
+async fn feed<W: tokio::io::AsyncWrite + Unpin>(mut w: W) -> W {
+    let buf = vec![0xa5u8; CHUNK];
+    let mut left = TOTAL;
+    while left > 0 {
+        let n = left.min(CHUNK as u64) as usize;
+        w.write_all(&buf[..n]).await.unwrap();
+        left -= n as u64;
+    }
+    w.shutdown().await.unwrap();
+    // The caller keeps the writer until the sink has everything.
+    w
+}
+
+fn wait_sink(done: &mpsc::Receiver<(u64, Duration)>) -> Duration {
+    let (n, sink_cpu) = done.recv_timeout(Duration::from_secs(300)).unwrap();
+    assert_eq!(n, TOTAL, "sink got {n} bytes");
+    sink_cpu
+}
+
+async fn run_ours(
+    config: &SshConfig,
+    done: &mpsc::Receiver<(u64, Duration)>,
+    sink_cpu0: Duration,
+) -> (Run, Duration) {
+    let socket = ssh_socket::dial(config).await.unwrap();
+    let closer = socket.closer();
+    let cpu0 = cpu_of("/proc/self/stat");
+    let t = Instant::now();
+    let (r, w) = tokio::io::split(socket);
+    let w = feed(w).await;
+    let sink_cpu = tokio::task::block_in_place(|| wait_sink(done));
+    let elapsed = t.elapsed();
+    let cpu = cpu_of("/proc/self/stat").saturating_sub(cpu0);
+    drop((r, w));
+    closer.close();
+    closer.torn_down().await;
+    let client_cpu = cpu.saturating_sub(sink_cpu.saturating_sub(sink_cpu0));
+    (
+        Run {
+            elapsed,
+            client_cpu,
+            ssh_cpu: Duration::ZERO,
+        },
+        sink_cpu,
+    )
+}
+
+async fn run_openssh(
+    d: &xtask::Descriptor,
+    remote: &Path,
+    local: &Path,
+    done: &mpsc::Receiver<(u64, Duration)>,
+    sink_cpu0: Duration,
+    cipher: Option<&str>,
+) -> (Run, Duration) {
+    let _ = std::fs::remove_file(local);
+    let mut command = Command::new("ssh");
+    if let Some(cipher) = cipher {
+        command.args(["-c", cipher]);
+    }
+    let mut child = command
+        .args([
+            "-N",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ExitOnForwardFailure=yes",
+        ])
+        .args([
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "StreamLocalBindUnlink=yes",
+        ])
+        .arg("-o")
+        .arg(format!(
+            "UserKnownHostsFile={}",
+            d.ssh.known_hosts_path.display()
+        ))
+        .arg("-i")
+        .arg(&d.ssh.key_path)
+        .args(["-p", &d.ssh.port.to_string()])
+        .arg("-L")
+        .arg(format!("{}:{}", local.display(), remote.display()))
+        .arg(format!("{}@{}", d.ssh.user, d.ssh.host))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let stream = loop {
+        if let Ok(s) = tokio::net::UnixStream::connect(local).await {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "ssh -L never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let ssh_stat = format!("/proc/{}/stat", child.id());
+    let ssh0 = cpu_of(&ssh_stat);
+    let cpu0 = cpu_of("/proc/self/stat");
+    let t = Instant::now();
+    let stream = feed(stream).await;
+    let sink_cpu = tokio::task::block_in_place(|| wait_sink(done));
+    let elapsed = t.elapsed();
+    let cpu = cpu_of("/proc/self/stat").saturating_sub(cpu0);
+    let ssh_cpu = cpu_of(&ssh_stat).saturating_sub(ssh0);
+    drop(stream);
+    let _ = child.kill();
+    let _ = child.wait();
+    let client_cpu = cpu.saturating_sub(sink_cpu.saturating_sub(sink_cpu0));
+    (
+        Run {
+            elapsed,
+            client_cpu,
+            ssh_cpu,
+        },
+        sink_cpu,
+    )
+}
+
+fn gib_per_s(r: &Run) -> f64 {
+    TOTAL as f64 / r.elapsed.as_secs_f64() / f64::from(1u32 << 30)
+}
+
+fn cpu_per_gib(r: &Run) -> Duration {
+    (r.client_cpu + r.ssh_cpu).mul_f64(f64::from(1u32 << 30) / TOTAL as f64)
+}
+
+fn median(mut v: Vec<Run>) -> Run {
+    v.sort_by_key(|r| r.elapsed);
+    v.swap_remove(v.len() / 2)
+}
+
+fn main() {
+    let d = xtask::Descriptor::require();
+    let dir = tempfile::tempdir().unwrap();
+    let remote: PathBuf = dir.path().join("sink.sock");
+    let local: PathBuf = dir.path().join("local.sock");
+    let done = start_sink(&remote);
+    let config = SshConfig::new(
+        d.ssh.host.clone(),
+        d.ssh.user.clone(),
+        d.ssh.key_path.clone(),
+        HostKeyPolicy::KnownHosts(d.ssh.known_hosts_path.clone()),
+    )
+    .with_port(d.ssh.port)
+    .with_remote_socket(remote.to_str().unwrap());
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut sink_cpu = Duration::ZERO;
+        let (mut ours, mut theirs, mut theirs_gcm) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..ROUNDS {
+            let (r, s) = run_ours(&config, &done, sink_cpu).await;
+            sink_cpu = s;
+            println!(
+                "round {round}: ssh-socket          {:.3} GiB/s, client CPU {:?}",
+                gib_per_s(&r),
+                r.client_cpu
+            );
+            ours.push(r);
+            for (cipher, runs) in [(None, &mut theirs), (Some(GCM), &mut theirs_gcm)] {
+                let (r, s) = run_openssh(&d, &remote, &local, &done, sink_cpu, cipher).await;
+                sink_cpu = s;
+                println!(
+                    "round {round}: openssh {:<11} {:.3} GiB/s, ssh CPU {:?} + feeder CPU {:?}",
+                    if cipher.is_some() { "aes256-gcm" } else { "default" },
+                    gib_per_s(&r),
+                    r.ssh_cpu,
+                    r.client_cpu
+                );
+                runs.push(r);
+            }
+        }
+        let (ours, theirs, theirs_gcm) = (median(ours), median(theirs), median(theirs_gcm));
+        println!("--- 256 MiB into a sink through a forwarded unix socket (median of {ROUNDS}) ---");
+        println!(
+            "ssh-socket (aes256-gcm):   {:.3} GiB/s in {:?}; client CPU per GiB {:?}",
+            gib_per_s(&ours),
+            ours.elapsed,
+            cpu_per_gib(&ours)
+        );
+        for (name, theirs) in [("default cipher", &theirs), ("aes256-gcm", &theirs_gcm)] {
+            println!(
+                "openssh ({name}): {:.3} GiB/s in {:?}; client CPU per GiB {:?} (ssh {:?} + feeder {:?} per 256 MiB)",
+                gib_per_s(theirs),
+                theirs.elapsed,
+                cpu_per_gib(theirs),
+                theirs.ssh_cpu,
+                theirs.client_cpu
+            );
+            println!(
+                "ratio ssh-socket / openssh ({name}): throughput {:.2}x (goal >= 0.8x), CPU per GiB {:.2}x",
+                gib_per_s(&ours) / gib_per_s(theirs),
+                cpu_per_gib(&ours).as_secs_f64() / cpu_per_gib(theirs).as_secs_f64().max(1e-9)
+            );
+        }
+    });
+}
