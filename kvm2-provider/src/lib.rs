@@ -43,6 +43,7 @@ pub mod image_source;
 pub mod libvirt_errors;
 pub mod ownership_mark;
 pub mod seed_iso;
+pub mod single_flight;
 pub mod state;
 pub mod timestamp;
 pub mod vendor_data;
