@@ -23,6 +23,7 @@ const UPLOAD: u64 = 256 << 20;
 const SEQ_CALLS: usize = 20_000;
 const CONC_CALLS: usize = 100_000;
 const THREADS: usize = 16;
+const ROUNDS: usize = 3;
 
 fn status_kib(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -72,7 +73,7 @@ async fn upload_bench(d: &Descriptor) {
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
     let mut rss_growth = 0u64;
-    for round in 0..2 {
+    for round in 0..ROUNDS {
         // libvirt-rpc
         let vol = c
             .storage_vol_create_xml(&pool, &xml(&mk("ours")), StorageVolCreateFlags::empty())
@@ -118,7 +119,7 @@ async fn upload_bench(d: &Descriptor) {
     let best_ours = ours.iter().min().copied().unwrap_or_default();
     let best_theirs = theirs.iter().min().copied().unwrap_or_default();
     println!(
-        "upload 256 MiB: libvirt-rpc {:.0} MiB/s, virsh vol-upload {:.0} MiB/s, ratio {:.2}x (best of 2)",
+        "upload 256 MiB: libvirt-rpc {:.0} MiB/s, virsh vol-upload {:.0} MiB/s, ratio {:.2}x (best of {ROUNDS})",
         mib_s(UPLOAD, best_ours),
         mib_s(UPLOAD, best_theirs),
         best_theirs.as_secs_f64() / best_ours.as_secs_f64()

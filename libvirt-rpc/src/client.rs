@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
@@ -48,6 +48,9 @@ pub(crate) struct Shared {
     pub(crate) serial: Arc<AtomicU32>,
     pub(crate) dead: watch::Receiver<Option<DisconnectReason>>,
     pub(crate) config: Config,
+    /// Bytes of stream data that may wait in the outgoing queue, for all
+    /// streams together ([`Config::stream_buffer`]).
+    stream_budget: Arc<Semaphore>,
     task: JoinHandle<()>,
 }
 
@@ -95,6 +98,9 @@ impl Client {
                 control: control_tx,
                 serial,
                 dead: dead_rx,
+                stream_budget: Arc::new(Semaphore::new(
+                    config.stream_buffer.clamp(1, Semaphore::MAX_PERMITS),
+                )),
                 config,
                 task,
             }),
@@ -202,6 +208,24 @@ impl Client {
 
     pub(crate) fn disconnected(&self) -> Error {
         Error::Disconnected(self.disconnect_reason().unwrap_or(DisconnectReason::Closed))
+    }
+
+    /// Waits until `bytes` of stream data may be queued (capped at the whole
+    /// budget, so a packet bigger than the budget waits for all of it).
+    pub(crate) async fn stream_budget(&self, bytes: usize) -> Result<OwnedSemaphorePermit> {
+        let budget = self
+            .shared
+            .config
+            .stream_buffer
+            .clamp(1, Semaphore::MAX_PERMITS);
+        let want = bytes.clamp(1, budget);
+        let want = u32::try_from(want).unwrap_or(u32::MAX);
+        self.shared
+            .stream_budget
+            .clone()
+            .acquire_many_owned(want)
+            .await
+            .map_err(|_| self.disconnected())
     }
 
     pub(crate) fn call_timeout(&self) -> Duration {

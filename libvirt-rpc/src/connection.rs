@@ -7,13 +7,15 @@
 //! and a full download queue only pauses *reading* (see [`Config::stream_queue`]).
 
 use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
+use tokio::time::Sleep;
 
 use crate::config::Config;
 use crate::error::DisconnectReason;
@@ -55,8 +57,10 @@ pub(crate) enum Command {
         reply: ReplyTx,
         subscriber: Subscriber,
     },
-    /// A packet with no reply (stream data, finish, abort).
-    Send(Bytes),
+    /// A packet with no reply (stream data, finish, abort); the permit, if
+    /// any, holds the packet's share of the stream buffer budget until it
+    /// is written.
+    Send(Bytes, Option<OwnedSemaphorePermit>),
 }
 
 /// Out-of-band requests (unbounded: at most one per call, stream or
@@ -95,12 +99,15 @@ pub(crate) struct Connection<S> {
     handles: Handles,
     config: Config,
     inbuf: BytesMut,
-    outq: VecDeque<Bytes>,
+    outq: VecDeque<(Bytes, Option<OwnedSemaphorePermit>)>,
     outq_bytes: usize,
-    current: Option<Bytes>,
+    current: Option<(Bytes, Option<OwnedSemaphorePermit>)>,
     pending: HashMap<u32, Pending>,
     subscribers: HashMap<i32, Subscriber>,
     keepalive: Option<Keepalive>,
+    /// Fires at (or after) the keepalive deadline; re-armed only when it
+    /// fires, so receiving packets costs no timer work.
+    sleep: Pin<Box<Sleep>>,
     /// A stream packet that did not fit its consumer's queue; reading is
     /// paused until it is delivered.
     parked: Option<(mpsc::Sender<Packet>, Packet)>,
@@ -124,6 +131,7 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
             pending: HashMap::new(),
             subscribers: HashMap::new(),
             keepalive: None,
+            sleep: Box::pin(tokio::time::sleep(std::time::Duration::from_secs(3600))),
             parked: None,
         }
     }
@@ -155,7 +163,7 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
             }
             let can_take = self.outq_bytes < self.config.outgoing_buffer;
             let paused = self.parked.is_some();
-            let ka_deadline = self.keepalive.as_ref().map(Keepalive::deadline);
+            let ka_on = self.keepalive.is_some();
             let parked_tx = self.parked.as_ref().map(|(tx, _)| tx.clone());
             if self.inbuf.capacity() - self.inbuf.len() < 4096 {
                 self.inbuf.reserve(READ_RESERVE);
@@ -182,7 +190,7 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                     }
                     Err(e) => return DisconnectReason::Io(Arc::new(e)),
                 },
-                r = write_some(&mut self.writer, self.current.as_ref()), if self.current.is_some() => match r {
+                r = write_some(&mut self.writer, self.current.as_ref().map(|c| &c.0)), if self.current.is_some() => match r {
                     Ok(0) => return DisconnectReason::Io(Arc::new(std::io::ErrorKind::WriteZero.into())),
                     Ok(n) => self.advance_write(n),
                     Err(e) => return DisconnectReason::Io(Arc::new(e)),
@@ -191,35 +199,45 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                     Some(c) => self.command(c),
                     None => return DisconnectReason::Closed,
                 },
-                () = sleep_until(ka_deadline), if ka_deadline.is_some() => {
+                () = &mut self.sleep, if ka_on => {
                     if let Some(reason) = self.keepalive_tick() {
                         return reason;
                     }
+                    self.arm_keepalive();
                 }
             }
         }
     }
 
-    fn next_write(&mut self) -> Option<Bytes> {
+    fn arm_keepalive(&mut self) {
+        if let Some(ka) = &self.keepalive {
+            self.sleep.as_mut().reset(ka.deadline().into());
+        }
+    }
+
+    /// The next bytes to write: a big packet as is, or small packets
+    /// coalesced into one buffer (their budget permits are released once
+    /// copied).
+    fn next_write(&mut self) -> Option<(Bytes, Option<OwnedSemaphorePermit>)> {
         let first = self.outq.pop_front()?;
-        if first.len() >= COALESCE || self.outq.front().is_none_or(|b| b.len() >= COALESCE) {
+        if first.0.len() >= COALESCE || self.outq.front().is_none_or(|b| b.0.len() >= COALESCE) {
             return Some(first);
         }
         let mut merged = BytesMut::with_capacity(COALESCE * 2);
-        merged.extend_from_slice(&first);
-        while let Some(next) = self.outq.front() {
+        merged.extend_from_slice(&first.0);
+        while let Some((next, _)) = self.outq.front() {
             if merged.len() + next.len() > COALESCE * 2 || next.len() >= COALESCE {
                 break;
             }
             merged.extend_from_slice(next);
             self.outq.pop_front();
         }
-        Some(merged.freeze())
+        Some((merged.freeze(), None))
     }
 
     fn advance_write(&mut self, n: usize) {
         self.outq_bytes = self.outq_bytes.saturating_sub(n);
-        if let Some(cur) = &mut self.current {
+        if let Some((cur, _)) = &mut self.current {
             if n >= cur.len() {
                 self.current = None;
             } else {
@@ -229,8 +247,12 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
     }
 
     fn queue(&mut self, b: Bytes) {
+        self.queue_with(b, None);
+    }
+
+    fn queue_with(&mut self, b: Bytes, permit: Option<OwnedSemaphorePermit>) {
         self.outq_bytes += b.len();
-        self.outq.push_back(b);
+        self.outq.push_back((b, permit));
     }
 
     fn command(&mut self, c: Command) {
@@ -263,7 +285,7 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                     .insert(serial, Pending::Subscribe(reply, subscriber));
                 self.queue(packet);
             }
-            Command::Send(packet) => self.queue(packet),
+            Command::Send(packet, permit) => self.queue_with(packet, permit),
         }
     }
 
@@ -305,6 +327,7 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                     self.config.keepalive_count,
                     Instant::now(),
                 ));
+                self.arm_keepalive();
             }
             Control::Close => {}
         }
@@ -450,13 +473,6 @@ async fn write_some<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<usize> {
     match buf {
         Some(b) => w.write(b).await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d.into()).await,
         None => std::future::pending().await,
     }
 }

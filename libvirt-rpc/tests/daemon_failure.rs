@@ -76,9 +76,10 @@ async fn upload_length_exceeded_fails_promptly_with_no_task_left() {
     if d.alive() && !c.is_closed() {
         c.connect_get_lib_version().await.unwrap();
     }
-    assert_eq!(
-        common::alive_tasks(),
-        tasks_before,
+    // No new task; the connection task itself is gone if the daemon
+    // dropped the link.
+    assert!(
+        common::alive_tasks() <= tasks_before,
         "a task was left behind"
     );
 }
