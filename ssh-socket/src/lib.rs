@@ -22,8 +22,8 @@
 //!   `Drop` return at once and wake every blocked reader and writer with an
 //!   error, even when russh is stuck flushing to a vanished peer or a writer
 //!   waits for SSH window credit that will never come. The connection's
-//!   tasks end within about half a second (a polite disconnect of at most
-//!   250 ms, then a TCP reset).
+//!   tasks end within 500 ms (a polite disconnect of at most 250 ms, the
+//!   server's FIN awaited for at most 250 ms, else a TCP reset).
 //! - **Dead links are detected**: keepalives are always on; a server silent
 //!   for [`Keepalive::dead_after`] (15 s by default) ends the socket.
 //!
@@ -33,34 +33,45 @@
 //! agent.
 //!
 //! # Example
-//! Forward a remote libvirt socket and hand it to a protocol client (here
-//! a stand-in that writes a request and reads a reply):
+//! Forward a remote libvirt socket and hand it to a protocol client (the
+//! workspace's `libvirt-rpc`; any client over `AsyncRead + AsyncWrite`
+//! works the same way):
 //!
 //! ```no_run
 //! use ssh_socket::{dial, HostKeyPolicy, SshConfig};
-//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = SshConfig::new(
 //!     "hypervisor-1.example.org",
 //!     "root",
-//!     "/etc/kvm2/ssh/id_ed25519",
+//!     "/etc/kvm2/ssh/id_ed25519", // re-read on every dial
 //!     HostKeyPolicy::KnownHosts("/etc/kvm2/ssh/known_hosts".into()),
-//! ); // remote socket: /var/run/libvirt/libvirt-sock
-//! let mut socket = match dial(&config).await {
+//! ); // port 22, remote socket /var/run/libvirt/libvirt-sock, 10 s timeout
+//! let socket = match dial(&config).await {
 //!     Ok(socket) => socket,
-//!     Err(e) if e.is_permanent() => return Err(e.into()), // fix config; do not retry
-//!     Err(e) => return Err(e.into()),                     // retry later with backoff
+//!     // Auth, host key and key file errors: fix the config, do not retry.
+//!     Err(e) if e.is_permanent() => return Err(e.into()),
+//!     // Network, handshake, channel, timeout: retry later with backoff.
+//!     Err(e) => return Err(e.into()),
 //! };
-//! let closer = socket.closer(); // close from anywhere, never blocks
+//! let ssh = socket.closer(); // closes from anywhere, never blocks
 //!
-//! // Any client that speaks over `AsyncRead + AsyncWrite` works, e.g.
-//! // `libvirt_rpc::Client::connect(socket, ...)`.
-//! socket.write_all(b"request").await?;
-//! let mut reply = [0u8; 16];
-//! let n = socket.read(&mut reply).await?;
-//! println!("{} bytes back", n);
-//! closer.close();
+//! let client = libvirt_rpc::Client::connect(
+//!     socket,
+//!     "qemu:///system",
+//!     libvirt_rpc::OpenFlags::empty(),
+//!     libvirt_rpc::Config::default(),
+//! )
+//! .await?;
+//! println!("libvirt {}", client.connect_get_lib_version().await?);
+//!
+//! // Either side can end it: the client's close drops the socket; the
+//! // SSH side's close fails the client's pending calls at once.
+//! tokio::select! {
+//!     reason = ssh.closed() => println!("SSH link ended: {reason}"),
+//!     _ = client.close() => {}
+//! }
+//! ssh.close();
 //! # Ok(())
 //! # }
 //! ```

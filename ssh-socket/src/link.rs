@@ -120,9 +120,9 @@ impl Closer {
     /// Closes the socket. Never blocks, never waits on the network: it
     /// returns at once, every blocked reader and writer wakes with an error
     /// ([`Error::Closed`] inside an `io::Error` of kind `NotConnected`), and
-    /// the connection is torn down in the background within a short bound
-    /// (a polite SSH disconnect of at most 250 ms, then the TCP connection
-    /// is reset).
+    /// the connection is torn down in the background within 500 ms: a
+    /// polite SSH disconnect gets at most 250 ms, the server's TCP FIN at
+    /// most 250 ms more; otherwise the TCP connection is reset.
     pub fn close(&self) {
         self.link.fail(Reason::Closed);
     }
@@ -148,8 +148,8 @@ impl Closer {
     }
 
     /// Waits until the connection is fully torn down: the SSH session task
-    /// has ended and the TCP connection is closed. This happens within
-    /// about half a second of [`closed`](Self::closed).
+    /// has ended and the TCP connection is closed (or reset). This happens
+    /// within about 500 ms of [`closed`](Self::closed).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future changes nothing.

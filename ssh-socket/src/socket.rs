@@ -43,8 +43,18 @@ type Writer = Pin<Box<dyn AsyncWrite + Send + Sync>>;
 /// an `io::Error` whose inner error is a [`crate::Error`]
 /// ([`Error::Closed`], [`Error::PeerSilent`] or [`Error::SessionEnded`];
 /// see [`error_of`](Self::error_of)). In the background, a polite SSH
-/// disconnect is tried for at most 250 ms, then the TCP connection is
-/// reset; no task outlives that.
+/// disconnect is tried for at most 250 ms and the server's FIN awaited for
+/// at most 250 ms more, else the TCP connection is reset; no task of the
+/// connection outlives that.
+///
+/// # Buffering
+/// Incoming data is buffered up to 8 MiB for a reader that is not reading.
+/// Beyond that the pump waits, which stalls russh's session (SSH gives no
+/// per-channel back-pressure here: russh re-grants window at once). A
+/// reader that stays away while the server keeps sending for longer than
+/// [`Keepalive::dead_after`](crate::Keepalive::dead_after) gets the link
+/// declared dead. Protocol clients that always read (like libvirt's) never
+/// hit this.
 ///
 /// # Liveness
 /// If nothing is received from the server for

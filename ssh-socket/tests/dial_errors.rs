@@ -309,13 +309,43 @@ async fn silent_server_times_out_in_the_handshake_stage() {
     assert!(!e.is_permanent() && e.is_timeout());
 }
 
-#[tokio::test]
-async fn insecure_ignore_host_key_accepts_an_unknown_host() {
+/// Captures log output for the current thread.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test] // current-thread runtime: the dial logs on this thread
+async fn insecure_ignore_host_key_accepts_an_unknown_host_and_warns_every_dial() {
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
     let f = Fixture::new().await;
     let mut c = f.config(&f.dir.path().join("absent"));
     c.host_keys = HostKeyPolicy::insecure_ignore_host_key();
-    let socket = ssh_socket::dial(&c).await.unwrap();
-    assert!(!socket.is_closed());
+    for _ in 0..2 {
+        let socket = ssh_socket::dial(&c).await.unwrap();
+        assert!(!socket.is_closed());
+    }
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(
+        logs.matches("host key verification is DISABLED").count(),
+        2,
+        "{logs}"
+    );
 }
 
 // --- An sshd of the test's own: forwarding policy, key types, rotation. ---

@@ -77,3 +77,19 @@ async fn read_after_close_is_an_error_naming_the_close() {
         Some(ssh_socket::Error::Closed)
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_outside_the_runtime_still_tears_down() {
+    let server = UnixServer::echo();
+    let socket = ssh_socket::dial(&sandbox_config(&server.path))
+        .await
+        .unwrap();
+    let closer = socket.closer();
+    // A plain thread: no tokio context. Dropping must not panic or block.
+    let t = Instant::now();
+    std::thread::spawn(move || drop(socket)).join().unwrap();
+    assert!(t.elapsed() < Duration::from_millis(100));
+    tokio::time::timeout(Duration::from_secs(2), closer.torn_down())
+        .await
+        .expect("teardown within 2 s");
+}
