@@ -9,6 +9,7 @@
 //! ```
 
 mod cmd;
+mod fuzz;
 mod sandbox;
 mod setup;
 
@@ -47,6 +48,7 @@ fn dispatch(args: &[String]) -> Result<ExitCode> {
         ["test", rest @ ..] => test(rest),
         ["ci"] => ci(),
         ["bench", krate, rest @ ..] => bench(krate, rest),
+        ["fuzz", rest @ ..] => fuzz::run(rest),
         _ => bail!("{USAGE}"),
     }
 }
