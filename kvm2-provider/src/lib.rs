@@ -36,8 +36,10 @@
 //! assert_eq!(names.base(), "base-kvm2-home.debian-13.qcow2");
 //! ```
 
+pub mod connection;
 pub mod domain_xml;
 mod error;
+pub mod host_table;
 pub mod image_marker;
 pub mod image_source;
 pub mod libvirt_errors;
