@@ -75,6 +75,6 @@ async fn watchdog(last_receive: &LastReceive, dead_after: Duration) -> Duration 
         if silence >= dead_after {
             return silence;
         }
-        tokio::time::sleep(dead_after - silence + Duration::from_millis(10)).await;
+        tokio::time::sleep(dead_after.saturating_sub(silence) + Duration::from_millis(10)).await;
     }
 }

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use common::{Buffers, Relay, UnixServer, fast_keepalive, sandbox_config};
 use ssh_socket::{Closer, Error, SshSocket};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
 
 const REPS: usize = 20;
 /// The issue's bound.
@@ -38,6 +39,8 @@ struct Outcome {
     returned_in: Duration,
     /// From the action (or the freeze, for `Nothing`) to the writer's error.
     writer_woke_in: Duration,
+    /// The same for a reader blocked in `read` (not measured for drop).
+    reader_woke_in: Option<Duration>,
     /// From the action to the end of the teardown (session task gone).
     torn_down_in: Duration,
     error: String,
@@ -54,8 +57,29 @@ async fn stalled_writer_case(buffers: Buffers, action: Action) -> Outcome {
     if matches!(action, Action::Nothing) {
         config = config.with_keepalive(fast_keepalive());
     }
-    let mut socket = ssh_socket::dial_over(&config, tcp).await.expect("dial");
+    let socket = ssh_socket::dial_over(&config, tcp).await.expect("dial");
     let closer = socket.closer();
+    // For close and keepalive, a reader blocked in `read` (the sink never
+    // answers) must wake too; for drop, the writer owns the whole socket.
+    let (reader, mut socket): (
+        Option<JoinHandle<Instant>>,
+        Box<dyn AsyncWrite + Unpin + Send>,
+    ) = if matches!(action, Action::Drop) {
+        (None, Box::new(socket))
+    } else {
+        let (mut r, w) = tokio::io::split(socket);
+        let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            match r.read(&mut buf).await {
+                Ok(n) => panic!("read returned {n} instead of an error"),
+                Err(e) => {
+                    assert!(SshSocket::error_of(&e).is_some(), "foreign error {e}");
+                    Instant::now()
+                }
+            }
+        });
+        (Some(reader), Box::new(w))
+    };
 
     let written = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(Notify::new());
@@ -148,6 +172,16 @@ async fn stalled_writer_case(buffers: Buffers, action: Action) -> Outcome {
         start
     };
     let writer_woke_in = woke_at.saturating_duration_since(origin);
+    let reader_woke_in = match reader {
+        Some(reader) => {
+            let at = tokio::time::timeout(wait, reader)
+                .await
+                .unwrap_or_else(|_| panic!("{action:?}: the blocked reader never woke"))
+                .unwrap();
+            Some(at.saturating_duration_since(origin))
+        }
+        None => None,
+    };
     tokio::time::timeout(Duration::from_secs(2), closer.torn_down())
         .await
         .unwrap_or_else(|_| panic!("{action:?}: teardown did not finish"));
@@ -161,6 +195,7 @@ async fn stalled_writer_case(buffers: Buffers, action: Action) -> Outcome {
     Outcome {
         returned_in: dropped_in.unwrap_or(returned_in),
         writer_woke_in,
+        reader_woke_in,
         torn_down_in,
         error,
     }
@@ -172,6 +207,13 @@ fn check(name: &str, outcomes: &[Outcome], bound: Duration, hard: Duration) {
     let mut returned: Vec<_> = outcomes.iter().map(|o| o.returned_in).collect();
     returned.sort();
     let torn = outcomes.iter().map(|o| o.torn_down_in).max().unwrap();
+    let mut reader: Vec<_> = outcomes.iter().filter_map(|o| o.reader_woke_in).collect();
+    reader.sort();
+    if let (Some(median), Some(max)) = (reader.get(reader.len() / 2), reader.last()) {
+        println!("{name}: reader woke median {median:?} max {max:?}");
+        assert!(*median < bound, "{name}: median reader wake {reader:?}");
+        assert!(*max < hard, "{name}: reader woke in {max:?}");
+    }
     println!(
         "{name}: returned median {:?} max {:?}; writer woke median {:?} max {:?}; \
          torn down max {:?}; error: {}",
@@ -291,3 +333,33 @@ async fn keepalive_declares_window_stalled_link_dead() {
 
 #[allow(dead_code)]
 fn _assert_types(_: &Closer, _: &Error) {}
+
+/// A reader that never reads lets incoming data pile up until russh's
+/// session task blocks (it cannot process keepalives or its own timers
+/// then). The supervisor's watchdog, which counts bytes actually received
+/// on the TCP connection, still ends the link within the keepalive bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_ends_a_session_wedged_by_a_reader_that_never_reads() {
+    let server = UnixServer::echo();
+    let config = sandbox_config(&server.path).with_keepalive(fast_keepalive());
+    let mut socket = ssh_socket::dial(&config).await.unwrap();
+    let closer = socket.closer();
+    let writer = tokio::spawn(async move {
+        let buf = vec![0x11u8; 64 * 1024];
+        while socket.write_all(&buf).await.is_ok() {}
+    });
+    let reason = tokio::time::timeout(
+        config.keepalive.dead_after() + Duration::from_secs(20),
+        closer.closed(),
+    )
+    .await
+    .expect("the wedged link was never declared dead");
+    assert!(matches!(reason, Error::PeerSilent { .. }), "{reason:?}");
+    tokio::time::timeout(Duration::from_secs(1), writer)
+        .await
+        .expect("writer woke")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(2), closer.torn_down())
+        .await
+        .expect("teardown");
+}
