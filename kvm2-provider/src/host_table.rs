@@ -25,6 +25,9 @@ use tokio::sync::Mutex;
 
 use crate::connection::{Connection, DialTarget};
 
+/// Default deadline of one libvirt call.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How the provider reaches its hosts, beyond what the providers config
 /// says.
 #[derive(Debug, Clone)]
@@ -36,7 +39,9 @@ pub struct HostOptions {
     pub uri: String,
     /// Bound on one dial, and on waiting for another caller's dial.
     pub dial_budget: Duration,
-    /// libvirt-rpc settings, including the per-call deadline.
+    /// libvirt-rpc settings, including the per-call deadline (default 30 s:
+    /// every libvirt call has a budget; an image upload sets its own on its
+    /// dedicated connection).
     pub rpc: RpcConfig,
 }
 
@@ -46,7 +51,7 @@ impl Default for HostOptions {
             remote_socket: ssh_socket::LIBVIRT_SOCKET.to_owned(),
             uri: "qemu:///system".to_owned(),
             dial_budget: Duration::from_secs(20),
-            rpc: RpcConfig::default(),
+            rpc: RpcConfig::default().call_timeout(DEFAULT_CALL_TIMEOUT),
         }
     }
 }

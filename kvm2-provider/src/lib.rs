@@ -6,8 +6,9 @@
 //! checks. It knows libvirt, SSH, HTTP, ISO and XML, and nothing of
 //! Kubernetes.
 //!
-//! What exists today are the pieces that need no libvirt connection, each a
-//! pure function or a self-contained stream:
+//! What exists today: the connection layer ([`host_table`], [`connection`])
+//! and the pieces of Create/Get/Delete that need no connection, each a pure
+//! function or a self-contained stream:
 //!
 //! ```text
 //!  machine type, host, mark ─▶ domain_xml::render ─▶ <domain> XML with the ownership mark
@@ -16,14 +17,16 @@
 //!  entry, key, instance     ─▶ volume_names       ─▶ base / marker / upload / overlay / seed
 //!  volume name, backing     ─▶ volume_xml         ─▶ <volume> XML
 //!  libvirt dumps, numbers   ─▶ ownership_mark::parse_mark, image_marker::judge, state::classify
+//!  libvirt-rpc errors       ─▶ libvirt_errors::classify ─▶ provider error class
+//!  host name                ─▶ HostTable::shared / dedicated ─▶ Connection (SSH + libvirt)
 //! ```
 //!
-//! Deliberately absent: any I/O besides the HTTP download, any clock reads
-//! (times are inputs), and any panics on input — every parser returns a
-//! typed [`Error`].
+//! Deliberately absent: I/O outside the download and the connection layer,
+//! clock reads in the builders (times are inputs), and panics on input —
+//! every parser returns a typed [`Error`].
 //!
-//! Not here yet: connections, the image cache protocol (upload, atomic
-//! publish, marker write) and the lifecycle; see `docs/kvm2-provider.md`.
+//! Not here yet: the image cache protocol (upload, atomic publish, marker
+//! write) and the lifecycle; see `docs/kvm2-provider.md`.
 //!
 //! ```
 //! use kvm2_provider::volume_names::BaseNames;
@@ -44,6 +47,7 @@ pub mod image_marker;
 pub mod image_source;
 pub mod libvirt_errors;
 pub mod ownership_mark;
+pub mod pool_space;
 pub mod seed_iso;
 pub mod single_flight;
 pub mod state;
