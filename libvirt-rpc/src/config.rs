@@ -36,7 +36,8 @@ pub struct Config {
     /// `stream_buffer + stream_chunk`.
     pub stream_buffer: usize,
     /// Packets buffered per download stream before the connection stops
-    /// reading the socket until the consumer catches up (default 16).
+    /// reading the socket until the consumer catches up (default 16; see
+    /// [`crate::stream`] for what the pause means for other calls).
     pub stream_queue: usize,
     /// Events buffered per subscription; when full, new events are dropped
     /// and counted (default 256).

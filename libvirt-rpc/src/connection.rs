@@ -4,7 +4,7 @@
 //! serial, feeds stream and event queues, answers PINGs, sends its own PINGs
 //! and writes what callers queued. It never awaits a consumer: replies go
 //! into one-shot channels, events into bounded queues that drop on overflow,
-//! and a full download queue only pauses *reading* (see [`Config::stream_queue`]).
+//! and a full download queue only pauses *reading* (see `Config::stream_queue`).
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -179,6 +179,10 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                         permit.send(p);
                     } else {
                         self.parked = None;
+                    }
+                    // Frames already buffered behind the parked one.
+                    if let Err(reason) = self.process_input() {
+                        return reason;
                     }
                 },
                 r = self.reader.read_buf(&mut self.inbuf), if !paused => match r {

@@ -21,8 +21,12 @@
 //!   peak RSS growth for a 256 MiB upload). A download holds at most
 //!   [`crate::Config::stream_queue`] packets (each at most the daemon's
 //!   256 KiB chunk); when that queue is full the connection stops reading
-//!   the socket until the consumer catches up (which delays other calls on
-//!   the same connection: give big downloads their own connection).
+//!   the socket until the consumer takes a chunk. That is TCP-style flow
+//!   control, lossless and bounded, but it delays replies to other calls on
+//!   the same connection meanwhile: the task consuming a download must not
+//!   wait on another call *of the same connection* between chunks (it would
+//!   wait until that call's deadline), and big downloads are best given a
+//!   connection of their own. Uploads never pause the reader.
 //!
 //! ## What libvirtd 11 answers to an upload finished short
 //! Finishing an upload (empty STREAM / OK) before `length` bytes were sent

@@ -89,7 +89,7 @@ async fn dropped_call_future_keeps_the_link() {
 
 #[tokio::test]
 async fn frozen_link_is_declared_dead_by_keepalive_and_pending_calls_fail() {
-    let interval = Duration::from_millis(500);
+    let interval = Duration::from_millis(300);
     let count = 2;
     let (c, relay) = via_relay(Config::default().keepalive(interval, count)).await;
     c.connect_get_lib_version().await.unwrap();
