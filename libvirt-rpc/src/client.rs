@@ -175,6 +175,9 @@ impl Client {
     /// Resolves when the connection dies, with the reason (so a pool can
     /// redial).
     ///
+    /// # Errors
+    /// None: the reason is the value.
+    ///
     /// # Cancel safety
     /// Cancel safe: it only watches.
     pub async fn closed(&self) -> DisconnectReason {
@@ -190,6 +193,9 @@ impl Client {
     /// [`DisconnectReason::Closed`]. Returns once the connection task has
     /// stopped; it does not wait on the network (the socket is shut down
     /// with a 100 ms bound).
+    ///
+    /// # Errors
+    /// None: closing cannot fail.
     ///
     /// # Cancel safety
     /// Cancel safe: the close request is sent before the first await.

@@ -63,6 +63,9 @@ impl Subscription {
     /// The next event; `None` once the connection died (or after
     /// [`Subscription::unsubscribe`]).
     ///
+    /// # Errors
+    /// None: the end of the subscription is `None`.
+    ///
     /// # Cancel safety
     /// Cancel safe: no event is lost if the future is dropped.
     pub async fn recv(&mut self) -> Option<LifecycleEvent> {
@@ -163,5 +166,26 @@ impl Client {
             missed,
             active: true,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::xdr::{from_bytes, to_bytes};
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn lifecycle_message_round_trips(callback: i32, name in ".{0,12}", uuid: [u8; 16], id: i32,
+                                         event: i32, detail: i32) {
+            let ev = LifecycleEvent {
+                dom: Domain { name, uuid, id },
+                event: LifecycleEventKind::from_wire(event),
+                detail,
+            };
+            let wire = to_bytes(&(callback, &ev)).unwrap();
+            prop_assert_eq!(from_bytes::<(i32, LifecycleEvent)>(&wire).unwrap(), (callback, ev));
+        }
     }
 }

@@ -84,4 +84,4 @@ pub use procedures::{
     DomainInterface, DomainIpAddr, DomainStateInfo, StoragePoolInfo, StorageVolInfo, proc_num,
 };
 pub use proto::types::{Domain, StoragePool, StorageVol, Uuid};
-pub use stream::{Download, Upload};
+pub use stream::{Download, DownloadReader, Upload};

@@ -35,8 +35,12 @@
 //! `upload_finished_short_is_accepted_by_libvirtd`). That is why
 //! [`Client::storage_vol_upload`] aborts instead when its source ends early.
 
-use bytes::{BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
 
 use crate::client::{Client, daemon_error, decode_reply};
@@ -272,6 +276,9 @@ impl Upload {
     /// consumes the daemon's answer (bounded by
     /// [`crate::Config::abort_timeout`]).
     ///
+    /// # Errors
+    /// None: an abort is best effort and always ends the stream locally.
+    ///
     /// # Cancel safety
     /// If dropped, the abort is still sent (by the drop).
     pub async fn abort(mut self, why: &str) {
@@ -392,10 +399,79 @@ impl Download {
 
     /// Aborts the stream on the wire and consumes the daemon's answer.
     ///
+    /// # Errors
+    /// None: an abort is best effort and always ends the stream locally.
+    ///
     /// # Cancel safety
     /// If dropped, the abort is still sent (by the drop).
     pub async fn abort(mut self, why: &str) {
         self.inner.abort(why).await;
+    }
+}
+
+impl Download {
+    /// Turns the download into an [`AsyncRead`]. Errors surface as
+    /// [`std::io::Error`]s wrapping [`Error`]; dropping the reader before
+    /// the end aborts the stream.
+    pub fn into_reader(self) -> DownloadReader {
+        DownloadReader {
+            state: ReaderState::Idle(Box::new(self), Bytes::new()),
+        }
+    }
+}
+
+type NextChunk = Pin<Box<dyn Future<Output = (Box<Download>, Result<Option<Bytes>>)> + Send>>;
+
+/// An [`AsyncRead`] over a [`Download`] (see [`Download::into_reader`]).
+pub struct DownloadReader {
+    state: ReaderState,
+}
+
+enum ReaderState {
+    Idle(Box<Download>, Bytes),
+    Busy(NextChunk),
+    Done,
+}
+
+impl std::fmt::Debug for DownloadReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DownloadReader").finish_non_exhaustive()
+    }
+}
+
+impl AsyncRead for DownloadReader {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        loop {
+            match std::mem::replace(&mut self.state, ReaderState::Done) {
+                ReaderState::Idle(down, mut buf) if !buf.is_empty() => {
+                    let n = buf.len().min(out.remaining());
+                    out.put_slice(&buf[..n]);
+                    buf.advance(n);
+                    self.state = ReaderState::Idle(down, buf);
+                    return Poll::Ready(Ok(()));
+                }
+                ReaderState::Idle(mut down, _) => {
+                    self.state = ReaderState::Busy(Box::pin(async move {
+                        let r = down.chunk().await;
+                        (down, r)
+                    }));
+                }
+                ReaderState::Busy(mut fut) => match fut.as_mut().poll(cx) {
+                    Poll::Pending => {
+                        self.state = ReaderState::Busy(fut);
+                        return Poll::Pending;
+                    }
+                    Poll::Ready((down, Ok(Some(b)))) => self.state = ReaderState::Idle(down, b),
+                    Poll::Ready((_, Ok(None))) => return Poll::Ready(Ok(())),
+                    Poll::Ready((_, Err(e))) => return Poll::Ready(Err(std::io::Error::other(e))),
+                },
+                ReaderState::Done => return Poll::Ready(Ok(())),
+            }
+        }
     }
 }
 

@@ -267,3 +267,35 @@ async fn slow_download_consumer_gets_every_byte() {
     delete(&c, &vol).await;
     c.close().await;
 }
+
+#[tokio::test]
+async fn download_as_async_reader() {
+    use tokio::io::AsyncReadExt;
+    let c = common::qemu().await;
+    let vol = new_volume(&c, MIB).await;
+    let data = pattern(MIB as usize, 13);
+    c.storage_vol_upload(&vol, 0, MIB, StorageVolStreamFlags::empty(), &data[..])
+        .await
+        .unwrap();
+    let mut reader = c
+        .storage_vol_download_stream(&vol, 0, 0, StorageVolStreamFlags::empty())
+        .await
+        .unwrap()
+        .into_reader();
+    let mut got = Vec::new();
+    reader.read_to_end(&mut got).await.unwrap();
+    assert!(got == data);
+    // Dropping a reader mid-stream aborts it; the client keeps working.
+    let mut reader = c
+        .storage_vol_download_stream(&vol, 0, 0, StorageVolStreamFlags::empty())
+        .await
+        .unwrap()
+        .into_reader();
+    let mut first = [0u8; 100];
+    reader.read_exact(&mut first).await.unwrap();
+    assert_eq!(&first[..], &data[..100]);
+    drop(reader);
+    c.connect_get_lib_version().await.unwrap();
+    delete(&c, &vol).await;
+    c.close().await;
+}

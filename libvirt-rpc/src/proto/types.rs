@@ -94,6 +94,11 @@ mod tests {
             prop_assert_eq!(from_bytes::<StoragePool>(&to_bytes(&p).unwrap()).unwrap(), p);
         }
         #[test]
+        fn network_round_trips(name in ".{0,20}", uuid: [u8; 16]) {
+            let n = Network { name, uuid };
+            prop_assert_eq!(from_bytes::<Network>(&to_bytes(&n).unwrap()).unwrap(), n);
+        }
+        #[test]
         fn vol_round_trips(pool in ".{0,20}", name in ".{0,20}", key in ".{0,20}") {
             let v = StorageVol { pool, name, key };
             prop_assert_eq!(from_bytes::<StorageVol>(&to_bytes(&v).unwrap()).unwrap(), v);
