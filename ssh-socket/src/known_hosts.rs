@@ -312,6 +312,21 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_files_and_names_never_panic(
+            text in "(@?[a-z*?!\\[\\]:|0-9.,]{0,12}( ssh-ed25519)? ?[A-Za-z0-9+/=|]{0,80}\n){0,6}",
+            host in "[a-z0-9.\\[\\]:*?]{0,20}",
+        ) {
+            let _ = verify(&text, &host, &key(ED_A));
+        }
+
+        #[test]
+        fn glob_never_panics(pattern in "[a*?]{0,12}", text in "[ab]{0,12}") {
+            let _ = glob(pattern.as_bytes(), text.as_bytes());
+        }
+    }
+
     #[test]
     fn malformed_lines_are_skipped() {
         let text = format!("garbage\n@bogus h1 {ED_A}\nh1 ssh-ed25519 !!!\nh1 {ED_A}\n");

@@ -94,3 +94,16 @@ pub use dial::{dial, dial_over};
 pub use error::{Error, Stage};
 pub use link::Closer;
 pub use socket::SshSocket;
+
+#[cfg(test)]
+mod tests {
+    fn send_sync_static<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn public_types_are_send_sync_static() {
+        send_sync_static::<super::SshSocket>();
+        send_sync_static::<super::Closer>();
+        send_sync_static::<super::Error>();
+        send_sync_static::<super::SshConfig>();
+    }
+}

@@ -1,6 +1,7 @@
 //! The forwarded socket: `AsyncRead + AsyncWrite` over a `direct-streamlocal`
 //! channel, whose reads and writes give up the moment the link dies.
 
+use std::future::Future as _;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -177,7 +178,14 @@ impl AsyncWrite for SshSocket {
         }
         // russh's writer parks on window credit with nothing to wake it if
         // the session dies; `write_wake` (registered above) wakes us instead.
-        self.writer.as_mut().poll_write(cx, buf)
+        match ready!(self.writer.as_mut().poll_write(cx, buf)) {
+            Ok(n) => Poll::Ready(Ok(n)),
+            // russh's own error means the session is gone: report it as ours.
+            Err(_) => {
+                self.link.fail(Reason::SessionEnded);
+                Poll::Ready(Err(self.link.io_error()))
+            }
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -195,13 +203,14 @@ impl AsyncWrite for SshSocket {
         if self.shutdown_sent {
             return Poll::Ready(Ok(()));
         }
-        ready!(self.writer.as_mut().poll_shutdown(cx))?;
+        if ready!(self.writer.as_mut().poll_shutdown(cx)).is_err() {
+            self.link.fail(Reason::SessionEnded);
+            return Poll::Ready(Err(self.link.io_error()));
+        }
         self.shutdown_sent = true;
         Poll::Ready(Ok(()))
     }
 }
-
-use std::future::Future as _;
 
 /// Drains the channel's incoming messages into the socket's buffer.
 async fn pump(mut channel: russh::ChannelReadHalf, tx: mpsc::Sender<Chunk>, link: Arc<Link>) {
