@@ -28,6 +28,15 @@
 //!   wait until that call's deadline), and big downloads are best given a
 //!   connection of their own. Uploads never pause the reader.
 //!
+//! ## What libvirtd 11.3 does when an upload overflows its declared length
+//! Its fd stream fails with ENOSPC ("cannot write to stream: No space left
+//! on device"), and instead of a STREAM / ERROR the daemon drops the client
+//! connection (seen with 1 MiB packets, and with `virsh vol-upload`) or
+//! stops answering it altogether (seen with 256 KiB packets); once it died
+//! outright. The client surfaces [`Error::Disconnected`] — at once for a
+//! drop, after the keepalive deadline for a silent daemon. Tests that
+//! provoke this run against a daemon of their own.
+//!
 //! ## What libvirtd 11 answers to an upload finished short
 //! Finishing an upload (empty STREAM / OK) before `length` bytes were sent
 //! is **accepted**: the daemon answers STREAM / OK and the volume keeps the
