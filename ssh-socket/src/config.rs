@@ -109,7 +109,7 @@ pub enum HostKeyPolicy {
     /// entries, `[host]:port` for ports other than 22, wildcards and
     /// negations; `@revoked` keys are refused; hosts trusted only through
     /// `@cert-authority` are refused with
-    /// [`DialError::HostKeyCertAuthorityUnsupported`](crate::DialError::HostKeyCertAuthorityUnsupported).
+    /// [`Error::HostKeyCertAuthorityUnsupported`](crate::Error::HostKeyCertAuthorityUnsupported).
     KnownHosts(PathBuf),
     /// Accept any host key. Insecure: a warning is logged on every dial.
     InsecureIgnoreHostKey,
