@@ -46,6 +46,7 @@ pub mod host_table;
 pub mod image_marker;
 pub mod image_source;
 pub mod libvirt_errors;
+pub mod observe;
 pub mod ownership_mark;
 pub mod pool_space;
 pub mod seed_iso;

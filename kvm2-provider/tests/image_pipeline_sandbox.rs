@@ -1,0 +1,285 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The download → upload pipeline through the real stack: a local HTTP
+//! server, `ImageSource`, a dedicated connection over the sandbox's sshd,
+//! libvirt-rpc's volume upload into the sandbox's pool. Plus the per-call
+//! log lines, and that user data in a seed never reaches any log.
+
+mod common;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{Reply, Server, digest, image};
+use kvm2_provider::Error;
+use kvm2_provider::connection::Connection;
+use kvm2_provider::host_table::{HostOptions, HostTable};
+use kvm2_provider::image_source::{ImageSource, SourceLimits};
+use kvm2_provider::observe::observed;
+use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
+use kvm2_provider::timestamp::Timestamp;
+use kvm2_provider::volume_xml::raw_volume;
+use libvirt_rpc::{StorageVol, StorageVolCreateFlags, StorageVolStreamFlags};
+use provider_api::{Identifier, ProvidersConfig, SecretString};
+use xtask::Descriptor;
+
+/// Log lines captured from every crate at TRACE level.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    (captured, tracing::subscriber::set_default(subscriber))
+}
+
+fn table(sandbox: &Descriptor) -> HostTable {
+    let yaml = format!(
+        "providers:\n  - name: kvm2-it\n    type: kvm2\n    kvm2:\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n      images:\n        tiny:\n          url: http://127.0.0.1:1/x\n          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n",
+        sandbox.ssh.user,
+        sandbox.ssh.key_path.display(),
+        sandbox.ssh.known_hosts_path.display(),
+        sandbox.ssh.host,
+        sandbox.ssh.port,
+        sandbox.bridge,
+        sandbox.pool.name,
+    );
+    let config = ProvidersConfig::from_yaml_str(&yaml).unwrap();
+    let options = HostOptions {
+        remote_socket: sandbox.remote_socket.display().to_string(),
+        ..HostOptions::default()
+    };
+    HostTable::new(config.providers[0].kvm2().unwrap(), &options).unwrap()
+}
+
+fn unique(tag: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("tmp-it-{tag}-{:x}{nanos:x}.raw", std::process::id())
+}
+
+/// A raw volume, deleted with virsh when dropped (independent of the
+/// connection under test, which may be dead by then).
+struct TempVolume {
+    vol: StorageVol,
+    uri: String,
+}
+
+impl Drop for TempVolume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("virsh")
+            .args([
+                "-c",
+                &self.uri,
+                "vol-delete",
+                "--pool",
+                &self.vol.pool,
+                &self.vol.name,
+            ])
+            .output();
+    }
+}
+
+async fn temp_volume(conn: &Connection, sandbox: &Descriptor, tag: &str) -> TempVolume {
+    let client = conn.client();
+    let pool = client
+        .storage_pool_lookup_by_name(&sandbox.pool.name)
+        .await
+        .unwrap();
+    let name = unique(tag);
+    let vol = client
+        .storage_vol_create_xml(
+            &pool,
+            &raw_volume(&name, 0).unwrap(),
+            StorageVolCreateFlags::empty(),
+        )
+        .await
+        .unwrap();
+    TempVolume {
+        vol,
+        uri: sandbox.virsh_uri(&sandbox.libvirt.qemu_uri),
+    }
+}
+
+#[tokio::test]
+async fn download_streams_into_a_pool_volume_and_a_bad_digest_aborts_it() {
+    let sandbox = Descriptor::require();
+    let body = image(3 << 20);
+    let b = body.clone();
+    let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
+    let source = ImageSource::new(SourceLimits {
+        deadline: Duration::from_secs(60),
+        ..SourceLimits::default()
+    })
+    .unwrap();
+    let table = table(&sandbox);
+    let host = Identifier::parse("host1").unwrap();
+    let conn = table.dedicated(&host).await.unwrap();
+
+    // Verified download, no Content-Length, length unknown to libvirt.
+    let target = temp_volume(&conn, &sandbox, "ok").await;
+    let download = source
+        .open(&server.url("/img"), digest(&body))
+        .await
+        .unwrap();
+    let mut reader = download.into_async_read();
+    let sent = conn
+        .client()
+        .storage_vol_upload(
+            &target.vol,
+            0,
+            0,
+            StorageVolStreamFlags::empty(),
+            &mut reader,
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent, body.len() as u64);
+    assert_eq!(
+        reader.into_inner().into_inner().verified(),
+        Some(digest(&body))
+    );
+    assert_eq!(std::fs::read(&target.vol.key).unwrap(), *body);
+
+    // Wrong digest: the last read fails, so the upload is aborted, not
+    // finished, and the error says why.
+    let target = temp_volume(&conn, &sandbox, "bad").await;
+    let download = source
+        .open(&server.url("/img"), digest(b"other"))
+        .await
+        .unwrap();
+    let err = conn
+        .client()
+        .storage_vol_upload(
+            &target.vol,
+            0,
+            0,
+            StorageVolStreamFlags::empty(),
+            download.into_async_read(),
+        )
+        .await
+        .unwrap_err();
+    let io = match &err {
+        libvirt_rpc::Error::Source(io) => io,
+        other => panic!("expected an aborted upload, got {other:?}"),
+    };
+    assert!(
+        matches!(
+            io.get_ref().and_then(|e| e.downcast_ref::<Error>()),
+            Some(Error::DigestMismatch { .. })
+        ),
+        "{io:?}"
+    );
+    // The connection survives an aborted stream.
+    conn.client().connect_get_lib_version().await.unwrap();
+    conn.close().await;
+    assert_eq!(server.hits(), 2);
+}
+
+#[tokio::test]
+async fn one_log_line_per_call_and_no_user_data_in_any_log() {
+    let sandbox = Descriptor::require();
+    let (logs, _guard) = capture();
+    let table = table(&sandbox);
+    let host = Identifier::parse("host1").unwrap();
+    let conn = table.dedicated(&host).await.unwrap();
+    let client = conn.client();
+
+    observed(
+        &host,
+        "connect_get_lib_version",
+        client.connect_get_lib_version(),
+    )
+    .await
+    .unwrap();
+    let err = observed(
+        &host,
+        "domain_lookup_by_name",
+        client.domain_lookup_by_name("kvm2-it-no-such-domain"),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.is_not_found());
+
+    // A seed carrying a secret goes over the wire through the same path.
+    let secret = "SECRET-user-data-7f3a9c";
+    let name = Identifier::parse("ep-logtest").unwrap();
+    let user_data = SecretString::new(format!("#cloud-config\n# {secret}\n"));
+    let seed = build(&SeedSpec {
+        instance_id: &name,
+        hostname: &name,
+        user_data: Some(&user_data),
+        vendor_data: "#cloud-config\n",
+        time: Timestamp::from_unix_seconds(0).unwrap(),
+        size_limit: DEFAULT_SIZE_LIMIT,
+    })
+    .unwrap();
+    tracing::debug!(spec = ?user_data, "seed built");
+    let target = temp_volume(&conn, &sandbox, "seed").await;
+    observed(
+        &host,
+        "storage_vol_upload",
+        client.storage_vol_upload(
+            &target.vol,
+            0,
+            seed.len() as u64,
+            StorageVolStreamFlags::empty(),
+            &seed[..],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read(&target.vol.key).unwrap(), seed);
+    drop(target);
+    conn.close().await;
+
+    let text = logs.text();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("libvirt call"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].contains("procedure=\"connect_get_lib_version\"")
+            && lines[0].contains("host=host1")
+            && lines[0].contains("outcome=\"ok\"")
+            && lines[0].contains("elapsed_ms="),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("procedure=\"domain_lookup_by_name\"")
+            && lines[1].contains("outcome=\"error\"")
+            && lines[1].contains("class=not_found"),
+        "{}",
+        lines[1]
+    );
+    assert!(!text.contains(secret), "user data reached the logs");
+    assert!(
+        text.contains("[redacted]"),
+        "the redacted form was not logged"
+    );
+}
