@@ -199,18 +199,18 @@ pub(super) fn validate(raw: RawConfig) -> Result<ProvidersConfig, Vec<ConfigIssu
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (i, p) in list.iter().enumerate() {
             let path = format!("providers[{i}]");
-            if let Some(name) = &p.name {
-                if let Some(first) = names.insert(name.as_str(), i) {
-                    names.insert(name.as_str(), first);
-                    v.push(
-                        &format!("{path}.name"),
-                        format!(
-                            "must be unique; {} is also providers[{first}].name",
-                            quote(name)
-                        ),
-                    );
-                    continue;
-                }
+            if let Some(name) = &p.name
+                && let Some(first) = names.insert(name.as_str(), i)
+            {
+                names.insert(name.as_str(), first);
+                v.push(
+                    &format!("{path}.name"),
+                    format!(
+                        "must be unique; {} is also providers[{first}].name",
+                        quote(name)
+                    ),
+                );
+                continue;
             }
             if let Some(entry) = provider(&mut v, &path, p) {
                 providers.push(entry);
@@ -260,19 +260,19 @@ fn kvm2(v: &mut Validator, path: &str, raw: &RawKvm2) -> Option<Kvm2Config> {
         let mut endpoints: HashMap<(String, u16), usize> = HashMap::new();
         for (i, h) in list.iter().enumerate() {
             let hp = format!("{hosts_path}[{i}]");
-            if let Some(name) = &h.name {
-                if let Some(first) = names.insert(name.as_str(), i) {
-                    names.insert(name.as_str(), first);
-                    v.push(
-                        &format!("{hp}.name"),
-                        format!(
-                            "must be unique; {} is also hosts[{first}].name",
-                            quote(name)
-                        ),
-                    );
-                    hosts_ok = false;
-                    continue;
-                }
+            if let Some(name) = &h.name
+                && let Some(first) = names.insert(name.as_str(), i)
+            {
+                names.insert(name.as_str(), first);
+                v.push(
+                    &format!("{hp}.name"),
+                    format!(
+                        "must be unique; {} is also hosts[{first}].name",
+                        quote(name)
+                    ),
+                );
+                hosts_ok = false;
+                continue;
             }
             match host(v, &hp, h) {
                 Some(host) => {

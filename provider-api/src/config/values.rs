@@ -353,11 +353,11 @@ impl ByteSize {
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b % Self::TIB == 0 && b > 0 {
+        if b.is_multiple_of(Self::TIB) && b > 0 {
             write!(f, "{}TiB", b / Self::TIB)
-        } else if b % Self::GIB == 0 && b > 0 {
+        } else if b.is_multiple_of(Self::GIB) && b > 0 {
             write!(f, "{}GiB", b / Self::GIB)
-        } else if b % Self::MIB == 0 {
+        } else if b.is_multiple_of(Self::MIB) {
             write!(f, "{}MiB", b / Self::MIB)
         } else {
             write!(f, "{b}B")
