@@ -56,31 +56,23 @@ fn dispatch(args: &[String]) -> Result<ExitCode> {
 /// Runs a crate's benchmarks (`benches/*.rs`, `harness = false`) against the
 /// sandbox. Each benchmark runs its peer in the same run and prints ratios.
 fn bench(krate: &str, extra: &[&str]) -> Result<ExitCode> {
-    if !setup::missing().is_empty() {
-        setup::setup()?;
-    }
-    let was_up = sandbox::current();
-    let descriptor = match &was_up {
-        Some(path) => path.clone(),
-        None => sandbox::up()?,
-    };
-    guard_interrupts();
     let mut c = cmd("cargo", ["bench", "-p", krate]);
-    c.args(extra).env(xtask::ENV_VAR, &descriptor);
-    let result = status(&mut c);
-    if was_up.is_none() {
-        sandbox::down()?;
-    }
-    Ok(if result?.success() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    c.args(extra);
+    against_sandbox(c, "benchmarks")
 }
 
 /// setup when something is missing → sandbox up → tests → sandbox down
-/// (also when tests fail). A sandbox that was already up is used and left up.
+/// (also when tests fail).
 fn test(extra: &[&str]) -> Result<ExitCode> {
+    let mut c = cmd("cargo", ["test", "--workspace"]);
+    c.args(extra);
+    against_sandbox(c, "tests")
+}
+
+/// Runs `c` with the sandbox's descriptor in its environment: installs what
+/// is missing, starts the sandbox and stops it afterwards, also when `c`
+/// fails. A sandbox that was already up is used and left up.
+fn against_sandbox(mut c: std::process::Command, what: &str) -> Result<ExitCode> {
     if !setup::missing().is_empty() {
         setup::setup()?;
     }
@@ -90,19 +82,18 @@ fn test(extra: &[&str]) -> Result<ExitCode> {
         None => sandbox::up()?,
     };
     guard_interrupts();
-    let mut c = cmd("cargo", ["test", "--workspace"]);
-    c.args(extra).env(xtask::ENV_VAR, &descriptor);
+    c.env(xtask::ENV_VAR, &descriptor);
     let result = status(&mut c);
     if was_up.is_none() {
         sandbox::down()?;
     } else {
-        eprintln!("xtask: the sandbox was up before the tests; leaving it up");
+        eprintln!("xtask: the sandbox was up before the {what}; leaving it up");
     }
     let status = result?;
     Ok(if status.success() {
         ExitCode::SUCCESS
     } else {
-        eprintln!("xtask: tests failed: {status}");
+        eprintln!("xtask: {what} failed: {status}");
         ExitCode::FAILURE
     })
 }
