@@ -10,6 +10,7 @@
 
 mod cmd;
 mod fuzz;
+mod leaks;
 mod sandbox;
 mod setup;
 
@@ -82,14 +83,26 @@ fn against_sandbox(mut c: std::process::Command, what: &str) -> Result<ExitCode>
         None => sandbox::up()?,
     };
     guard_interrupts();
+    let before = leaks::snapshot();
     c.env(xtask::ENV_VAR, &descriptor);
     let result = status(&mut c);
+    let leftovers = leaks::leftovers(&before, &sandbox::recorded_pids());
+    for l in &leftovers {
+        eprintln!(
+            "xtask: the {what} left a process running: {} (pid {}): {}",
+            l.comm, l.pid, l.cmdline
+        );
+    }
     if was_up.is_none() {
         sandbox::down()?;
     } else {
         eprintln!("xtask: the sandbox was up before the {what}; leaving it up");
     }
     let status = result?;
+    if !leftovers.is_empty() {
+        eprintln!("xtask: {what} must stop every process they start");
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(if status.success() {
         ExitCode::SUCCESS
     } else {

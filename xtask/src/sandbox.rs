@@ -54,6 +54,15 @@ pub fn current() -> Option<PathBuf> {
         .then(|| dir.join("sandbox.json"))
 }
 
+/// Pids of the processes the current sandbox started.
+pub fn recorded_pids() -> Vec<u32> {
+    std::fs::read_link(CURRENT)
+        .ok()
+        .and_then(|dir| load_record(&dir).ok())
+        .map(|r| r.processes.iter().map(|(_, pid)| *pid).collect())
+        .unwrap_or_default()
+}
+
 /// Starts the sandbox (or reports the one already up) and returns the
 /// descriptor path.
 pub fn up() -> Result<PathBuf> {
