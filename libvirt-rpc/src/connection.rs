@@ -200,7 +200,16 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                     Err(e) => return DisconnectReason::Io(Arc::new(e)),
                 },
                 cmd = self.handles.commands.recv(), if can_take => match cmd {
-                    Some(c) => self.command(c),
+                    Some(c) => {
+                        self.command(c);
+                        // Take what else is queued now: one write for many calls.
+                        while self.outq_bytes < self.config.outgoing_buffer {
+                            match self.handles.commands.try_recv() {
+                                Ok(c) => self.command(c),
+                                Err(_) => break,
+                            }
+                        }
+                    }
                     None => return DisconnectReason::Closed,
                 },
                 () = &mut self.sleep, if ka_on => {
