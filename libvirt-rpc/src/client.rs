@@ -135,6 +135,27 @@ impl Client {
         Ok(client)
     }
 
+    /// [`Client::connect`] over a unix socket at `path` (e.g. libvirtd's
+    /// `/run/libvirt/libvirt-sock`).
+    ///
+    /// # Errors
+    /// [`Error::Disconnected`] carrying the IO error when the socket cannot
+    /// be reached; otherwise as [`Client::connect`].
+    ///
+    /// # Cancel safety
+    /// As [`Client::connect`].
+    pub async fn connect_unix(
+        path: impl AsRef<std::path::Path>,
+        uri: &str,
+        flags: crate::flags::OpenFlags,
+        config: Config,
+    ) -> Result<Self> {
+        let io = tokio::net::UnixStream::connect(path)
+            .await
+            .map_err(|e| Error::Disconnected(DisconnectReason::Io(Arc::new(e))))?;
+        Self::connect(io, uri, flags, config).await
+    }
+
     async fn handshake(&self, uri: &str, flags: crate::flags::OpenFlags) -> Result<()> {
         let auth = self.auth_list().await?;
         if !auth.is_empty() && !auth.contains(&0) {

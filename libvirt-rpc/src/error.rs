@@ -110,6 +110,13 @@ impl Error {
     pub fn is_timeout(&self) -> bool {
         matches!(self, Self::Timeout { .. })
     }
+
+    /// True when retrying (on a fresh connection for [`Error::Disconnected`])
+    /// may succeed: the link died or the deadline passed. The daemon's own
+    /// errors, codec errors and source/sink failures are not transient.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Disconnected(_) | Self::Timeout { .. })
+    }
 }
 
 /// An error reported by libvirtd.
@@ -191,6 +198,8 @@ mod tests {
         assert!(e.to_string().contains("no domain 'x'"), "{e}");
         let d = Error::Disconnected(DisconnectReason::Eof);
         assert!(d.is_disconnected());
+        assert!(d.is_transient());
+        assert!(!e.is_transient());
         assert!(std::error::Error::source(&d).is_some());
     }
 }

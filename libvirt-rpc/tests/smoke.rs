@@ -17,3 +17,27 @@ async fn handshake_and_simple_calls_on_test_driver() {
     c.close().await;
     assert!(c.is_closed());
 }
+
+#[tokio::test]
+async fn connect_unix_reaches_the_daemon_and_reports_a_missing_socket() {
+    let d = common::sandbox();
+    let c = libvirt_rpc::Client::connect_unix(
+        &d.libvirt.socket,
+        &d.libvirt.test_uri,
+        libvirt_rpc::OpenFlags::empty(),
+        libvirt_rpc::Config::default(),
+    )
+    .await
+    .unwrap();
+    c.connect_get_version().await.unwrap();
+    c.close().await;
+    let e = libvirt_rpc::Client::connect_unix(
+        "/nonexistent/libvirt-sock",
+        "test:///default",
+        libvirt_rpc::OpenFlags::empty(),
+        libvirt_rpc::Config::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.is_disconnected() && e.is_transient(), "{e:?}");
+}
