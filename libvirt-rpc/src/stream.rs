@@ -37,6 +37,12 @@
 //! drop, after the keepalive deadline for a silent daemon. Tests that
 //! provoke this run against a daemon of their own.
 //!
+//! ## What libvirtd 11.3 does when the volume is deleted during an upload
+//! For a `dir` pool, nothing the client can see: the delete succeeds and
+//! the upload keeps writing into the unlinked file until it finishes "OK"
+//! (pinned by `volume_deleted_mid_upload_is_not_reported_by_libvirtd`).
+//! Callers that must know check the volume still exists afterwards.
+//!
 //! ## What libvirtd 11 answers to an upload finished short
 //! Finishing an upload (empty STREAM / OK) before `length` bytes were sent
 //! is **accepted**: the daemon answers STREAM / OK and the volume keeps the

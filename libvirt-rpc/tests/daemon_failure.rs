@@ -133,3 +133,40 @@ async fn sigkill_daemon_fails_ten_calls_and_upload_with_disconnected() {
         "connection task still alive"
     );
 }
+
+/// Pins what libvirtd 11.3 does when a `dir` volume is deleted during an
+/// upload (documented in `libvirt_rpc::stream`): the delete succeeds and the
+/// upload keeps writing into the unlinked file, with no error. Aborting the
+/// upload (dropping it) still ends it promptly with no task left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volume_deleted_mid_upload_is_not_reported_by_libvirtd() {
+    let d = PrivateDaemon::start();
+    let c = d.storage().await;
+    let vol = volume(&c, 1 << 40).await;
+    let tasks_before = common::alive_tasks();
+    let mut upload = {
+        let c = c.clone();
+        let vol = vol.clone();
+        tokio::spawn(async move {
+            c.storage_vol_upload(&vol, 0, 0, StorageVolStreamFlags::empty(), Endless)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other = d.storage().await;
+    other
+        .storage_vol_delete(&vol, libvirt_rpc::StorageVolDeleteFlags::empty())
+        .await
+        .unwrap();
+    let still = tokio::time::timeout(Duration::from_millis(700), &mut upload).await;
+    assert!(
+        still.is_err(),
+        "libvirtd now reports the deletion: {still:?}"
+    );
+    upload.abort();
+    let _ = upload.await;
+    other.close().await;
+    // The aborted upload's stream was aborted on the wire; the link is fine.
+    c.connect_get_lib_version().await.unwrap();
+    assert!(common::alive_tasks() <= tasks_before);
+}
