@@ -46,6 +46,16 @@ async fn connect(d: &Descriptor, uri: &str) -> Client {
         .unwrap()
 }
 
+/// (user+sys CPU seconds, minor faults) of this process so far.
+fn cpu_and_faults() -> (f64, u64) {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // After the command name: state=0, minflt=7, utime=11, stime=12.
+    ((num(11) + num(12)) as f64 / 100.0, num(7))
+}
+
 fn mib_s(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / (1 << 20) as f64 / t.as_secs_f64()
 }
@@ -79,24 +89,6 @@ async fn upload_bench(d: &Descriptor) {
     let mut theirs = Vec::new();
     let mut rss_growth = 0u64;
     for round in 0..ROUNDS {
-        // libvirt-rpc
-        let vol = c
-            .storage_vol_create_xml(&pool, &xml(&mk("ours")), StorageVolCreateFlags::empty())
-            .await
-            .unwrap();
-        let file = tokio::fs::File::open(&src).await.unwrap();
-        let _ = std::fs::write("/proc/self/clear_refs", "5"); // reset VmHWM
-        let base = status_kib("VmRSS:");
-        let t0 = Instant::now();
-        c.storage_vol_upload(&vol, 0, UPLOAD, StorageVolStreamFlags::empty(), file)
-            .await
-            .unwrap();
-        ours.push(t0.elapsed());
-        rss_growth = rss_growth.max(status_kib("VmHWM:").saturating_sub(base));
-        c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
-            .await
-            .unwrap();
-
         // virsh vol-upload (libvirt's C client)
         let name = mk("virsh");
         let vol = c
@@ -115,6 +107,31 @@ async fn upload_bench(d: &Descriptor) {
         c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
             .await
             .unwrap();
+        // libvirt-rpc
+        let vol = c
+            .storage_vol_create_xml(&pool, &xml(&mk("ours")), StorageVolCreateFlags::empty())
+            .await
+            .unwrap();
+        let file = tokio::fs::File::open(&src).await.unwrap();
+        let _ = std::fs::write("/proc/self/clear_refs", "5"); // reset VmHWM
+        let base = status_kib("VmRSS:");
+        let t0 = Instant::now();
+        let (cpu0, flt0) = cpu_and_faults();
+        c.storage_vol_upload(&vol, 0, UPLOAD, StorageVolStreamFlags::empty(), file)
+            .await
+            .unwrap();
+        ours.push(t0.elapsed());
+        let (cpu1, flt1) = cpu_and_faults();
+        eprintln!(
+            "  (ours: {:.2} s CPU, {} minor faults)",
+            cpu1 - cpu0,
+            flt1 - flt0
+        );
+        rss_growth = rss_growth.max(status_kib("VmHWM:").saturating_sub(base));
+        c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
+            .await
+            .unwrap();
+
         eprintln!(
             "  round {round}: libvirt-rpc {:.0} MiB/s, virsh {:.0} MiB/s",
             mib_s(UPLOAD, ours[round]),
