@@ -11,7 +11,8 @@
 //! Prints figures and ratios (>1.0 = libvirt-rpc faster); asserts nothing.
 //! Rounds are interleaved and the best of each side is reported, because
 //! the machine is shared. Knobs: `LVRPC_CHUNK` (upload chunk bytes),
-//! `LVRPC_WORKERS` (tokio worker threads, default 2), `LVRPC_CALLS_ONLY`.
+//! `LVRPC_WORKERS` (tokio worker threads, default 2), `LVRPC_CALLS_ONLY`,
+//! `LVRPC_UPLOAD_ONLY`, `LVRPC_OURS_ONLY` (skip virsh).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::process::Command;
@@ -96,12 +97,17 @@ async fn upload_bench(d: &Descriptor) {
             .await
             .unwrap();
         let t0 = Instant::now();
-        let st = Command::new("virsh")
-            .args(["-c", &d.virsh_uri(&d.libvirt.qemu_uri), "vol-upload", &name])
-            .arg(&src)
-            .args(["--pool", &d.pool.name])
-            .status()
-            .unwrap();
+        let skip_virsh = std::env::var_os("LVRPC_OURS_ONLY").is_some();
+        let st = if skip_virsh {
+            Command::new("true").status().unwrap()
+        } else {
+            Command::new("virsh")
+                .args(["-c", &d.virsh_uri(&d.libvirt.qemu_uri), "vol-upload", &name])
+                .arg(&src)
+                .args(["--pool", &d.pool.name])
+                .status()
+                .unwrap()
+        };
         theirs.push(t0.elapsed());
         assert!(st.success(), "virsh vol-upload failed");
         c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
@@ -241,7 +247,9 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        call_bench(&d).await;
+        if std::env::var_os("LVRPC_UPLOAD_ONLY").is_none() {
+            call_bench(&d).await;
+        }
         if std::env::var_os("LVRPC_CALLS_ONLY").is_none() {
             upload_bench(&d).await;
         }
