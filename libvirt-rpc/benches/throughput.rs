@@ -12,7 +12,8 @@
 //! Rounds are interleaved and the best of each side is reported, because
 //! the machine is shared. Knobs: `LVRPC_CHUNK` (upload chunk bytes),
 //! `LVRPC_WORKERS` (tokio worker threads, default 2), `LVRPC_CALLS_ONLY`,
-//! `LVRPC_UPLOAD_ONLY`, `LVRPC_OURS_ONLY` (skip virsh).
+//! `LVRPC_UPLOAD_ONLY`, `LVRPC_OURS_ONLY` (skip virsh), `LVRPC_ROUNDS` (upload
+//! rounds, default 3).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::process::Command;
@@ -89,7 +90,11 @@ async fn upload_bench(d: &Descriptor) {
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
     let mut rss_growth = 0u64;
-    for round in 0..ROUNDS {
+    let rounds = std::env::var("LVRPC_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ROUNDS);
+    for round in 0..rounds {
         // virsh vol-upload (libvirt's C client)
         let name = mk("virsh");
         let vol = c
@@ -147,7 +152,7 @@ async fn upload_bench(d: &Descriptor) {
     let best_ours = ours.iter().min().copied().unwrap_or_default();
     let best_theirs = theirs.iter().min().copied().unwrap_or_default();
     println!(
-        "upload 256 MiB: libvirt-rpc {:.0} MiB/s, virsh vol-upload {:.0} MiB/s, ratio {:.2}x (best of {ROUNDS})",
+        "upload 256 MiB: libvirt-rpc {:.0} MiB/s, virsh vol-upload {:.0} MiB/s, ratio {:.2}x (best of {rounds})",
         mib_s(UPLOAD, best_ours),
         mib_s(UPLOAD, best_theirs),
         best_theirs.as_secs_f64() / best_ours.as_secs_f64()
