@@ -151,6 +151,17 @@ async fn upload_bench(d: &Descriptor) {
     }
     let best_ours = ours.iter().min().copied().unwrap_or_default();
     let best_theirs = theirs.iter().min().copied().unwrap_or_default();
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v.get(v.len() / 2).copied().unwrap_or_default()
+    };
+    let (med_ours, med_theirs) = (median(&mut ours), median(&mut theirs));
+    println!(
+        "upload 256 MiB, medians: libvirt-rpc {:.0} MiB/s, virsh vol-upload {:.0} MiB/s, ratio {:.2}x",
+        mib_s(UPLOAD, med_ours),
+        mib_s(UPLOAD, med_theirs),
+        med_theirs.as_secs_f64() / med_ours.as_secs_f64()
+    );
     println!(
         "upload 256 MiB: libvirt-rpc {:.0} MiB/s, virsh vol-upload {:.0} MiB/s, ratio {:.2}x (best of {rounds})",
         mib_s(UPLOAD, best_ours),
