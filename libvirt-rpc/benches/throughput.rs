@@ -188,7 +188,10 @@ ts = [threading.Thread(target=work) for _ in range(threads)]
 t0 = time.perf_counter()
 for t in ts: t.start()
 for t in ts: t.join()
+import resource
 print(per * threads / (time.perf_counter() - t0))
+r = resource.getrusage(resource.RUSAGE_SELF)
+sys.stderr.write("  (C client: %.1f us CPU per call incl. python)\n" % ((r.ru_utime + r.ru_stime) * 1e6 / (per * threads)))
 "#;
 
 fn python_rate(d: &Descriptor, n: usize, threads: usize) -> f64 {
@@ -239,7 +242,13 @@ async fn call_bench(d: &Descriptor) {
         // Interleaved rounds, best of each: the machine is shared.
         let (mut ours, mut theirs) = (0f64, 0f64);
         for _ in 0..ROUNDS {
+            let (cpu0, _) = cpu_and_faults();
             ours = ours.max(our_rate(&c, n, k).await);
+            let (cpu1, _) = cpu_and_faults();
+            eprintln!(
+                "  ({label}: {:.1} µs of our CPU per call)",
+                (cpu1 - cpu0) * 1e6 / n as f64
+            );
             theirs = theirs.max(python_rate(d, n, k));
         }
         println!(
