@@ -15,7 +15,6 @@
 //! module hold each rule to that.
 
 use std::fmt;
-use std::str::FromStr;
 
 /// A value that failed to parse as one of this crate's validated types.
 ///
@@ -119,12 +118,12 @@ macro_rules! validated_string {
             /// Parses `s`, returning the rule it breaks on failure.
             ///
             /// # Errors
-            /// [`ParseError`] naming the rule when `s` does not satisfy it.
-            pub fn parse(s: &str) -> Result<Self, ParseError> {
+            /// [`ParseError`](crate::ident::ParseError) naming the rule when `s` does not satisfy it.
+            pub fn parse(s: &str) -> Result<Self, $crate::ident::ParseError> {
                 if $check(s) {
                     Ok($name(s.to_owned()))
                 } else {
-                    Err(ParseError::new($rule))
+                    Err($crate::ident::ParseError::new($rule))
                 }
             }
 
@@ -144,27 +143,27 @@ macro_rules! validated_string {
             pub const RULE: &'static str = $rule;
         }
 
-        impl FromStr for $name {
-            type Err = ParseError;
-            fn from_str(s: &str) -> Result<Self, ParseError> {
+        impl ::std::str::FromStr for $name {
+            type Err = $crate::ident::ParseError;
+            fn from_str(s: &str) -> Result<Self, $crate::ident::ParseError> {
                 Self::parse(s)
             }
         }
 
         impl TryFrom<&str> for $name {
-            type Error = ParseError;
-            fn try_from(s: &str) -> Result<Self, ParseError> {
+            type Error = $crate::ident::ParseError;
+            fn try_from(s: &str) -> Result<Self, $crate::ident::ParseError> {
                 Self::parse(s)
             }
         }
 
         impl TryFrom<String> for $name {
-            type Error = ParseError;
-            fn try_from(s: String) -> Result<Self, ParseError> {
+            type Error = $crate::ident::ParseError;
+            fn try_from(s: String) -> Result<Self, $crate::ident::ParseError> {
                 if $check(&s) {
                     Ok($name(s))
                 } else {
-                    Err(ParseError::new($rule))
+                    Err($crate::ident::ParseError::new($rule))
                 }
             }
         }
@@ -175,15 +174,15 @@ macro_rules! validated_string {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(&self.0)
             }
         }
 
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Debug::fmt(&self.0, f)
+        impl ::std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                ::std::fmt::Debug::fmt(&self.0, f)
             }
         }
 
@@ -194,6 +193,9 @@ macro_rules! validated_string {
         }
     };
 }
+
+/// Also used by [`crate::config::values`] for its text types.
+pub(crate) use validated_string;
 
 validated_string!(
     /// A name that may reach a libvirt domain or volume name, an XML

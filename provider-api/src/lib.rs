@@ -52,12 +52,16 @@
 //!    [`ProviderType`]; the constructor validates nothing (the config already
 //!    is) and dials nothing.
 //!
-//! # Implementing a provider
+//! # Example: implementing a provider, and the operator's side
 //!
 //! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
 //! use async_trait::async_trait;
 //! use provider_api::*;
 //!
+//! // A provider (in its own crate, e.g. `kvm2-provider`).
 //! struct Null { name: Identifier }
 //!
 //! #[async_trait]
@@ -75,9 +79,54 @@
 //!         Ok(Vec::new())
 //!     }
 //! }
-//! let p: std::sync::Arc<dyn Provider> =
-//!     std::sync::Arc::new(Null { name: Identifier::parse("null").unwrap() });
-//! assert!(p.checker().is_none());
+//!
+//! // Its crate's `register` (what `kvm2_provider::register` does).
+//! fn register(registry: &mut Registry) -> Result<(), Error> {
+//!     registry.register(ProviderType::Kvm2, |entry: &ProviderEntry| -> Result<Arc<dyn Provider>, Error> {
+//!         Ok(Arc::new(Null { name: entry.name.clone() }))
+//!     })
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The operator: the mounted config, the registry, the decorators.
+//! let config = ProvidersConfig::from_yaml_str(r#"
+//! providers:
+//!   - name: kvm2-home
+//!     type: kvm2
+//!     kvm2:
+//!       ssh: {user: root, key_file: /etc/kvm2/id_ed25519, known_hosts_file: /etc/kvm2/known_hosts}
+//!       hosts: [{name: host1, address: 192.168.10.11, bridge: br0, pool: default}]
+//!       images:
+//!         debian-12:
+//!           url: https://example.org/debian-12.qcow2
+//!           sha256: 8c0ad7e35fbca0ad7d6a3ba0d9ac3d8efd5fba8a1c8e7cd9e0a4c6e8f4b3c2a1
+//!           format: qcow2
+//!       machine_types: {small: {vcpus: 1, memory: 1GiB, disk: 10GiB}}
+//! "#)?;
+//! let mut registry = Registry::new();
+//! register(&mut registry)?;
+//! let mut exposition = prometheus_client::registry::Registry::default();
+//! let metrics = ProviderMetrics::new(&mut exposition);
+//! let providers = registry.build(&config)?.instrumented(&metrics);
+//!
+//! let provider = providers.get(&Identifier::parse("kvm2-home")?).ok_or("no such entry")?;
+//! let id = ProviderId::parse("kvm2://kvm2-home/host1/ep-e7749fc11676e12e")?;
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+//! // The class alone decides what happens next.
+//! match rt.block_on(provider.get(&id)) {
+//!     Ok(instance) => println!("{}: {}", instance.id, instance.state.as_str()),
+//!     Err(e) if e.is_not_found() => println!("{id} is gone: recreate it"),
+//!     Err(e) if e.is_retryable() => println!("retry later: {e}"),
+//!     Err(e) => println!("fix the spec or config: {e}"),
+//! }
+//! // The health monitor sees the checker through both decorators.
+//! if let Some(checker) = provider.checker() {
+//!     for status in rt.block_on(checker.check(Duration::from_secs(5))) {
+//!         println!("{}: {}", status.target, status.reason.as_str());
+//!     }
+//! }
+//! # Ok(())
+//! # }
 //! ```
 
 pub mod check;

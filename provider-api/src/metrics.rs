@@ -11,7 +11,7 @@
 //! | `provider_check_targets` (`_total`) | counter | `provider`, `reason` |
 //!
 //! `operation` is `create`, `get`, `delete`, `list_by_tag` or `check`;
-//! `outcome` is `ok`, an [`ErrorClass`] name (`transient`, `permanent`,
+//! `outcome` is `ok`, an [`ErrorClass`](crate::ErrorClass) name (`transient`, `permanent`,
 //! `not_found`, `quota_exceeded`) or `cancelled` (the caller dropped the
 //! future). Label values are provider names and fixed words only: never
 //! request data.
@@ -27,7 +27,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry as MetricsRegistry;
 
 use crate::check::{Checker, TargetStatus};
-use crate::error::{Error, ErrorClass};
+use crate::error::Error;
 use crate::ident::Identifier;
 use crate::instance::{Instance, ListedInstance};
 use crate::provider::Provider;
@@ -121,12 +121,8 @@ impl ProviderMetrics {
 fn outcome<T>(r: &Result<T, Error>) -> &'static str {
     match r {
         Ok(_) => "ok",
-        Err(e) => class_label(e.class()),
+        Err(e) => e.class().as_str(),
     }
-}
-
-fn class_label(c: ErrorClass) -> &'static str {
-    c.as_str()
 }
 
 /// Records `cancelled` if dropped before [`finish`](Self::finish).

@@ -4,9 +4,12 @@
 //! Spans are named `provider.create`, `provider.get`, `provider.delete`,
 //! `provider.list_by_tag` and `provider.check`, at `INFO` level, with fields
 //! `provider`, `provider_type`, the operation's key inputs (`owner_uid`,
-//! `instance`, `machine_type`, `image`, `provider_id`, `tag`, `timeout_ms`)
-//! and, when it fails, `error.class` and `error.message`. User data is never
-//! a field: [`CreateRequest::user_data`] is recorded as its length only.
+//! `instance`, `proxy`, `machine_type`, `image`, `provider_id`, `tag`,
+//! `timeout_ms`), its result where small (`provider_id` after a create,
+//! `state`, `count`, `targets`, `reachable`) and, when it fails,
+//! `error.class` and `error.message`. User data is never a field:
+//! [`CreateRequest::user_data`] is recorded as its length only
+//! (`user_data_bytes`).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -153,8 +153,8 @@ impl Default for Keepalive {
 }
 
 impl Keepalive {
-    /// Keepalive with the given interval and tolerance. A zero interval is
-    /// raised to 100 ms.
+    /// Keepalive with the given interval and tolerance. An interval below
+    /// 100 ms (zero included) is raised to 100 ms.
     pub fn new(interval: Duration, max_missed: u32) -> Self {
         Self {
             interval: interval.max(Duration::from_millis(100)),
@@ -169,7 +169,7 @@ impl Keepalive {
     }
 }
 
-/// A key passphrase. `Debug` and `Display` never show it.
+/// A key passphrase. `Debug` never shows it, and there is no `Display`.
 #[derive(Clone)]
 pub struct Passphrase(String);
 

@@ -60,6 +60,9 @@ pub async fn dial(config: &SshConfig) -> Result<SshSocket, Error> {
 ///
 /// # Cancel safety
 /// As [`dial`]: dropping the future resets `tcp`.
+///
+/// # Panics
+/// As [`dial`]: must be called within a tokio runtime.
 pub async fn dial_over(config: &SshConfig, tcp: TcpStream) -> Result<SshSocket, Error> {
     let stage = AtomicU8::new(0);
     let fut = dial_stages(config, Some(tcp), &stage);

@@ -25,6 +25,9 @@ const BOUND: Duration = Duration::from_millis(100);
 /// What every single repetition must meet even on a loaded CI box; the
 /// median must meet [`BOUND`].
 const HARD_BOUND: Duration = Duration::from_millis(500);
+/// The documented end of every task of the connection after a close
+/// (500 ms), plus slack for a loaded CI box.
+const TEARDOWN_BOUND: Duration = Duration::from_millis(1000);
 
 #[derive(Clone, Copy, Debug)]
 enum Action {
@@ -297,7 +300,19 @@ async fn run(name: &str, buffers: Buffers, action: Action) {
                 dead_after + Duration::from_secs(2),
             );
         }
-        _ => check(name, &outcomes, BOUND, HARD_BOUND),
+        _ => {
+            check(name, &outcomes, BOUND, HARD_BOUND);
+            // No task outlives the documented teardown: a polite disconnect
+            // of at most 250 ms plus at most 250 ms for the server's FIN
+            // (else a reset), with CI slack on top.
+            for o in &outcomes {
+                assert!(
+                    o.torn_down_in < TEARDOWN_BOUND,
+                    "{name}: torn down in {:?}",
+                    o.torn_down_in
+                );
+            }
+        }
     }
 }
 
@@ -362,4 +377,26 @@ async fn watchdog_ends_a_session_wedged_by_a_reader_that_never_reads() {
     tokio::time::timeout(Duration::from_secs(2), closer.torn_down())
         .await
         .expect("teardown");
+}
+
+/// The other side of the keepalive bound: a healthy link that carries no
+/// data for several times `dead_after` is kept alive by the keepalive
+/// answers and is *not* declared dead (no false positive).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_link_is_kept_alive_by_keepalive_answers() {
+    let server = UnixServer::echo();
+    let keepalive = ssh_socket::Keepalive::new(Duration::from_millis(300), 3);
+    let config = sandbox_config(&server.path).with_keepalive(keepalive);
+    let mut socket = ssh_socket::dial(&config).await.unwrap();
+    let closer = socket.closer();
+    let idle = keepalive.dead_after() * 2 + Duration::from_millis(100);
+    let ended = tokio::time::timeout(idle, closer.closed()).await;
+    assert!(ended.is_err(), "idle link declared dead: {ended:?}");
+    socket.write_all(b"still here").await.unwrap();
+    let mut buf = [0u8; 10];
+    tokio::time::timeout(Duration::from_secs(5), socket.read_exact(&mut buf))
+        .await
+        .expect("echo after idling")
+        .unwrap();
+    assert_eq!(&buf, b"still here");
 }

@@ -150,8 +150,9 @@ fn rule_unknown_top_level_field() {
 
 #[test]
 fn rule_not_yaml() {
-    let (_, msg) = syntax("providers: [\n");
-    assert!(!msg.is_empty());
+    let (path, msg) = syntax("providers: [\n");
+    assert_eq!(path, "providers");
+    assert!(msg.contains("at line 1, column"), "{msg}");
 }
 
 // ---- provider entry ----
@@ -179,6 +180,31 @@ fn rule_provider_names_are_unique() {
     assert_eq!(
         one_issue(&y),
         "providers[1].name: must be unique; \"kvm2-home\" is also providers[0].name"
+    );
+}
+
+#[test]
+fn repeated_entries_are_still_validated() {
+    let b = base();
+    let entry = b.strip_prefix("providers:\n").unwrap();
+    let second = entry.replace("vcpus: 1", "vcpus: 0");
+    assert_eq!(
+        issues(&format!("providers:\n{entry}{second}")),
+        [
+            "providers[1].kvm2.machine_types.small.vcpus: must be between 1 and 128; got 0",
+            "providers[1].name: must be unique; \"kvm2-home\" is also providers[0].name",
+        ]
+    );
+    let y = base().replace(
+        "      images:\n",
+        "        - {name: host1, address: 192.168.10.12, port: 0, bridge: br0, pool: default}\n      images:\n",
+    );
+    assert_eq!(
+        issues(&y),
+        [
+            "providers[0].kvm2.hosts[1].port: must be between 1 and 65535; got 0",
+            "providers[0].kvm2.hosts[1].name: must be unique; \"host1\" is also hosts[0].name",
+        ]
     );
 }
 

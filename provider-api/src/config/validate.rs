@@ -1,6 +1,6 @@
 //! Raw (as written) → typed (as used): every rule, every message.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::kvm2::{
     DISK_MAX, DISK_MIN, Firmware, ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host, Kvm2Image,
@@ -165,13 +165,13 @@ impl Validator {
         mut each: impl FnMut(&mut Self, &str, &'a R) -> Option<T>,
     ) -> BTreeMap<Identifier, T> {
         let mut out = BTreeMap::new();
-        let mut seen: HashMap<&str, ()> = HashMap::new();
+        let mut seen: HashSet<&str> = HashSet::new();
         if entries.0.is_empty() {
             self.push(path, format!("must define at least one {what}"));
         }
         for (key, raw) in &entries.0 {
             let p = key_path(path, key);
-            if seen.insert(key.as_str(), ()).is_some() {
+            if !seen.insert(key.as_str()) {
                 self.push(
                     &p,
                     format!("must be unique; key {} appears more than once", quote(key)),
@@ -199,22 +199,23 @@ pub(super) fn validate(raw: RawConfig) -> Result<ProvidersConfig, Vec<ConfigIssu
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (i, p) in list.iter().enumerate() {
             let path = format!("providers[{i}]");
-            if let Some(name) = &p.name
-                && let Some(first) = names.insert(name.as_str(), i)
-            {
-                names.insert(name.as_str(), first);
-                v.push(
-                    &format!("{path}.name"),
-                    format!(
-                        "must be unique; {} is also providers[{first}].name",
-                        quote(name)
-                    ),
-                );
-                continue;
+            // A repeated entry is still validated, so every issue in it is
+            // reported too; it is never kept.
+            let entry = provider(&mut v, &path, p);
+            if let Some(name) = &p.name {
+                let first = *names.entry(name.as_str()).or_insert(i);
+                if first != i {
+                    v.push(
+                        &format!("{path}.name"),
+                        format!(
+                            "must be unique; {} is also providers[{first}].name",
+                            quote(name)
+                        ),
+                    );
+                    continue;
+                }
             }
-            if let Some(entry) = provider(&mut v, &path, p) {
-                providers.push(entry);
-            }
+            providers.extend(entry);
         }
     }
     if v.issues.is_empty() {
@@ -260,25 +261,29 @@ fn kvm2(v: &mut Validator, path: &str, raw: &RawKvm2) -> Option<Kvm2Config> {
         let mut endpoints: HashMap<(String, u16), usize> = HashMap::new();
         for (i, h) in list.iter().enumerate() {
             let hp = format!("{hosts_path}[{i}]");
-            if let Some(name) = &h.name
-                && let Some(first) = names.insert(name.as_str(), i)
-            {
-                names.insert(name.as_str(), first);
-                v.push(
-                    &format!("{hp}.name"),
-                    format!(
-                        "must be unique; {} is also hosts[{first}].name",
-                        quote(name)
-                    ),
-                );
-                hosts_ok = false;
-                continue;
+            // A repeated host is still validated (every issue is reported);
+            // it is never kept.
+            let parsed = host(v, &hp, h);
+            if let Some(name) = &h.name {
+                let first = *names.entry(name.as_str()).or_insert(i);
+                if first != i {
+                    v.push(
+                        &format!("{hp}.name"),
+                        format!(
+                            "must be unique; {} is also hosts[{first}].name",
+                            quote(name)
+                        ),
+                    );
+                    hosts_ok = false;
+                    continue;
+                }
             }
-            match host(v, &hp, h) {
+            match parsed {
                 Some(host) => {
-                    let key = (host.address.to_string(), host.port);
-                    if let Some(first) = endpoints.insert(key.clone(), i) {
-                        endpoints.insert(key, first);
+                    let first = *endpoints
+                        .entry((host.address.to_string(), host.port))
+                        .or_insert(i);
+                    if first != i {
                         v.push(
                             &format!("{hp}.address"),
                             format!(

@@ -5,15 +5,16 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
 
-use crate::ident::{ObjectName, ParseError};
+use crate::ident::{ObjectName, ParseError, validated_string};
 
 /// An `http` or `https` URL with a host, no user info, no whitespace,
 /// control characters or XML/shell-special characters, at most 2048 bytes.
 ///
 /// The raw text is checked *before* URL parsing, because URL parsers
 /// silently drop tabs and newlines (`"http://exa\nmple.com"` would become
-/// `example.com`). Volume names must never be derived from the URL (use the
-/// provider entry and the image key).
+/// `example.com`). It may hold `&`, `%`, `?`, `=` and `:` (URL syntax), so
+/// it is not an inert name: volume names, file names and XML must never be
+/// derived from it (use the provider entry and the image key).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct HttpUrl(url::Url);
 
@@ -165,79 +166,47 @@ impl fmt::Debug for HostAddress {
     }
 }
 
-macro_rules! checked_text {
-    ($(#[$meta:meta])* $name:ident, $rule:expr, $check:expr) => {
-        $(#[$meta])*
-        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(String);
+/// The rule text of [`BridgeName`].
+const BRIDGE_NAME_RULE: &str = "must be a bridge name (1 to 15 characters from A-Z, a-z, 0-9, '_', '.' and '-', \
+     starting with a letter or digit, without '..')";
 
-        impl $name {
-            /// The rule every value satisfies.
-            pub const RULE: &'static str = $rule;
-
-            /// Parses `s`.
-            ///
-            /// # Errors
-            /// [`ParseError`] with [`Self::RULE`].
-            pub fn parse(s: &str) -> Result<Self, ParseError> {
-                let check: fn(&str) -> bool = $check;
-                if check(s) {
-                    Ok($name(s.to_owned()))
-                } else {
-                    Err(ParseError::new(Self::RULE))
-                }
-            }
-
-            /// The validated text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Debug::fmt(&self.0, f)
-            }
-        }
-    };
+fn is_bridge_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.len() <= 15
+        && !s.contains("..")
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
 }
 
-checked_text!(
+validated_string!(
     /// A Linux bridge (network interface) name: 1 to 15 characters from
     /// `A-Z a-z 0-9 _ . -`, starting with a letter or digit, without `..`.
     /// Reaches the domain XML as `<source bridge='…'/>`.
     BridgeName,
-    "must be a bridge name (1 to 15 characters from A-Z, a-z, 0-9, '_', '.' and '-', \
-     starting with a letter or digit, without '..')",
-    |s| {
-        let b = s.as_bytes();
-        !b.is_empty()
-            && b.len() <= 15
-            && b[0].is_ascii_alphanumeric()
-            && !s.contains("..")
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
-    }
+    is_bridge_name,
+    BRIDGE_NAME_RULE
 );
 
-checked_text!(
+/// The rule text of [`SshUser`].
+const SSH_USER_RULE: &str = "must be a user name (1 to 32 characters from a-z, 0-9, '_' and '-', \
+     starting with a letter or '_')";
+
+fn is_ssh_user(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.first()
+        .is_some_and(|c| c.is_ascii_lowercase() || *c == b'_')
+        && b.len() <= 32
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-'))
+}
+
+validated_string!(
     /// A POSIX user name for SSH: 1 to 32 characters from `a-z 0-9 _ -`,
     /// starting with a letter or `_`.
     SshUser,
-    "must be a user name (1 to 32 characters from a-z, 0-9, '_' and '-', \
-     starting with a letter or '_')",
-    |s| {
-        let b = s.as_bytes();
-        !b.is_empty()
-            && b.len() <= 32
-            && (b[0].is_ascii_lowercase() || b[0] == b'_')
-            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-'))
-    }
+    is_ssh_user,
+    SSH_USER_RULE
 );
 
 /// An absolute, normalised file path: starts with `/`, no `.` or `..`
