@@ -14,11 +14,11 @@
 //!   future using one) before it ended aborts it on the wire without
 //!   waiting.
 //! - **Bounded memory.** An upload holds one chunk being filled
-//!   ([`crate::Config::stream_chunk`], 1 MiB by default) plus what it
+//!   ([`crate::Config::stream_chunk`], 256 KiB by default) plus what it
 //!   queued to the connection, which is bounded for all uploads of the
 //!   connection together by [`crate::Config::stream_buffer`] (4 MiB by
-//!   default): at most 5 MiB per connection by default (measured: 4 MiB of
-//!   peak RSS growth for a 256 MiB upload). A download holds at most
+//!   default): about 4.3 MiB per connection by default (measured: ~5 MiB
+//!   of peak RSS growth for a 256 MiB upload). A download holds at most
 //!   [`crate::Config::stream_queue`] packets (each at most the daemon's
 //!   256 KiB chunk); when that queue is full the connection stops reading
 //!   the socket until the consumer takes a chunk. That is TCP-style flow
