@@ -10,6 +10,7 @@ use tokio::net::TcpStream;
 
 use crate::config::{HostKeyPolicy, SshConfig};
 use crate::error::{Error, Stage};
+use crate::files;
 use crate::handler::{ClientHandler, HostCheck, Refusal};
 use crate::known_hosts;
 use crate::link::Link;
@@ -107,7 +108,7 @@ async fn dial_stages(
     let key = private_key::load(&config.key_path, config.key_passphrase.as_ref()).await?;
     let host_check = match &config.host_keys {
         HostKeyPolicy::KnownHosts(path) => {
-            let text = match tokio::fs::read_to_string(path).await {
+            let text = match files::read_text(path, files::MAX_KNOWN_HOSTS).await {
                 Ok(text) => Some(text),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(source) => {

@@ -48,7 +48,8 @@ impl std::fmt::Display for Stage {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The private key file could not be read (missing, unreadable).
+    /// The private key file could not be read (missing, unreadable, larger
+    /// than 1 MiB, not text).
     ///
     /// Permanent: the file must be fixed (a rotated Secret is picked up by
     /// the next dial, since the key is read on every dial).
@@ -81,7 +82,8 @@ pub enum Error {
         /// What the parser said (never any key material).
         reason: String,
     },
-    /// The known_hosts file exists but could not be read.
+    /// The known_hosts file exists but could not be read (unreadable,
+    /// larger than 16 MiB, not UTF-8 text).
     ///
     /// Permanent. (A *missing* known_hosts file is not this error: every
     /// host key is then unknown, see [`Error::HostKeyUnknown`].)

@@ -79,6 +79,7 @@
 mod config;
 mod dial;
 mod error;
+mod files;
 mod handler;
 mod known_hosts;
 mod link;

@@ -7,6 +7,7 @@ use russh::keys::PrivateKey;
 
 use crate::config::Passphrase;
 use crate::error::Error;
+use crate::files;
 
 /// Reads and decodes the private key at `path`.
 ///
@@ -15,13 +16,12 @@ pub(crate) async fn load(
     path: &Path,
     passphrase: Option<&Passphrase>,
 ) -> Result<Arc<PrivateKey>, Error> {
-    let text =
-        tokio::fs::read_to_string(path)
-            .await
-            .map_err(|source| Error::KeyFileUnreadable {
-                path: path.to_owned(),
-                source,
-            })?;
+    let text = files::read_text(path, files::MAX_KEY_FILE)
+        .await
+        .map_err(|source| Error::KeyFileUnreadable {
+            path: path.to_owned(),
+            source,
+        })?;
     decode(&text, path, passphrase).map(Arc::new)
 }
 
