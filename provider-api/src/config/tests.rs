@@ -67,6 +67,38 @@ fn edit(yaml: &str, find: &str, with: &str) -> String {
     out
 }
 
+/// `yaml` with the block whose first line starts with `find` (that line
+/// and every more deeply indented line after it) replaced by `with` at the
+/// same indentation (an empty `with` deletes the block).
+fn replace_block(yaml: &str, find: &str, with: &str) -> String {
+    let mut out = String::new();
+    let mut hit = 0;
+    let mut inside: Option<usize> = None;
+    for line in yaml.lines() {
+        let depth = line.len() - line.trim_start().len();
+        if let Some(block) = inside {
+            if depth > block {
+                continue;
+            }
+            inside = None;
+        }
+        if line.trim_start().starts_with(find) {
+            hit += 1;
+            inside = Some(depth);
+            if !with.is_empty() {
+                out.push_str(&line[..depth]);
+                out.push_str(with);
+                out.push('\n');
+            }
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert_eq!(hit, 1, "{find:?} must match exactly one line");
+    out
+}
+
 fn issues(yaml: &str) -> Vec<String> {
     match ProvidersConfig::from_yaml_str(yaml) {
         Ok(_) => panic!("accepted:\n{yaml}"),
@@ -280,11 +312,7 @@ fn rule_wrong_value_type_rejected() {
 
 #[test]
 fn rule_ssh_is_required() {
-    let y = base()
-        .replace("      ssh:\n", "")
-        .replace("        user: root\n", "")
-        .replace("        key_file: /etc/kvm2/id_ed25519\n", "")
-        .replace("        known_hosts_file: /etc/kvm2/known_hosts\n", "");
+    let y = replace_block(&base(), "ssh:", "");
     assert_eq!(one_issue(&y), "providers[0].kvm2.ssh: is required");
 }
 
@@ -377,25 +405,13 @@ fn rule_booleans_are_strict() {
 
 #[test]
 fn rule_hosts_is_required() {
-    let y = base()
-        .replace("      hosts:\n", "")
-        .replace("        - name: host1\n", "")
-        .replace("          address: 192.168.10.11\n", "")
-        .replace("          port: 22\n", "")
-        .replace("          bridge: br0\n", "")
-        .replace("          pool: default\n", "");
+    let y = replace_block(&base(), "hosts:", "");
     assert_eq!(one_issue(&y), "providers[0].kvm2.hosts: is required");
 }
 
 #[test]
 fn rule_at_least_one_host() {
-    let y = base()
-        .replace("      hosts:\n", "      hosts: []\n")
-        .replace("        - name: host1\n", "")
-        .replace("          address: 192.168.10.11\n", "")
-        .replace("          port: 22\n", "")
-        .replace("          bridge: br0\n", "")
-        .replace("          pool: default\n", "");
+    let y = replace_block(&base(), "hosts:", "hosts: []");
     assert_eq!(
         one_issue(&y),
         "providers[0].kvm2.hosts: must list at least one host"
@@ -482,25 +498,15 @@ fn rule_pool_is_an_identifier() {
 
 #[test]
 fn rule_images_is_required() {
-    let y = base()
-        .replace("      images:\n", "")
-        .replace("        debian-12:\n", "")
-        .replace("          url: https://example.com/debian-12.qcow2\n", "")
-        .replace(&format!("          sha256: {SHA}\n"), "")
-        .replace("          format: qcow2\n", "")
-        .replace("        image: debian-12\n", "");
+    let y = replace_block(&base(), "images:", "");
+    let y = replace_block(&y, "image: debian-12", "");
     assert_eq!(one_issue(&y), "providers[0].kvm2.images: is required");
 }
 
 #[test]
 fn rule_at_least_one_image() {
-    let y = base()
-        .replace("      images:\n", "      images: {}\n")
-        .replace("        debian-12:\n", "")
-        .replace("          url: https://example.com/debian-12.qcow2\n", "")
-        .replace(&format!("          sha256: {SHA}\n"), "")
-        .replace("          format: qcow2\n", "")
-        .replace("        image: debian-12\n", "");
+    let y = replace_block(&base(), "images:", "images: {}");
+    let y = replace_block(&y, "image: debian-12", "");
     assert_eq!(
         one_issue(&y),
         "providers[0].kvm2.images: must define at least one image"
@@ -599,13 +605,8 @@ fn rule_image_fields_are_required() {
 
 #[test]
 fn rule_machine_types_is_required() {
-    let y = base()
-        .replace("      machine_types:\n", "")
-        .replace("        small:\n", "")
-        .replace("          vcpus: 1\n", "")
-        .replace("          memory: 1GiB\n", "")
-        .replace("          disk: 10GiB\n", "")
-        .replace("        machine_type: small\n", "");
+    let y = replace_block(&base(), "machine_types:", "");
+    let y = replace_block(&y, "machine_type: small", "");
     assert_eq!(
         one_issue(&y),
         "providers[0].kvm2.machine_types: is required"
@@ -614,13 +615,8 @@ fn rule_machine_types_is_required() {
 
 #[test]
 fn rule_at_least_one_machine_type() {
-    let y = base()
-        .replace("      machine_types:\n", "      machine_types: {}\n")
-        .replace("        small:\n", "")
-        .replace("          vcpus: 1\n", "")
-        .replace("          memory: 1GiB\n", "")
-        .replace("          disk: 10GiB\n", "")
-        .replace("        machine_type: small\n", "");
+    let y = replace_block(&base(), "machine_types:", "machine_types: {}");
+    let y = replace_block(&y, "machine_type: small", "");
     assert_eq!(
         one_issue(&y),
         "providers[0].kvm2.machine_types: must define at least one machine type"
@@ -728,9 +724,7 @@ fn rule_default_image_exists() {
 
 #[test]
 fn defaults_are_optional() {
-    let y = edit(&base(), "defaults:", "")
-        .replace("        machine_type: small\n", "")
-        .replace("        image: debian-12\n", "");
+    let y = replace_block(&base(), "defaults:", "");
     let c = ok(&y);
     assert_eq!(
         c.providers[0].kvm2().unwrap().defaults,
@@ -757,9 +751,7 @@ fn lookups_resolve_defaults_and_refuse_unknown_names() {
             .to_string(),
         "unknown image x"
     );
-    let y = edit(&base(), "defaults:", "")
-        .replace("        machine_type: small\n", "")
-        .replace("        image: debian-12\n", "");
+    let y = replace_block(&base(), "defaults:", "");
     let c = ok(&y);
     let k = c.providers[0].kvm2().unwrap();
     let e = k.image_for(None).unwrap_err();
