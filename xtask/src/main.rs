@@ -57,6 +57,11 @@ fn dispatch(args: &[String]) -> Result<ExitCode> {
 /// Runs a crate's benchmarks (`benches/*.rs`, `harness = false`) against the
 /// sandbox. Each benchmark runs its peer in the same run and prints ratios.
 fn bench(krate: &str, extra: &[&str]) -> Result<ExitCode> {
+    // Short names the issues use.
+    let krate = match krate {
+        "kvm2" => "kvm2-provider",
+        other => other,
+    };
     let mut c = cmd("cargo", ["bench", "-p", krate]);
     c.args(extra);
     against_sandbox(c, "benchmarks")
