@@ -385,11 +385,13 @@ async fn watchdog_ends_a_session_wedged_by_a_reader_that_never_reads() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_link_is_kept_alive_by_keepalive_answers() {
     let server = UnixServer::echo();
-    let keepalive = ssh_socket::Keepalive::new(Duration::from_millis(300), 3);
+    // Generous tolerance (a reply may take 1.5 s) for a loaded CI box.
+    let keepalive = ssh_socket::Keepalive::new(Duration::from_millis(300), 5);
     let config = sandbox_config(&server.path).with_keepalive(keepalive);
     let mut socket = ssh_socket::dial(&config).await.unwrap();
     let closer = socket.closer();
-    let idle = keepalive.dead_after() * 2 + Duration::from_millis(100);
+    // Longer than `dead_after`: eight keepalive rounds with no data.
+    let idle = keepalive.dead_after() + Duration::from_millis(600);
     let ended = tokio::time::timeout(idle, closer.closed()).await;
     assert!(ended.is_err(), "idle link declared dead: {ended:?}");
     socket.write_all(b"still here").await.unwrap();
