@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::values::{
-    AbsolutePath, BridgeName, ByteSize, HostAddress, HttpUrl, Sha256Digest, SshUser,
+    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HttpUrl, Sha256Digest, SshUser,
 };
 use crate::error::Error;
 use crate::ident::Identifier;
@@ -28,6 +28,11 @@ pub struct Kvm2Config {
     pub machine_types: BTreeMap<Identifier, MachineType>,
     /// Firmware for every domain (default BIOS).
     pub firmware: Firmware,
+    /// libvirt domain type: hardware-accelerated `kvm` (the default) or
+    /// emulated `qemu` (hosts without KVM, tests).
+    pub domain_type: DomainType,
+    /// The Squid settings the provider writes into every VM's vendor data.
+    pub proxy: ProxySettings,
     /// What a request that names no machine type or image gets.
     pub defaults: Kvm2Defaults,
 }
@@ -118,6 +123,63 @@ pub struct Kvm2Host {
     pub bridge: BridgeName,
     /// The storage pool for base images, disks and seeds.
     pub pool: Identifier,
+    /// libvirtd's unix socket on the host, forwarded over SSH (default
+    /// [`DEFAULT_LIBVIRT_SOCKET`]).
+    pub socket: AbsolutePath,
+}
+
+/// Where libvirtd listens on a host unless `hosts[i].socket` says otherwise.
+pub const DEFAULT_LIBVIRT_SOCKET: &str = "/var/run/libvirt/libvirt-sock";
+
+/// `kvm2.domain_type`: how libvirt runs the VMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum DomainType {
+    /// Hardware virtualization (`<domain type='kvm'>`), the default.
+    #[default]
+    Kvm,
+    /// Full emulation (`<domain type='qemu'>`): slow, for hosts without KVM.
+    Qemu,
+}
+
+impl DomainType {
+    /// `kvm` or `qemu` (also libvirt's name for it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DomainType::Kvm => "kvm",
+            DomainType::Qemu => "qemu",
+        }
+    }
+}
+
+impl fmt::Display for DomainType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `kvm2.proxy`: the Squid every VM runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProxySettings {
+    /// The port Squid listens on (default [`DEFAULT_PROXY_PORT`]).
+    pub port: u16,
+    /// The client networks allowed to use the proxy (never empty; default
+    /// the RFC 1918 ranges).
+    pub allowed_clients: Vec<Cidr>,
+}
+
+/// Squid's port unless `proxy.port` says otherwise.
+pub const DEFAULT_PROXY_PORT: u16 = 3128;
+
+impl Default for ProxySettings {
+    fn default() -> Self {
+        let rfc1918 = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"];
+        ProxySettings {
+            port: DEFAULT_PROXY_PORT,
+            allowed_clients: rfc1918.iter().filter_map(|c| Cidr::parse(c).ok()).collect(),
+        }
+    }
 }
 
 /// The disk format of a base image.

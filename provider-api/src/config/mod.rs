@@ -12,6 +12,7 @@
 //!         insecure_ignore_host_key: false   # optional, default false
 //!       hosts:                   # at least one; names unique
 //!         - {name: host1, address: 192.168.1.10, port: 22, bridge: br0, pool: default}
+//!           # socket: /var/run/libvirt/libvirt-sock   (optional, libvirtd's socket on the host)
 //!       images:                  # at least one; keys are identifiers
 //!         debian-12:
 //!           url: https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2
@@ -20,6 +21,10 @@
 //!       machine_types:           # at least one
 //!         small: {vcpus: 1, memory: 1GiB, disk: 10GiB}
 //!       firmware: bios           # bios | uefi, default bios
+//!       domain_type: kvm         # kvm | qemu (emulated), default kvm
+//!       proxy:                   # optional: Squid in every VM
+//!         port: 3128             # default 3128
+//!         allowed_clients: [10.0.0.0/8]   # CIDRs; default the RFC 1918 ranges
 //!       defaults: {machine_type: small, image: debian-12}
 //! ```
 //!
@@ -45,10 +50,13 @@ use std::fmt;
 use std::path::Path;
 
 pub use kvm2::{
-    DISK_MAX, DISK_MIN, Firmware, ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host, Kvm2Image,
-    MEMORY_MAX, MEMORY_MIN, MachineType, SshConfig, VCPUS_MAX, VCPUS_MIN,
+    DEFAULT_LIBVIRT_SOCKET, DEFAULT_PROXY_PORT, DISK_MAX, DISK_MIN, DomainType, Firmware,
+    ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host, Kvm2Image, MEMORY_MAX, MEMORY_MIN,
+    MachineType, ProxySettings, SshConfig, VCPUS_MAX, VCPUS_MIN,
 };
-pub use values::{AbsolutePath, BridgeName, ByteSize, HostAddress, HttpUrl, Sha256Digest, SshUser};
+pub use values::{
+    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HttpUrl, Sha256Digest, SshUser,
+};
 
 use crate::ident::Identifier;
 use crate::provider_type::ProviderType;

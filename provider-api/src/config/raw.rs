@@ -34,6 +34,8 @@ pub(crate) struct RawKvm2 {
     pub images: Option<Entries<RawImage>>,
     pub machine_types: Option<Entries<RawMachineType>>,
     pub firmware: Option<String>,
+    pub domain_type: Option<String>,
+    pub proxy: Option<RawProxy>,
     pub defaults: Option<RawDefaults>,
 }
 
@@ -56,6 +58,7 @@ pub(crate) struct RawHost {
     pub port: Option<i64>,
     pub bridge: Option<String>,
     pub pool: Option<String>,
+    pub socket: Option<String>,
 }
 
 /// `kvm2.images.<key>`.
@@ -82,6 +85,14 @@ pub(crate) struct RawMachineType {
 pub(crate) struct RawDefaults {
     pub machine_type: Option<String>,
     pub image: Option<String>,
+}
+
+/// `kvm2.proxy`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProxy {
+    pub port: Option<i64>,
+    pub allowed_clients: Option<Vec<String>>,
 }
 
 /// A YAML mapping kept in document order *with* repeated keys, so the

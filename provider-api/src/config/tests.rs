@@ -871,6 +871,14 @@ fn check_all_inert(c: &ProvidersConfig) {
         for key in k.machine_types.keys() {
             assert_inert(key.as_str());
         }
+        for c in &k.proxy.allowed_clients {
+            let t = c.to_string();
+            assert!(
+                t.chars()
+                    .all(|ch| ch.is_ascii_hexdigit() || ".:/".contains(ch)),
+                "{t:?}"
+            );
+        }
         for f in [Some(&k.ssh.key_file), k.ssh.known_hosts_file.as_ref()]
             .into_iter()
             .flatten()
@@ -921,5 +929,169 @@ proptest! {
     #[test]
     fn arbitrary_text_never_panics(s in "\\PC{0,200}") {
         let _ = ProvidersConfig::from_yaml_str(&s);
+    }
+}
+
+// ---- domain type, libvirt socket, proxy settings ----
+
+#[test]
+fn domain_type_defaults_to_kvm_and_accepts_qemu() {
+    let k = ok(&base()).providers[0].kvm2().unwrap().clone();
+    assert_eq!(k.domain_type, DomainType::Kvm);
+    let c = ok(&edit(
+        &base(),
+        "firmware: bios",
+        "firmware: bios\ndomain_type: qemu",
+    ));
+    assert_eq!(c.providers[0].kvm2().unwrap().domain_type, DomainType::Qemu);
+}
+
+#[test]
+fn rule_domain_type_is_kvm_or_qemu() {
+    assert_eq!(
+        one_issue(&edit(
+            &base(),
+            "firmware: bios",
+            "firmware: bios\ndomain_type: xen"
+        )),
+        "providers[0].kvm2.domain_type: must be one of kvm, qemu; got \"xen\""
+    );
+}
+
+#[test]
+fn host_socket_defaults_to_libvirts_and_accepts_absolute_paths() {
+    let k = ok(&base()).providers[0].kvm2().unwrap().clone();
+    assert_eq!(k.hosts[0].socket.to_string(), DEFAULT_LIBVIRT_SOCKET);
+    let c = ok(&edit(
+        &base(),
+        "pool: default",
+        "pool: default\nsocket: /run/libvirt/libvirt-sock",
+    ));
+    assert_eq!(
+        c.providers[0].kvm2().unwrap().hosts[0].socket.to_string(),
+        "/run/libvirt/libvirt-sock"
+    );
+}
+
+#[test]
+fn rule_host_socket_is_an_absolute_path() {
+    assert_eq!(
+        one_issue(&edit(
+            &base(),
+            "pool: default",
+            "pool: default\nsocket: run/sock"
+        )),
+        format!(
+            "providers[0].kvm2.hosts[0].socket: {}; got \"run/sock\"",
+            AbsolutePath::RULE
+        )
+    );
+}
+
+#[test]
+fn proxy_defaults_to_3128_and_rfc1918() {
+    let k = ok(&base()).providers[0].kvm2().unwrap().clone();
+    assert_eq!(k.proxy.port, 3128);
+    let nets: Vec<String> = k
+        .proxy
+        .allowed_clients
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert_eq!(nets, ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]);
+}
+
+#[test]
+fn proxy_settings_are_read() {
+    let c = ok(&edit(
+        &base(),
+        "firmware: bios",
+        "firmware: bios\nproxy:\n  port: 8080\n  allowed_clients: [100.64.0.0/10, \"fd00::/8\"]",
+    ));
+    let p = &c.providers[0].kvm2().unwrap().proxy;
+    assert_eq!(p.port, 8080);
+    let nets: Vec<String> = p.allowed_clients.iter().map(|c| c.to_string()).collect();
+    assert_eq!(nets, ["100.64.0.0/10", "fd00::/8"]);
+}
+
+#[test]
+fn rule_proxy_port_in_range() {
+    assert_eq!(
+        one_issue(&edit(
+            &base(),
+            "firmware: bios",
+            "firmware: bios\nproxy: {port: 0}"
+        )),
+        "providers[0].kvm2.proxy.port: must be between 1 and 65535; got 0"
+    );
+}
+
+#[test]
+fn rule_proxy_allowed_clients_not_empty() {
+    assert_eq!(
+        one_issue(&edit(
+            &base(),
+            "firmware: bios",
+            "firmware: bios\nproxy: {allowed_clients: []}"
+        )),
+        "providers[0].kvm2.proxy.allowed_clients: must list at least one network"
+    );
+}
+
+#[test]
+fn rule_proxy_allowed_clients_are_cidrs() {
+    for bad in [
+        "10.0.0.1/8",
+        "10.0.0.0",
+        "10.0.0.0/33",
+        "all",
+        "10.0.0.0/8 deny",
+    ] {
+        assert_eq!(
+            one_issue(&edit(
+                &base(),
+                "firmware: bios",
+                &format!("firmware: bios\nproxy: {{allowed_clients: [\"{bad}\"]}}")
+            )),
+            format!(
+                "providers[0].kvm2.proxy.allowed_clients[0]: {}; got \"{bad}\"",
+                values::Cidr::RULE
+            )
+        );
+    }
+}
+
+#[test]
+fn cidr_parse_rules() {
+    for good in [
+        "0.0.0.0/0",
+        "10.0.0.0/8",
+        "192.168.1.128/25",
+        "::/0",
+        "fd00::/8",
+        "2001:db8::1/128",
+    ] {
+        assert_eq!(values::Cidr::parse(good).unwrap().to_string(), good);
+    }
+    for bad in [
+        "",
+        "/8",
+        "10.0.0.0/",
+        "10.0.0.0/+8",
+        "10.0.0.0/008a",
+        "fd00::1/8",
+        "::/129",
+        "1.2.3.4/32/1",
+    ] {
+        assert!(values::Cidr::parse(bad).is_err(), "{bad:?} accepted");
+    }
+}
+
+proptest! {
+    #[test]
+    fn cidr_parse_never_panics_and_round_trips(s in "\\PC{0,48}") {
+        if let Ok(c) = values::Cidr::parse(&s) {
+            prop_assert_eq!(values::Cidr::parse(&c.to_string()), Ok(c));
+        }
     }
 }

@@ -3,12 +3,15 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::kvm2::{
-    DISK_MAX, DISK_MIN, Firmware, ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host, Kvm2Image,
-    MEMORY_MAX, MEMORY_MIN, MachineType, SshConfig, VCPUS_MAX, VCPUS_MIN,
+    DEFAULT_LIBVIRT_SOCKET, DISK_MAX, DISK_MIN, DomainType, Firmware, ImageFormat, Kvm2Config,
+    Kvm2Defaults, Kvm2Host, Kvm2Image, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings,
+    SshConfig, VCPUS_MAX, VCPUS_MIN,
 };
-use super::raw::{Entries, RawConfig, RawHost, RawKvm2, RawMachineType, RawProvider, RawSsh};
+use super::raw::{
+    Entries, RawConfig, RawHost, RawKvm2, RawMachineType, RawProvider, RawProxy, RawSsh,
+};
 use super::values::{
-    AbsolutePath, BridgeName, ByteSize, HostAddress, HttpUrl, Sha256Digest, SshUser,
+    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HttpUrl, Sha256Digest, SshUser,
 };
 use super::{ConfigError, ConfigIssue, ProviderBlock, ProviderEntry, ProvidersConfig};
 use crate::ident::{Identifier, ParseError};
@@ -326,6 +329,14 @@ fn kvm2(v: &mut Validator, path: &str, raw: &RawKvm2) -> Option<Kvm2Config> {
         None => Some(Firmware::default()),
         Some(f) => v.parsed(&format!("{path}.firmware"), f, parse_firmware),
     };
+    let domain_type = match &raw.domain_type {
+        None => Some(DomainType::default()),
+        Some(t) => v.parsed(&format!("{path}.domain_type"), t, parse_domain_type),
+    };
+    let proxy = match &raw.proxy {
+        None => Some(ProxySettings::default()),
+        Some(p) => proxy(v, &format!("{path}.proxy"), p),
+    };
 
     let mut defaults = Kvm2Defaults::default();
     let mut defaults_ok = true;
@@ -374,6 +385,8 @@ fn kvm2(v: &mut Validator, path: &str, raw: &RawKvm2) -> Option<Kvm2Config> {
         images: images?,
         machine_types: machine_types?,
         firmware: firmware?,
+        domain_type: domain_type?,
+        proxy: proxy?,
         defaults,
     })
 }
@@ -432,12 +445,47 @@ fn host(v: &mut Validator, path: &str, raw: &RawHost) -> Option<Kvm2Host> {
     };
     let bridge = v.field(&format!("{path}.bridge"), &raw.bridge, BridgeName::parse);
     let pool = v.field(&format!("{path}.pool"), &raw.pool, Identifier::parse);
+    let socket = match &raw.socket {
+        None => AbsolutePath::parse(DEFAULT_LIBVIRT_SOCKET).ok(),
+        Some(s) => v.parsed(&format!("{path}.socket"), s, AbsolutePath::parse),
+    };
     Some(Kvm2Host {
         name: name?,
         address: address?,
         port: port?,
         bridge: bridge?,
         pool: pool?,
+        socket: socket?,
+    })
+}
+
+fn proxy(v: &mut Validator, path: &str, raw: &RawProxy) -> Option<ProxySettings> {
+    let defaults = ProxySettings::default();
+    let port = match raw.port {
+        None => Some(defaults.port),
+        Some(p) => v
+            .ranged(&format!("{path}.port"), p, 1, i64::from(u16::MAX))
+            .and_then(|p| u16::try_from(p).ok()),
+    };
+    let cpath = format!("{path}.allowed_clients");
+    let allowed_clients = match &raw.allowed_clients {
+        None => Some(defaults.allowed_clients),
+        Some(list) if list.is_empty() => {
+            v.push(&cpath, "must list at least one network");
+            None
+        }
+        Some(list) => {
+            let parsed: Vec<Option<Cidr>> = list
+                .iter()
+                .enumerate()
+                .map(|(i, c)| v.parsed(&format!("{cpath}[{i}]"), c, Cidr::parse))
+                .collect();
+            parsed.into_iter().collect()
+        }
+    };
+    Some(ProxySettings {
+        port: port?,
+        allowed_clients: allowed_clients?,
     })
 }
 
@@ -464,6 +512,17 @@ fn machine_type(v: &mut Validator, path: &str, raw: &RawMachineType) -> Option<M
 
 /// The rule text for image formats.
 pub(super) const FORMAT_RULE: &str = "must be one of qcow2, raw";
+/// The rule text for the domain type.
+pub(super) const DOMAIN_TYPE_RULE: &str = "must be one of kvm, qemu";
+
+fn parse_domain_type(s: &str) -> Result<DomainType, ParseError> {
+    match s {
+        "kvm" => Ok(DomainType::Kvm),
+        "qemu" => Ok(DomainType::Qemu),
+        _ => Err(ParseError::new(DOMAIN_TYPE_RULE)),
+    }
+}
+
 /// The rule text for firmware.
 pub(super) const FIRMWARE_RULE: &str = "must be one of bios, uefi";
 

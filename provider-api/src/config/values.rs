@@ -4,6 +4,7 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
+use std::str::FromStr;
 
 use crate::ident::{ObjectName, ParseError, validated_string};
 
@@ -543,5 +544,72 @@ mod tests {
         fn sizes_never_panic(s in "[0-9]{0,25}(MiB|GiB|TiB|B)?") {
             let _ = ByteSize::parse(&s);
         }
+    }
+}
+
+/// An IP network in CIDR notation (`10.0.0.0/8`, `fd00::/8`): an address
+/// with no host bits set and a prefix length within its family's width.
+///
+/// It reaches the guest's Squid config, so nothing but an address, `/` and a
+/// number can be in it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cidr {
+    network: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// The rule every value satisfies.
+    pub const RULE: &'static str = "must be an IP network in CIDR notation with no host bits set, \
+         e.g. 10.0.0.0/8 or fd00::/8";
+
+    /// Parses `s`.
+    ///
+    /// # Errors
+    /// [`ParseError`] with [`Self::RULE`].
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let bad = ParseError::new(Self::RULE);
+        let (addr, prefix) = s.split_once('/').ok_or(bad.clone())?;
+        let network = IpAddr::from_str(addr).map_err(|_| bad.clone())?;
+        if prefix.is_empty() || prefix.len() > 3 || !prefix.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad);
+        }
+        let prefix: u8 = prefix.parse().map_err(|_| bad.clone())?;
+        let (bits, width) = match network {
+            IpAddr::V4(a) => (u128::from(u32::from(a)) << 96, 32),
+            IpAddr::V6(a) => (u128::from(a), 128),
+        };
+        if prefix > width {
+            return Err(bad);
+        }
+        // Host bits are those below the prefix, counted from the top of the
+        // 128-bit value the address was widened into.
+        let host_mask = u128::MAX.checked_shr(u32::from(prefix)).unwrap_or(0);
+        if bits & host_mask != 0 {
+            return Err(bad);
+        }
+        Ok(Cidr { network, prefix })
+    }
+
+    /// The network address.
+    pub fn network(&self) -> IpAddr {
+        self.network
+    }
+
+    /// The prefix length.
+    pub fn prefix(&self) -> u8 {
+        self.prefix
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix)
+    }
+}
+
+impl fmt::Debug for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Cidr({self})")
     }
 }
