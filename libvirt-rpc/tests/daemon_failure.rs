@@ -46,7 +46,7 @@ async fn upload_length_exceeded_fails_promptly_with_no_task_left() {
     // libvirtd 11.3 can go silent on a client whose upload overflowed (no
     // error packet, no PONG): a short keepalive turns that into a prompt
     // Disconnected instead of a 30 s wait.
-    let config = libvirt_rpc::Config::default().keepalive(Duration::from_millis(250), 2);
+    let config = libvirt_rpc::Config::default().keepalive(Duration::from_millis(150), 2);
     let c = d.connect(common::private_daemon::STORAGE_URI, config).await;
     drop(d.storage().await); // makes sure the pool exists
     let vol = volume(&c, 1 << 20).await;
