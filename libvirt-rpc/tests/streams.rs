@@ -299,3 +299,57 @@ async fn download_as_async_reader() {
     delete(&c, &vol).await;
     c.close().await;
 }
+
+/// A sink that accepts `limit` bytes, then fails.
+struct FailingSink {
+    written: usize,
+    limit: usize,
+}
+
+impl tokio::io::AsyncWrite for FailingSink {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.written >= self.limit {
+            return Poll::Ready(Err(io::Error::other("sink broke")));
+        }
+        let n = buf.len().min(self.limit - self.written);
+        self.written += n;
+        Poll::Ready(Ok(n))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[tokio::test]
+async fn download_sink_error_aborts_stream_and_client_keeps_working() {
+    let c = common::qemu().await;
+    let size = 4 * MIB;
+    let vol = new_volume(&c, size).await;
+    let tasks_before = common::alive_tasks();
+    let t0 = Instant::now();
+    let sink = FailingSink {
+        written: 0,
+        limit: MIB as usize + 123,
+    };
+    let r = c
+        .storage_vol_download(&vol, 0, 0, StorageVolStreamFlags::empty(), sink)
+        .await;
+    match r {
+        Err(Error::Sink(e)) => assert_eq!(e.to_string(), "sink broke"),
+        other => panic!("expected the sink's error, got {other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    c.connect_get_lib_version().await.unwrap();
+    // A full download on the same client still works.
+    assert_eq!(download_all(&c, &vol).await.len() as u64, size);
+    assert_eq!(common::alive_tasks(), tasks_before);
+    delete(&c, &vol).await;
+    c.close().await;
+}
