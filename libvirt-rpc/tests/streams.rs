@@ -30,17 +30,42 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-async fn new_volume(c: &Client, bytes: u64) -> StorageVol {
+/// A test volume in the sandbox pool, deleted (synchronously, with virsh)
+/// when dropped, so that a failing test leaves nothing behind.
+struct TestVol(StorageVol);
+
+impl std::ops::Deref for TestVol {
+    type Target = StorageVol;
+    fn deref(&self) -> &StorageVol {
+        &self.0
+    }
+}
+
+impl Drop for TestVol {
+    fn drop(&mut self) {
+        let d = common::sandbox();
+        let _ = std::process::Command::new("virsh")
+            .args(["-q", "-c", &d.virsh_uri(&d.libvirt.qemu_uri), "vol-delete"])
+            .args(["--pool", &self.0.pool, &self.0.name])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+async fn new_volume(c: &Client, bytes: u64) -> TestVol {
     let d = common::sandbox();
     let pool = c.storage_pool_lookup_by_name(&d.pool.name).await.unwrap();
     let name = common::unique("vol");
-    c.storage_vol_create_xml(
-        &pool,
-        &common::volume_xml(&name, bytes),
-        StorageVolCreateFlags::empty(),
+    TestVol(
+        c.storage_vol_create_xml(
+            &pool,
+            &common::volume_xml(&name, bytes),
+            StorageVolCreateFlags::empty(),
+        )
+        .await
+        .unwrap(),
     )
-    .await
-    .unwrap()
 }
 
 async fn delete(c: &Client, vol: &StorageVol) {
