@@ -40,15 +40,19 @@
 //! ```
 
 pub mod connection;
+mod create;
+mod delete;
 pub mod domain_xml;
 mod error;
 pub mod host_table;
+pub mod image_cache;
 pub mod image_marker;
 pub mod image_source;
 pub mod libvirt_errors;
 pub mod observe;
 pub mod ownership_mark;
 pub mod pool_space;
+pub mod provider;
 pub mod seed_iso;
 pub mod single_flight;
 pub mod state;
@@ -58,3 +62,4 @@ pub mod volume_names;
 pub mod volume_xml;
 
 pub use error::Error;
+pub use provider::{Kvm2Provider, ProviderOptions, register};
