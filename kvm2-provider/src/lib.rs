@@ -39,16 +39,20 @@
 //! assert_eq!(names.base(), "base-kvm2-home.debian-13.qcow2");
 //! ```
 
+pub mod address;
+pub mod check;
 pub mod connection;
 mod create;
 mod delete;
 pub mod domain_xml;
 mod error;
+pub mod get;
 pub mod host_table;
 pub mod image_cache;
 pub mod image_marker;
 pub mod image_source;
 pub mod libvirt_errors;
+pub mod list;
 pub mod observe;
 pub mod ownership_mark;
 pub mod pool_space;

@@ -1,0 +1,246 @@
+//! A running domain's address: the guest agent first, then the host's ARP
+//! table, then libvirt's DHCP leases — and the H3 rule for failures.
+//!
+//! ```text
+//!  agent ──found──▶ address
+//!    │ empty / failed
+//!  arp   ──found──▶ address
+//!    │ empty / failed
+//!  lease ──found──▶ address
+//!    │ empty / failed
+//!    ▼
+//!  at least one source answered (empty) ─▶ Ok(None): "no address yet"
+//!  every source failed                  ─▶ Transient
+//!  the link died (any source)           ─▶ Transient, at once
+//! ```
+//!
+//! **H3.** The original treated every error from every source as "no
+//! address yet", so a shared connection killed under a Get turned a serving
+//! proxy into `Provisioning` and dropped its IP. Here one source failing (a
+//! guest agent that is not up yet is the common case) is still "no address
+//! yet", but a dead link, a call that hit its deadline, or every source
+//! failing is a [`Transient`](provider_api::ErrorClass::Transient) error:
+//! the caller keeps what it knew and retries.
+//!
+//! Addresses are picked by [`pick`]: IPv4 before IPv6, never loopback,
+//! link-local, multicast or unspecified addresses.
+
+use std::net::IpAddr;
+
+use libvirt_rpc::{
+    DomainInterface, Error as RpcError, InterfaceAddressesSource, NoFlags, proto::types::Domain,
+};
+use provider_api::Error as ApiError;
+
+use crate::connection::Connection;
+use crate::observe::observed;
+
+/// The sources, in the order they are asked, with the procedure name each
+/// call is observed under.
+pub const SOURCES: [(InterfaceAddressesSource, &str); 3] = [
+    (
+        InterfaceAddressesSource::Agent,
+        "domain_interface_addresses(agent)",
+    ),
+    (
+        InterfaceAddressesSource::Arp,
+        "domain_interface_addresses(arp)",
+    ),
+    (
+        InterfaceAddressesSource::Lease,
+        "domain_interface_addresses(lease)",
+    ),
+];
+
+/// What one source's answer means.
+#[derive(Debug)]
+enum Step {
+    /// An address to report.
+    Found(IpAddr),
+    /// The source answered but knows no usable address.
+    Nothing,
+    /// The source failed; another may still answer.
+    SourceFailed(String),
+    /// The link is dead or the daemon stopped answering: every further call
+    /// on this connection would fail too.
+    LinkDead(RpcError),
+}
+
+fn step(result: Result<Vec<DomainInterface>, RpcError>) -> Step {
+    match result {
+        Ok(interfaces) => match pick(&interfaces) {
+            Some(ip) => Step::Found(ip),
+            None => Step::Nothing,
+        },
+        Err(e) if e.is_disconnected() || e.is_timeout() => Step::LinkDead(e),
+        Err(e) => Step::SourceFailed(e.to_string()),
+    }
+}
+
+/// The address to report from a source's interface list: the first global
+/// IPv4 address, else the first global IPv6 address. Interfaces named `lo`
+/// and loopback, link-local, multicast and unspecified addresses are
+/// skipped; text that is not an address is ignored.
+pub fn pick(interfaces: &[DomainInterface]) -> Option<IpAddr> {
+    let usable = || {
+        interfaces
+            .iter()
+            .filter(|i| i.name != "lo")
+            .flat_map(|i| i.addrs.iter())
+            .filter_map(|a| a.addr.parse::<IpAddr>().ok())
+            .filter(|ip| is_usable(*ip))
+    };
+    usable()
+        .find(IpAddr::is_ipv4)
+        .or_else(|| usable().find(IpAddr::is_ipv6))
+}
+
+fn is_usable(ip: IpAddr) -> bool {
+    if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
+        return false;
+    }
+    match ip {
+        IpAddr::V4(v4) => !v4.is_link_local() && !v4.is_broadcast(),
+        // fe80::/10
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) != 0xfe80,
+    }
+}
+
+/// Asks the sources in order (see the [module docs](self)) for `domain`'s
+/// address on `conn`.
+///
+/// Returns `Ok(Some(ip))` from the first source that knows one, `Ok(None)`
+/// when at least one source answered and none knew an address ("no address
+/// yet").
+///
+/// # Errors
+/// Transient when the link is dead or a call hit its deadline (at once,
+/// without asking further sources), and when every source failed. The
+/// message names each source's failure.
+///
+/// # Cancel safety
+/// Cancel safe: read-only calls.
+pub async fn discover(conn: &Connection, domain: &Domain) -> Result<Option<IpAddr>, ApiError> {
+    let host = conn.host();
+    let mut failures = Vec::new();
+    for (source, procedure) in SOURCES {
+        let call = conn
+            .client()
+            .domain_interface_addresses(domain, source, NoFlags::empty());
+        match step(observed(host, procedure, call).await) {
+            Step::Found(ip) => return Ok(Some(ip)),
+            Step::Nothing => {}
+            Step::SourceFailed(why) => failures.push(format!("{procedure}: {why}")),
+            Step::LinkDead(e) => {
+                return Err(ApiError::wrap(
+                    provider_api::ErrorClass::Transient,
+                    format!(
+                        "host {host}: address of domain {}: the libvirt link failed",
+                        domain.name
+                    ),
+                    e,
+                ));
+            }
+        }
+    }
+    conclude(&domain.name, host.as_str(), failures, SOURCES.len())
+}
+
+/// `Ok(None)` unless all `asked` sources failed (then Transient).
+fn conclude(
+    domain: &str,
+    host: &str,
+    failures: Vec<String>,
+    asked: usize,
+) -> Result<Option<IpAddr>, ApiError> {
+    if failures.len() < asked {
+        return Ok(None);
+    }
+    Err(ApiError::transient(format!(
+        "host {host}: address of domain {domain}: every source failed ({})",
+        failures.join("; ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libvirt_rpc::{DomainIpAddr, ErrorCode, LibvirtError};
+
+    fn iface(name: &str, addrs: &[&str]) -> DomainInterface {
+        DomainInterface {
+            name: name.into(),
+            hwaddr: Some("52:54:00:00:00:01".into()),
+            addrs: addrs
+                .iter()
+                .map(|a| DomainIpAddr {
+                    kind: i32::from(a.contains(':')),
+                    addr: (*a).into(),
+                    prefix: 24,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn pick_prefers_global_ipv4_and_skips_what_cannot_serve() {
+        let ifaces = [
+            iface("lo", &["127.0.0.1", "::1"]),
+            iface(
+                "eth0",
+                &["fe80::1", "2001:db8::5", "169.254.3.4", "10.0.0.7"],
+            ),
+        ];
+        assert_eq!(pick(&ifaces), Some("10.0.0.7".parse().unwrap()));
+        let v6_only = [iface("eth0", &["fe80::1", "2001:db8::5"])];
+        assert_eq!(pick(&v6_only), Some("2001:db8::5".parse().unwrap()));
+        let nothing = [
+            iface("eth0", &["fe80::1", "0.0.0.0", "224.0.0.1", "not-an-ip"]),
+            iface("lo", &["10.9.9.9"]),
+        ];
+        assert_eq!(pick(&nothing), None);
+        assert_eq!(pick(&[]), None);
+    }
+
+    fn agent_down() -> RpcError {
+        RpcError::Libvirt(LibvirtError {
+            code: ErrorCode::AgentUnresponsive,
+            domain: 10,
+            message: "QEMU guest agent is not connected".into(),
+            level: 2,
+        })
+    }
+
+    #[test]
+    fn steps_tell_a_failing_source_from_a_dead_link() {
+        assert!(matches!(step(Err(agent_down())), Step::SourceFailed(_)));
+        let timeout = RpcError::Timeout {
+            procedure: 353,
+            after: std::time::Duration::from_secs(1),
+        };
+        assert!(matches!(step(Err(timeout)), Step::LinkDead(_)));
+        assert!(matches!(step(Ok(vec![])), Step::Nothing));
+        assert!(matches!(
+            step(Ok(vec![iface("eth0", &["192.0.2.1"])])),
+            Step::Found(_)
+        ));
+    }
+
+    #[test]
+    fn one_failing_source_is_no_address_yet_but_all_failing_is_transient() {
+        assert_eq!(
+            conclude("d", "h", vec!["agent: down".into()], 3).unwrap(),
+            None
+        );
+        assert_eq!(conclude("d", "h", vec![], 3).unwrap(), None);
+        let all = conclude(
+            "d",
+            "h",
+            vec!["agent: a".into(), "arp: b".into(), "lease: c".into()],
+            3,
+        )
+        .unwrap_err();
+        assert!(all.is_transient());
+        assert!(all.to_string().contains("arp: b"), "{all}");
+    }
+}

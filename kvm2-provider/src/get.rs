@@ -1,0 +1,182 @@
+//! Get: one instance's state, address and creation time.
+//!
+//! ```text
+//!  ProviderId ─ strict: type kvm2, entry ours, host configured
+//!     │
+//!  shared connection of the host
+//!     │ domain_lookup_by_name ── NoDomain ──────────────▶ NotFound
+//!     │ domain_get_metadata   ── no mark / other entry ─▶ Permanent (foreign)
+//!     │ domain_get_state ─▶ state::classify
+//!     │     running ─▶ address::discover ─ ip ─▶ Running
+//!     │                                  └ none ─▶ Provisioning
+//!     │                                  └ error ─▶ Transient (H3)
+//!     ▼     otherwise ─▶ Stopped / Failed / Provisioning, no address
+//!  Instance { created_at from the mark }
+//! ```
+//!
+//! Every libvirt call goes through [`observed`] and carries the connection's
+//! call deadline.
+
+use libvirt_rpc::{
+    DomainModificationImpact, ErrorCode, MetadataType, NoFlags, proto::types::Domain,
+};
+use provider_api::{Error as ApiError, Identifier, Instance, ProviderId, ProviderType};
+
+use crate::address;
+use crate::connection::Connection;
+use crate::host_table::HostTable;
+use crate::libvirt_errors::to_provider_error;
+use crate::observe::observed;
+use crate::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_metadata_reply};
+use crate::state::{DomainPhase, classify};
+
+/// Reads the instance `id` of provider entry `entry` from its host in
+/// `hosts`.
+///
+/// A running domain is [`Running`](provider_api::InstanceState::Running)
+/// with an address, or `Provisioning` while no source knows one yet; other
+/// states map through [`state::classify`](crate::state::classify).
+///
+/// # Errors
+/// * Permanent: `id` is not a kvm2 ID of entry `entry`, names a host that is
+///   not configured, or names a domain without our mark (or with another
+///   entry's mark, or a malformed one);
+/// * NotFound: no domain with that name on the host;
+/// * Transient: the host could not be reached or a call failed, including
+///   every address source failing or the link dying during the address
+///   lookup (H3: never reported as "no address yet").
+///
+/// # Cancel safety
+/// Cancel safe: read-only.
+pub async fn get(
+    hosts: &HostTable,
+    entry: &Identifier,
+    id: &ProviderId,
+) -> Result<Instance, ApiError> {
+    ensure_ours(entry, id)?;
+    let host = id.host();
+    let name = id.instance();
+    let conn = hosts.shared(host).await?;
+    let client = conn.client();
+
+    let domain = observed(
+        host,
+        "domain_lookup_by_name",
+        client.domain_lookup_by_name(name.as_str()),
+    )
+    .await
+    .map_err(|e| to_provider_error(format!("host {host}: look up domain {name}"), e))?;
+    let Some(mark) = read_mark(&conn, &domain).await? else {
+        return Err(ApiError::permanent(format!(
+            "host {host}: domain {name} has no valid ownership mark; it is not ours"
+        )));
+    };
+    if mark.entry() != entry {
+        return Err(ApiError::permanent(format!(
+            "host {host}: domain {name} belongs to provider entry {}, not {entry}",
+            mark.entry()
+        )));
+    }
+
+    let state = observed(
+        host,
+        "domain_get_state",
+        client.domain_get_state(&domain, NoFlags::empty()),
+    )
+    .await
+    .map_err(|e| to_provider_error(format!("host {host}: state of domain {name}"), e))?;
+    let verdict = classify(state.state.to_wire(), state.reason);
+    let (state, ip) = match verdict.phase {
+        DomainPhase::Running => match address::discover(&conn, &domain).await? {
+            Some(ip) => (provider_api::InstanceState::Running, Some(ip)),
+            None => (provider_api::InstanceState::Provisioning, None),
+        },
+        _ => (verdict.instance_state(), None),
+    };
+    Ok(Instance {
+        id: id.clone(),
+        state,
+        ip,
+        host: host.clone(),
+        created_at: Some(mark.created_at().to_system_time()),
+    })
+}
+
+/// Refuses an ID this provider entry did not issue: another provider type
+/// or another entry name. (The host is checked by the host table.)
+///
+/// # Errors
+/// Permanent, naming what did not match.
+pub(crate) fn ensure_ours(entry: &Identifier, id: &ProviderId) -> Result<(), ApiError> {
+    if id.provider_type() != ProviderType::Kvm2 {
+        return Err(ApiError::permanent(format!(
+            "{id} is not a kvm2 provider ID"
+        )));
+    }
+    if id.provider() != entry {
+        return Err(ApiError::permanent(format!(
+            "{id} belongs to provider entry {}, not {entry}",
+            id.provider()
+        )));
+    }
+    Ok(())
+}
+
+/// Reads and parses `domain`'s ownership mark: `None` when the domain has
+/// no mark or a malformed one (it is foreign: never touched).
+///
+/// # Errors
+/// NotFound when the domain vanished; otherwise as the
+/// [error table](crate::libvirt_errors).
+///
+/// # Cancel safety
+/// Cancel safe: read-only.
+pub(crate) async fn read_mark(
+    conn: &Connection,
+    domain: &Domain,
+) -> Result<Option<OwnerMark>, ApiError> {
+    let host = conn.host();
+    let name = &domain.name;
+    let reply = observed(
+        host,
+        "domain_get_metadata",
+        conn.client().domain_get_metadata(
+            domain,
+            MetadataType::Element,
+            Some(MARK_NAMESPACE),
+            DomainModificationImpact::empty(),
+        ),
+    )
+    .await;
+    match reply {
+        Ok(text) => match parse_metadata_reply(&text) {
+            Ok(mark) => Ok(Some(mark)),
+            Err(e) => {
+                tracing::debug!(%host, domain = %name, error = %e, "malformed ownership mark; foreign");
+                Ok(None)
+            }
+        },
+        Err(e) if e.code() == Some(ErrorCode::NoDomainMetadata) => Ok(None),
+        Err(e) => Err(to_provider_error(
+            format!("host {host}: ownership mark of domain {name}"),
+            e,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use provider_api::ErrorClass;
+
+    #[test]
+    fn ids_of_other_entries_are_permanent() {
+        let entry = Identifier::parse("kvm2-home").unwrap();
+        let ours = ProviderId::parse("kvm2://kvm2-home/host1/ep-1").unwrap();
+        assert!(ensure_ours(&entry, &ours).is_ok());
+        let other = ProviderId::parse("kvm2://kvm2-work/host1/ep-1").unwrap();
+        let err = ensure_ours(&entry, &other).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Permanent);
+        assert!(err.to_string().contains("kvm2-work"), "{err}");
+    }
+}

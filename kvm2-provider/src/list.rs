@@ -1,0 +1,122 @@
+//! List-by-tag: every domain carrying this entry's ownership mark, on every
+//! host — the garbage collector's view.
+//!
+//! Per host: one `connect_list_all_domains` call, then each domain's mark
+//! (`domain_get_metadata`, a few at a time on the shared connection). No
+//! state or address reads. Hosts are listed concurrently.
+//!
+//! **All or nothing.** The garbage collector deletes what the list does not
+//! show as claimed, so a host whose listing failed fails the whole call
+//! (Transient) rather than shrink the list.
+//!
+//! The mark records the owner UID, the entry and the creation time; the
+//! only tag an instance carries is therefore the ownership tag
+//! [`Tag::managed`] (`managed-by=egress-proxies`). A query for any other tag
+//! lists nothing.
+
+use futures::{StreamExt, TryStreamExt};
+use libvirt_rpc::{ListDomainsFlags, proto::types::Domain};
+use provider_api::{
+    Error as ApiError, ErrorClass, Identifier, ListedInstance, ProviderId, ProviderType, Tag, Tags,
+};
+
+use crate::connection::Connection;
+use crate::get::read_mark;
+use crate::host_table::HostTable;
+use crate::libvirt_errors::to_provider_error;
+use crate::observe::observed;
+
+/// Mark reads in flight per host.
+const MARK_READS_IN_FLIGHT: usize = 8;
+
+/// Lists the instances of provider entry `entry` carrying `tag`, across all
+/// hosts of `hosts`, in host (config) order then domain name order.
+///
+/// # Errors
+/// Transient when any host could not be reached or listed, or a mark read
+/// failed for a reason other than the domain vanishing or being foreign
+/// (the message names the host and keeps the cause as the source).
+///
+/// # Cancel safety
+/// Cancel safe: read-only.
+pub async fn list_by_tag(
+    hosts: &HostTable,
+    entry: &Identifier,
+    tag: &Tag,
+) -> Result<Vec<ListedInstance>, ApiError> {
+    if *tag != Tag::managed() {
+        return Ok(Vec::new());
+    }
+    let per_host = hosts.hosts().map(|host| async move {
+        list_host(hosts, entry, host).await.map_err(|e| {
+            ApiError::wrap(
+                ErrorClass::Transient,
+                format!("list by tag: host {host} could not be listed; no partial list"),
+                e,
+            )
+        })
+    });
+    let lists = futures::future::try_join_all(per_host).await?;
+    Ok(lists.into_iter().flatten().collect())
+}
+
+async fn list_host(
+    hosts: &HostTable,
+    entry: &Identifier,
+    host: &Identifier,
+) -> Result<Vec<ListedInstance>, ApiError> {
+    let conn = hosts.shared(host).await?;
+    let domains = observed(
+        host,
+        "connect_list_all_domains",
+        conn.client()
+            .connect_list_all_domains(ListDomainsFlags::empty()),
+    )
+    .await
+    .map_err(|e| to_provider_error(format!("host {host}: list domains"), e))?;
+    let conn = &conn;
+    let mut listed: Vec<ListedInstance> = futures::stream::iter(domains)
+        .map(|domain| async move { listed(conn, entry, domain).await })
+        .buffered(MARK_READS_IN_FLIGHT)
+        .try_filter_map(|item| async move { Ok(item) })
+        .try_collect()
+        .await?;
+    listed.sort_by(|a, b| a.id.instance().cmp(b.id.instance()));
+    Ok(listed)
+}
+
+/// The listing entry for `domain`, or `None` when it is not ours (no mark,
+/// a malformed mark, another entry's mark, a name that is not an
+/// identifier) or vanished since the listing.
+async fn listed(
+    conn: &Connection,
+    entry: &Identifier,
+    domain: Domain,
+) -> Result<Option<ListedInstance>, ApiError> {
+    let mark = match read_mark(conn, &domain).await {
+        Ok(Some(mark)) => mark,
+        // Foreign (no or malformed mark): not listed.
+        Ok(None) => return Ok(None),
+        // Vanished since the listing: not listed.
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if mark.entry() != entry {
+        return Ok(None);
+    }
+    let Ok(instance) = Identifier::parse(&domain.name) else {
+        return Ok(None);
+    };
+    let managed = Tag::managed();
+    Ok(Some(ListedInstance {
+        id: ProviderId::new(
+            ProviderType::Kvm2,
+            entry.clone(),
+            conn.host().clone(),
+            instance,
+        ),
+        owner_uid: mark.owner_uid().clone(),
+        tags: Tags::from([(managed.key, managed.value)]),
+        created_at: Some(mark.created_at().to_system_time()),
+    }))
+}

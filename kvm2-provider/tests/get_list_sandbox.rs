@@ -1,0 +1,199 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Get and List-by-tag through the sandbox's real sshd to its real libvirtd,
+//! on real QEMU domains (TCG, no guest OS) defined with the ownership mark.
+
+mod support;
+
+use std::time::Duration;
+
+use kvm2_provider::get::get;
+use kvm2_provider::host_table::HostTable;
+use kvm2_provider::list::list_by_tag;
+use provider_api::{ErrorClass, InstanceState, ProviderId, ProviderType, Tag, TagValue};
+use support::*;
+use xtask::Descriptor;
+
+fn table(sandbox: &Descriptor) -> HostTable {
+    HostTable::new(
+        &sandbox_config(sandbox),
+        &options(sandbox, &sandbox.libvirt.qemu_uri),
+    )
+    .unwrap()
+}
+
+fn pid(host: &str, name: &str) -> ProviderId {
+    ProviderId::new(ProviderType::Kvm2, id(ENTRY), id(host), id(name))
+}
+
+const OWNER: &str = "6a1f0c2e-1111-4222-8333-444455556666";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_running_domain_without_guest_is_provisioning_without_address() {
+    let sandbox = Descriptor::require();
+    let client = support::direct(&sandbox).await;
+    let name = unique("run");
+    let m = mark(ENTRY, OWNER);
+    let dom = QemuDomain::define(&sandbox, &client, &name, Some(m.clone()), true).await;
+    let state = client
+        .domain_get_state(&dom.domain, libvirt_rpc::NoFlags::empty())
+        .await
+        .unwrap();
+    assert_eq!(state.state, libvirt_rpc::DomainState::Running, "QEMU runs");
+    let table = table(&sandbox);
+
+    let instance = get(&table, &id(ENTRY), &pid("host1", &name)).await.unwrap();
+    assert_eq!(instance.state, InstanceState::Provisioning);
+    assert_eq!(instance.ip, None);
+    assert_eq!(instance.host, id("host1"));
+    assert_eq!(instance.id, pid("host1", &name));
+    assert_eq!(instance.created_at, Some(m.created_at().to_system_time()));
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_defined_but_stopped_domain_is_stopped() {
+    let sandbox = Descriptor::require();
+    let client = support::direct(&sandbox).await;
+    let name = unique("off");
+    let _dom = QemuDomain::define(&sandbox, &client, &name, Some(mark(ENTRY, OWNER)), false).await;
+    let instance = get(&table(&sandbox), &id(ENTRY), &pid("host1", &name))
+        .await
+        .unwrap();
+    assert_eq!(instance.state, InstanceState::Stopped);
+    assert_eq!(instance.ip, None);
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_missing_domain_is_not_found() {
+    let sandbox = Descriptor::require();
+    let err = get(&table(&sandbox), &id(ENTRY), &pid("host1", &unique("gone")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::NotFound, "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_foreign_domains_and_ids_are_permanent() {
+    let sandbox = Descriptor::require();
+    let client = support::direct(&sandbox).await;
+    let table = table(&sandbox);
+    let unmarked = unique("nomark");
+    let _a = QemuDomain::define(&sandbox, &client, &unmarked, None, false).await;
+    let other_entry = unique("other");
+    let _b = QemuDomain::define(
+        &sandbox,
+        &client,
+        &other_entry,
+        Some(mark("kvm2-elsewhere", OWNER)),
+        false,
+    )
+    .await;
+
+    for name in [&unmarked, &other_entry] {
+        let err = get(&table, &id(ENTRY), &pid("host1", name))
+            .await
+            .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Permanent, "{name}: {err:?}");
+    }
+    // An ID of another entry, and a host this entry does not have.
+    let foreign_id = ProviderId::new(
+        ProviderType::Kvm2,
+        id("kvm2-elsewhere"),
+        id("host1"),
+        id(&other_entry),
+    );
+    let err = get(&table, &id(ENTRY), &foreign_id).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Permanent, "{err:?}");
+    let err = get(&table, &id(ENTRY), &pid("host9", &other_entry))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Permanent, "{err:?}");
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_by_tag_sees_this_entrys_marked_domains_only() {
+    let sandbox = Descriptor::require();
+    let client = support::direct(&sandbox).await;
+    let ours = unique("ours");
+    let _a = QemuDomain::define(&sandbox, &client, &ours, Some(mark(ENTRY, OWNER)), false).await;
+    let theirs = unique("theirs");
+    let _b = QemuDomain::define(
+        &sandbox,
+        &client,
+        &theirs,
+        Some(mark("kvm2-elsewhere", OWNER)),
+        false,
+    )
+    .await;
+    let unmarked = unique("bare");
+    let _c = QemuDomain::define(&sandbox, &client, &unmarked, None, false).await;
+
+    let table = table(&sandbox);
+    let listed = list_by_tag(&table, &id(ENTRY), &Tag::managed())
+        .await
+        .unwrap();
+    let found = listed
+        .iter()
+        .find(|l| l.id == pid("host1", &ours))
+        .expect("our marked domain is listed");
+    assert_eq!(found.owner_uid.as_str(), OWNER);
+    assert_eq!(
+        found.tags.get(&Tag::managed().key),
+        Some(&Tag::managed().value)
+    );
+    assert!(found.created_at.is_some());
+    for name in [&theirs, &unmarked] {
+        assert!(
+            listed
+                .iter()
+                .all(|l| l.id.instance().as_str() != name.as_str()),
+            "{name} must not be listed: {listed:?}"
+        );
+    }
+    // Only the ownership tag is stored with instances.
+    let other_tag = Tag::new(id("team"), TagValue::parse("blue").unwrap());
+    assert!(
+        list_by_tag(&table, &id(ENTRY), &other_tag)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_by_tag_fails_whole_when_one_host_is_unreachable() {
+    let sandbox = Descriptor::require();
+    let client = support::direct(&sandbox).await;
+    let ours = unique("half");
+    let _a = QemuDomain::define(&sandbox, &client, &ours, Some(mark(ENTRY, OWNER)), false).await;
+    // host2: a port nothing listens on.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = config(
+        &sandbox,
+        &[
+            HostSpec::sandbox("host1", &sandbox),
+            HostSpec {
+                name: "host2",
+                address: "127.0.0.1".into(),
+                port: closed,
+            },
+        ],
+        &sandbox.ssh.key_path,
+        &sandbox.ssh.known_hosts_path,
+    );
+    let mut opts = options(&sandbox, &sandbox.libvirt.qemu_uri);
+    opts.dial_budget = Duration::from_secs(10);
+    let table = HostTable::new(&config, &opts).unwrap();
+    let err = list_by_tag(&table, &id(ENTRY), &Tag::managed())
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
+    assert!(err.to_string().contains("host2"), "{err}");
+    client.close().await;
+}
