@@ -1,12 +1,415 @@
-//! Create (work in progress).
+//! Create: one proxy VM for one owner, idempotently.
+//!
+//! ```text
+//! request ─▶ machine type, image (config defaults) ─▶ host from placement
+//!   domain <name> exists? ── ours ──▶ start it if shut off, return it
+//!                         └─ foreign / no mark ──▶ Permanent, untouched
+//!   base = image cache ─▶ overlay (qcow2 on the base) ─▶ seed ISO volume
+//!   ─▶ domain XML (mark, file disks, bridge NIC) ─▶ define ─▶ start
+//!   ─▶ watch briefly: crashed / shut off / paused ⇒ failure
+//!   any failure ⇒ remove what this Create made (domain, overlay, seed),
+//!                 never the base
+//! ```
+//!
+//! The instance name is `name_from_uid(owner)`; volumes are named after it,
+//! so a Create cancelled half-way leaves only volumes the next Create for
+//! that owner replaces and Delete removes.
+//!
+//! Host choice: `Require(h)` is `h` only; `Prefer(h)` tries `h` first;
+//! `Any` ranks hosts by a hash of (owner UID, host name) (rendezvous
+//! hashing), so a retried Create goes to the same host while it is
+//! reachable. Only the chosen host is searched for an existing instance: a
+//! frozen host never stalls Creates meant for others (H1). Known limit: an
+//! instance created on a fallback host is not found from its preferred host
+//! once that host is back; the garbage collector removes the duplicate.
 
-use provider_api::{CreateRequest, Error as ApiError, Instance};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
+use libvirt_rpc::{Client, DomainCreateFlags, DomainDefineFlags, NoFlags};
+use provider_api::config::{DomainType, Kvm2Host};
+use provider_api::{
+    CreateRequest, Error as ApiError, ErrorClass, Identifier, Instance, InstanceState, OwnerUid,
+    Placement, ProviderId, ProviderType,
+};
+use sha2::{Digest, Sha256};
+
+use crate::connection::Connection;
+use crate::domain_xml::{DomainSpec, VirtType, render};
+use crate::get::read_mark;
+use crate::libvirt_errors::to_provider_error;
+use crate::observe::observed;
+use crate::ownership_mark::OwnerMark;
 use crate::provider::Inner;
+use crate::seed_iso::{SeedSpec, build};
+use crate::state::{DomainPhase, classify};
+use crate::timestamp::Timestamp;
+use crate::vendor_data::{ClientRange, ProxySettings};
+use crate::volume_names::VmVolumes;
+use crate::volume_xml::overlay_volume;
+use crate::volumes::PoolOps;
+
+/// How often the start watch reads the domain's state.
+const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
 pub(crate) async fn create(inner: &Inner, req: &CreateRequest) -> Result<Instance, ApiError> {
-    let _ = (inner, req);
-    Err(ApiError::permanent(
-        "kvm2 provider: create is not implemented yet",
-    ))
+    let name = req.instance_name();
+    let (_, machine) = inner.config.machine_type_for(req.machine_type.as_ref())?;
+    let (key, image) = inner.config.image_for(req.image.as_ref())?;
+    let (host, conn) = choose_host(inner, &req.placement, &req.owner_uid).await?;
+    let client = conn.client();
+    let id = ProviderId::new(
+        ProviderType::Kvm2,
+        inner.name.clone(),
+        host.name.clone(),
+        name.clone(),
+    );
+
+    match observed(
+        &host.name,
+        "domain_lookup_by_name",
+        client.domain_lookup_by_name(name.as_str()),
+    )
+    .await
+    {
+        Ok(dom) => return existing(inner, host, &conn, dom, &req.owner_uid, id).await,
+        Err(e) if e.is_not_found() => {}
+        Err(e) => {
+            return Err(to_provider_error(
+                format!("host {}: look up domain {name}", host.name),
+                e,
+            ));
+        }
+    }
+
+    let base = inner.images.ensure(host, key, image).await?;
+    let now = SystemTime::now();
+    let mut made = Made::default();
+    let outcome = build_and_start(
+        inner, host, client, &name, req, machine, &base, now, &mut made,
+    )
+    .await;
+    match outcome {
+        Ok(()) => Ok(Instance {
+            id,
+            state: InstanceState::Provisioning,
+            ip: None,
+            host: host.name.clone(),
+            created_at: Some(now),
+        }),
+        Err(e) => {
+            undo(inner, host, &name, &made).await;
+            Err(e.context(format!("create {name} on host {}", host.name)))
+        }
+    }
+}
+
+/// What this Create made, for undoing it.
+#[derive(Default)]
+struct Made {
+    overlay: bool,
+    seed: bool,
+    domain: bool,
+}
+
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
+async fn build_and_start(
+    inner: &Inner,
+    host: &Kvm2Host,
+    client: &Client,
+    name: &Identifier,
+    req: &CreateRequest,
+    machine: &provider_api::config::MachineType,
+    base: &crate::image_cache::BaseImage,
+    now: SystemTime,
+    made: &mut Made,
+) -> Result<(), ApiError> {
+    let h = &host.name;
+    let ops = PoolOps::open(h, client, &host.pool).await?;
+    let vols = VmVolumes::new(name);
+    let created_at = Timestamp::from_system_time(now)
+        .ok_or_else(|| ApiError::permanent("the clock is before 1970"))?;
+
+    // Leftovers of a cancelled Create for this owner (the domain does not
+    // exist, and the names are this owner's) are replaced.
+    made.overlay = true;
+    ops.remove(&vols.overlay()).await?;
+    let overlay_xml = overlay_volume(
+        &vols.overlay(),
+        machine.disk.bytes(),
+        &base.path,
+        base.format,
+    )
+    .map_err(ApiError::from)?;
+    let overlay = ops.create(&vols.overlay(), &overlay_xml).await?;
+    let overlay_path = ops.path(&overlay).await?;
+
+    let proxy = ProxySettings {
+        port: inner.config.proxy.port,
+        allowed_clients: inner
+            .config
+            .proxy
+            .allowed_clients
+            .iter()
+            .map(|c| ClientRange::parse(&c.to_string()))
+            .collect::<Result<_, _>>()
+            .map_err(ApiError::from)?,
+    };
+    let vendor = crate::vendor_data::render(&proxy).map_err(ApiError::from)?;
+    let seed = build(&SeedSpec {
+        instance_id: name,
+        hostname: name,
+        user_data: req.user_data.as_ref(),
+        vendor_data: &vendor,
+        time: created_at,
+        size_limit: inner.options.seed_size_limit,
+    })
+    .map_err(ApiError::from)?;
+    made.seed = true;
+    ops.remove(&vols.seed()).await?;
+    let seed_vol = ops.write_small(&vols.seed(), &seed).await?;
+    let seed_path = ops.path(&seed_vol).await?;
+
+    let spec = DomainSpec {
+        virt_type: match inner.config.domain_type {
+            DomainType::Qemu => VirtType::Qemu,
+            _ => VirtType::Kvm,
+        },
+        name: name.clone(),
+        memory_mib: machine.memory.mib(),
+        vcpus: machine.vcpus,
+        machine: inner.options.machine.clone(),
+        firmware: inner.config.firmware,
+        overlay_path,
+        seed_path,
+        bridge: host.bridge.clone(),
+        mac: None,
+        mark: OwnerMark::new(req.owner_uid.clone(), inner.name.clone(), created_at),
+    };
+    let xml = render(&spec).map_err(ApiError::from)?;
+    let dom = observed(
+        h,
+        "domain_define_xml_flags",
+        client.domain_define_xml_flags(&xml, DomainDefineFlags::VALIDATE),
+    )
+    .await
+    .map_err(|e| to_provider_error(format!("host {h}: define domain {name}"), e))?;
+    made.domain = true;
+    observed(
+        h,
+        "domain_create_with_flags",
+        client.domain_create_with_flags(&dom, DomainCreateFlags::empty()),
+    )
+    .await
+    .map_err(|e| to_provider_error(format!("host {h}: start domain {name}"), e))?;
+    watch_start(h, client, &dom, inner.options.start_watch).await
+}
+
+/// Watches a just-started domain for `period`: crashed, shut off or paused
+/// (other than libvirt's own start-up pause) is a failure.
+async fn watch_start(
+    host: &Identifier,
+    client: &Client,
+    dom: &libvirt_rpc::Domain,
+    period: Duration,
+) -> Result<(), ApiError> {
+    let deadline = tokio::time::Instant::now() + period;
+    loop {
+        let info = observed(
+            host,
+            "domain_get_state",
+            client.domain_get_state(dom, NoFlags::empty()),
+        )
+        .await
+        .map_err(|e| to_provider_error(format!("host {host}: state of {}", dom.name), e))?;
+        let verdict = classify(info.state.to_wire(), info.reason);
+        match verdict.phase {
+            DomainPhase::Running | DomainPhase::Starting => {}
+            DomainPhase::Stopped | DomainPhase::Failed => {
+                return Err(ApiError::transient(format!(
+                    "domain {} on host {host} failed right after start ({})",
+                    dom.name, verdict.detail
+                )));
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(());
+        }
+        tokio::time::sleep(WATCH_INTERVAL).await;
+    }
+}
+
+/// Removes what a failed Create made, within the cleanup budget; failures
+/// are logged (the next Create for the owner, or Delete, finishes the job).
+async fn undo(inner: &Inner, host: &Kvm2Host, name: &Identifier, made: &Made) {
+    let work = async {
+        let conn = inner.hosts.shared(&host.name).await?;
+        let client = conn.client();
+        let h = &host.name;
+        if made.domain {
+            crate::delete::remove_domain(h, client, name).await?;
+        }
+        let ops = PoolOps::open(h, client, &host.pool).await?;
+        let vols = VmVolumes::new(name);
+        if made.seed {
+            ops.remove(&vols.seed()).await?;
+        }
+        if made.overlay {
+            ops.remove(&vols.overlay()).await?;
+        }
+        Ok::<_, ApiError>(())
+    };
+    match tokio::time::timeout(inner.images.cleanup_budget(), work).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(host = %host.name, instance = %name, error = %e, "could not undo a failed create");
+        }
+        Err(_) => {
+            tracing::warn!(host = %host.name, instance = %name, "undoing a failed create timed out");
+        }
+    }
+}
+
+/// An existing domain with the instance's name: returned (started if shut
+/// off) when it carries this owner's mark from this entry, refused
+/// otherwise.
+async fn existing(
+    inner: &Inner,
+    host: &Kvm2Host,
+    conn: &Connection,
+    dom: libvirt_rpc::Domain,
+    owner: &OwnerUid,
+    id: ProviderId,
+) -> Result<Instance, ApiError> {
+    let h = &host.name;
+    let client = conn.client();
+    let mark = read_mark(conn, &dom).await?;
+    let Some(mark) = mark.filter(|m| m.owner_uid() == owner && m.entry() == &inner.name) else {
+        return Err(ApiError::permanent(format!(
+            "host {h}: a domain named {} exists without this owner's mark; it is not adopted \
+             (remove or rename it, or delete the owning object)",
+            dom.name
+        )));
+    };
+    let info = observed(
+        h,
+        "domain_get_state",
+        client.domain_get_state(&dom, NoFlags::empty()),
+    )
+    .await
+    .map_err(|e| to_provider_error(format!("host {h}: state of {}", dom.name), e))?;
+    let mut verdict = classify(info.state.to_wire(), info.reason);
+    if verdict.phase == DomainPhase::Stopped {
+        observed(
+            h,
+            "domain_create_with_flags",
+            client.domain_create_with_flags(&dom, DomainCreateFlags::empty()),
+        )
+        .await
+        .map_err(|e| to_provider_error(format!("host {h}: start domain {}", dom.name), e))?;
+        watch_start(h, client, &dom, inner.options.start_watch).await?;
+        verdict = classify(libvirt_rpc::DomainState::Running.to_wire(), 0);
+    }
+    let state = match verdict.instance_state() {
+        // Create reports no address: `get` does.
+        InstanceState::Running => InstanceState::Provisioning,
+        other => other,
+    };
+    Ok(Instance {
+        id,
+        state,
+        ip: None,
+        host: h.clone(),
+        created_at: Some(mark.created_at().to_system_time()),
+    })
+}
+
+/// The host to create on, with its shared connection.
+async fn choose_host<'a>(
+    inner: &'a Inner,
+    placement: &Placement,
+    owner: &OwnerUid,
+) -> Result<(&'a Kvm2Host, Arc<Connection>), ApiError> {
+    let config = &inner.config;
+    let candidates: Vec<&Kvm2Host> = match placement {
+        Placement::Require(h) => vec![config.host(h).ok_or_else(|| {
+            ApiError::permanent(format!(
+                "placement requires host {h}, which is not configured"
+            ))
+        })?],
+        Placement::Prefer(h) => {
+            let mut ranked = ranked(config.hosts.iter(), owner);
+            if let Some(pos) = ranked.iter().position(|c| &c.name == h) {
+                let preferred = ranked.remove(pos);
+                ranked.insert(0, preferred);
+            }
+            ranked
+        }
+        _ => ranked(config.hosts.iter(), owner),
+    };
+    let mut first_error = None;
+    for host in candidates {
+        match inner.hosts.shared(&host.name).await {
+            Ok(conn) => return Ok((host, conn)),
+            Err(e) => {
+                tracing::debug!(host = %host.name, error = %e, "host unusable for create");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error
+        .map(|e| {
+            let class = if e.class() == ErrorClass::Permanent
+                && matches!(placement, Placement::Require(_))
+            {
+                ErrorClass::Permanent
+            } else {
+                ErrorClass::Transient
+            };
+            ApiError::wrap(class, "no usable host for the instance", e)
+        })
+        .unwrap_or_else(|| ApiError::permanent("no hosts configured")))
+}
+
+/// Hosts by descending rendezvous weight for `owner`.
+fn ranked<'a>(hosts: impl Iterator<Item = &'a Kvm2Host>, owner: &OwnerUid) -> Vec<&'a Kvm2Host> {
+    let weight = |h: &Kvm2Host| -> [u8; 32] {
+        let mut hasher = Sha256::new();
+        hasher.update(owner.as_str().as_bytes());
+        hasher.update([0]);
+        hasher.update(h.name.as_str().as_bytes());
+        hasher.finalize().into()
+    };
+    let mut v: Vec<(&Kvm2Host, [u8; 32])> = hosts.map(|h| (h, weight(h))).collect();
+    v.sort_by_key(|(_, w)| std::cmp::Reverse(*w));
+    v.into_iter().map(|(h, _)| h).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use provider_api::ProvidersConfig;
+
+    #[test]
+    fn rendezvous_ranking_is_stable_and_spreads() {
+        let yaml = "providers:\n  - name: kvm2-t\n    type: kvm2\n    kvm2:\n      ssh:\n        user: root\n        key_file: /k\n        insecure_ignore_host_key: true\n      hosts:\n        - {name: h1, address: 10.0.0.1, bridge: br0, pool: default}\n        - {name: h2, address: 10.0.0.2, bridge: br0, pool: default}\n        - {name: h3, address: 10.0.0.3, bridge: br0, pool: default}\n      images:\n        i:\n          url: http://x/i\n          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n          format: raw\n      machine_types:\n        m: {vcpus: 1, memory: 128MiB, disk: 1GiB}\n";
+        let config = ProvidersConfig::from_yaml_str(yaml).unwrap();
+        let kvm2 = config.providers[0].kvm2().unwrap();
+        let mut firsts = std::collections::BTreeSet::new();
+        for i in 0..30 {
+            let owner = OwnerUid::parse(&format!("uid-{i}")).unwrap();
+            let a: Vec<_> = ranked(kvm2.hosts.iter(), &owner)
+                .iter()
+                .map(|h| h.name.clone())
+                .collect();
+            let b: Vec<_> = ranked(kvm2.hosts.iter().rev(), &owner)
+                .iter()
+                .map(|h| h.name.clone())
+                .collect();
+            assert_eq!(a, b, "ranking must not depend on config order");
+            assert_eq!(a.len(), 3);
+            firsts.insert(a[0].clone());
+        }
+        assert_eq!(firsts.len(), 3, "30 owners should land on every host");
+    }
 }

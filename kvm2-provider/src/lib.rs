@@ -64,6 +64,7 @@ pub mod timestamp;
 pub mod vendor_data;
 pub mod volume_names;
 pub mod volume_xml;
+mod volumes;
 
 pub use error::Error;
 pub use provider::{Kvm2Provider, ProviderOptions, register};

@@ -5,7 +5,8 @@
 //! The struct holds what every operation shares — the entry's name and
 //! config, the [`HostTable`], the [`ImageCache`] — and forwards each trait
 //! method to the module that does the work ([`create`](crate::create),
-//! [`delete`](crate::delete), `get`, `list`, `check`). Construction dials
+//! [`delete`](crate::delete), [`get`](crate::get), [`list`](crate::list),
+//! [`check`](crate::check)). Construction dials
 //! nothing: a host that is down at start-up fails the operations that need
 //! it, not the operator.
 
@@ -16,25 +17,22 @@ use async_trait::async_trait;
 use provider_api::config::Kvm2Config;
 use provider_api::{
     Checker, CreateRequest, Error as ApiError, Identifier, Instance, ListedInstance, Provider,
-    ProviderEntry, ProviderId, ProviderType, Registry, Tag, TargetStatus,
+    ProviderEntry, ProviderId, ProviderType, Registry, Tag,
 };
 
-use crate::domain_xml::VirtType;
+use crate::check::HostChecker;
 use crate::host_table::{HostOptions, HostTable};
 use crate::image_cache::{CacheOptions, ImageCache};
 use crate::image_source::{ImageSource, SourceLimits};
-use crate::vendor_data::{ClientRange, ProxySettings};
 
-/// How the provider behaves beyond what the providers config says: budgets,
-/// limits and the settings the config does not carry yet.
+/// How the provider behaves beyond what the providers config says: budgets
+/// and limits.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ProviderOptions {
     /// How hosts are dialled (remote socket, URI, dial budget, per-call
     /// deadline).
     pub hosts: HostOptions,
-    /// `kvm` (production) or `qemu` (TCG, hosts without `/dev/kvm`).
-    pub virt_type: VirtType,
     /// QEMU machine type of every domain (default `q35`).
     pub machine: String,
     /// Bounds on a base image download (size cap, redirects, deadline).
@@ -44,31 +42,20 @@ pub struct ProviderOptions {
     /// How long Create watches a started domain for an immediate verdict
     /// (crashed, shut off, paused) before returning Provisioning.
     pub start_watch: Duration,
-    /// The Squid settings written into every VM's vendor data.
-    pub proxy: ProxySettings,
     /// Largest cloud-init seed ISO, in bytes.
     pub seed_size_limit: u64,
 }
 
 impl Default for ProviderOptions {
-    /// KVM, `q35`, default download limits and cache budgets, a 3 s start
-    /// watch, Squid on 3128 for the RFC 1918 ranges, 1 MiB seeds.
+    /// `q35`, default download limits and cache budgets, a 3 s start
+    /// watch, 1 MiB seeds.
     fn default() -> Self {
-        let allowed_clients = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
-            .iter()
-            .filter_map(|c| ClientRange::parse(c).ok())
-            .collect();
         Self {
             hosts: HostOptions::default(),
-            virt_type: VirtType::Kvm,
             machine: "q35".to_owned(),
             source: SourceLimits::default(),
             cache: CacheOptions::default(),
             start_watch: Duration::from_secs(3),
-            proxy: ProxySettings {
-                port: 3128,
-                allowed_clients,
-            },
             seed_size_limit: crate::seed_iso::DEFAULT_SIZE_LIMIT,
         }
     }
@@ -80,11 +67,10 @@ impl Default for ProviderOptions {
 /// with every other.
 pub struct Kvm2Provider {
     inner: Arc<Inner>,
-    checker: Kvm2Checker,
+    checker: HostChecker,
 }
 
 /// What the operations share.
-#[allow(dead_code)] // get, list and check use every field once they land
 pub(crate) struct Inner {
     /// The config entry's name.
     pub(crate) name: Identifier,
@@ -133,11 +119,7 @@ impl Kvm2Provider {
         })?;
         let config = Arc::new(config);
         let images = ImageCache::new(name.clone(), hosts.clone(), source, options.cache.clone());
-        let checker = Kvm2Checker {
-            hosts: hosts.clone(),
-            config: config.clone(),
-            entry: name.clone(),
-        };
+        let checker = HostChecker::new(hosts.clone());
         Ok(Self {
             inner: Arc::new(Inner {
                 name,
@@ -191,8 +173,7 @@ impl Provider for Kvm2Provider {
     }
 
     async fn get(&self, id: &ProviderId) -> Result<Instance, ApiError> {
-        let _ = id;
-        Err(not_yet("get"))
+        crate::get::get(&self.inner.hosts, &self.inner.name, id).await
     }
 
     async fn delete(&self, id: &ProviderId) -> Result<(), ApiError> {
@@ -200,8 +181,7 @@ impl Provider for Kvm2Provider {
     }
 
     async fn list_by_tag(&self, tag: &Tag) -> Result<Vec<ListedInstance>, ApiError> {
-        let _ = tag;
-        Err(not_yet("list_by_tag"))
+        crate::list::list_by_tag(&self.inner.hosts, &self.inner.name, tag).await
     }
 
     fn checker(&self) -> Option<&dyn Checker> {
@@ -209,31 +189,27 @@ impl Provider for Kvm2Provider {
     }
 }
 
-fn not_yet(what: &str) -> ApiError {
-    ApiError::permanent(format!("kvm2 provider: {what} is not implemented yet"))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use provider_api::ProvidersConfig;
 
-/// The kvm2 health check: every host, on dedicated connections.
-struct Kvm2Checker {
-    hosts: Arc<HostTable>,
-    config: Arc<Kvm2Config>,
-    entry: Identifier,
-}
-
-#[async_trait]
-impl Checker for Kvm2Checker {
-    async fn check(&self, timeout: Duration) -> Vec<TargetStatus> {
-        let _ = (&self.hosts, &self.entry, timeout);
-        self.config
-            .hosts
-            .iter()
-            .map(|h| {
-                TargetStatus::unreachable(
-                    h.name.clone(),
-                    provider_api::CheckReason::Other,
-                    "kvm2 provider: check is not implemented yet",
-                )
-            })
-            .collect()
+    #[test]
+    fn register_builds_a_kvm2_provider_without_dialling() {
+        let yaml = "providers:\n  - name: kvm2-home\n    type: kvm2\n    kvm2:\n      ssh:\n        user: root\n        key_file: /nonexistent/key\n        known_hosts_file: /nonexistent/known_hosts\n      hosts:\n        - {name: h1, address: 192.0.2.1, bridge: br0, pool: default}\n      images:\n        i:\n          url: http://192.0.2.1/i\n          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n          format: raw\n      machine_types:\n        m: {vcpus: 1, memory: 128MiB, disk: 1GiB}\n";
+        let config = ProvidersConfig::from_yaml_str(yaml).unwrap();
+        let mut registry = Registry::new();
+        register(&mut registry).unwrap();
+        assert!(
+            register(&mut registry).is_err(),
+            "registering twice is refused"
+        );
+        // Unreachable host, missing key files: building still succeeds.
+        let providers = registry.build(&config).unwrap();
+        let p = providers
+            .get(&Identifier::parse("kvm2-home").unwrap())
+            .unwrap();
+        assert_eq!(p.provider_type(), ProviderType::Kvm2);
+        assert!(p.checker().is_some());
     }
 }

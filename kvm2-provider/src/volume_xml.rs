@@ -32,6 +32,37 @@ pub fn raw_volume(name: &str, capacity: u64) -> Result<String, Error> {
     })
 }
 
+/// A published base image of `format`, made by cloning a verified upload
+/// (`virStorageVolCreateXMLFrom`): raw → raw is a byte copy on the host;
+/// qcow2 → qcow2 is a `qemu-img convert` (same guest-visible contents).
+///
+/// # Errors
+/// [`Error::InvalidValue`] for a format the provider does not support;
+/// [`Error::XmlWrite`] if serialisation fails.
+pub fn base_volume(name: &str, capacity: u64, format: ImageFormat) -> Result<String, Error> {
+    render(&VolumeXml {
+        name,
+        capacity: Capacity::bytes(capacity),
+        target: Target {
+            format: Format {
+                format: format_name(format)?,
+            },
+        },
+        backing_store: None,
+    })
+}
+
+fn format_name(format: ImageFormat) -> Result<&'static str, Error> {
+    match format {
+        ImageFormat::Qcow2 => Ok("qcow2"),
+        ImageFormat::Raw => Ok("raw"),
+        other => Err(Error::invalid(
+            "image format",
+            format!("{other} is not supported by this provider"),
+        )),
+    }
+}
+
 /// A qcow2 overlay of `capacity` bytes (the VM's disk size) backed by the
 /// base image at `backing_path`.
 ///
@@ -45,16 +76,7 @@ pub fn overlay_volume(
     backing_format: ImageFormat,
 ) -> Result<String, Error> {
     check_path("backing path", backing_path)?;
-    let backing_format = match backing_format {
-        ImageFormat::Qcow2 => "qcow2",
-        ImageFormat::Raw => "raw",
-        other => {
-            return Err(Error::invalid(
-                "image format",
-                format!("{other} is not supported by this provider"),
-            ));
-        }
-    };
+    let backing_format = format_name(backing_format)?;
     render(&VolumeXml {
         name,
         capacity: Capacity::bytes(capacity),
@@ -121,6 +143,21 @@ struct BackingStore<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base_volume_carries_its_format() {
+        assert_eq!(
+            base_volume("base-e.k.qcow2", 42, ImageFormat::Qcow2).unwrap(),
+            "<volume><name>base-e.k.qcow2</name>\
+             <capacity unit=\"bytes\">42</capacity>\
+             <target><format type=\"qcow2\"/></target></volume>"
+        );
+        assert!(
+            base_volume("base-e.k.raw", 1, ImageFormat::Raw)
+                .unwrap()
+                .contains("<format type=\"raw\"/>")
+        );
+    }
 
     #[test]
     fn raw_upload_target() {

@@ -1,0 +1,260 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Create and Delete through the real stack: a local HTTP server serving a
+//! qcow2 made by `qemu-img`, the sandbox's sshd, its libvirtd
+//! (`qemu:///system`, TCG), real QEMU domains. Plus the adoption guard.
+
+mod common;
+mod provider_env;
+
+use std::process::Command;
+use std::sync::Arc;
+
+use common::{Reply, Server, digest};
+use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
+use kvm2_provider::ownership_mark::OwnerMark;
+use kvm2_provider::timestamp::Timestamp;
+use provider_api::config::Firmware;
+use provider_api::config::values::BridgeName;
+use provider_api::{
+    ErrorClass, Identifier, InstanceState, OwnerUid, Placement, Provider, ProviderId, ProviderType,
+    SecretString, name_from_uid,
+};
+use provider_env::{Env, Image};
+
+fn qcow2_image() -> Arc<Vec<u8>> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("base.qcow2");
+    let out = Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2"])
+        .arg(&path)
+        .arg("64M")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    Arc::new(std::fs::read(&path).unwrap())
+}
+
+fn isoinfo(args: &[&str], iso: &str) -> Vec<u8> {
+    let out = Command::new("isoinfo")
+        .args(args)
+        .args(["-i", iso])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    out.stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
+    let env = Env::new();
+    let body = qcow2_image();
+    let b = body.clone();
+    let server = Server::start(move |_| Reply::Body {
+        body: b.clone(),
+        length: true,
+    })
+    .await;
+    let image = Image {
+        key: "debian".into(),
+        url: server.url("/debian.qcow2").to_string(),
+        sha256: digest(&body).to_string(),
+        format: "qcow2",
+    };
+    let yaml = env.yaml(&[env.host("host1")], &[image], None);
+    let provider = env.provider(&yaml, env.options());
+    let owner = env.owner();
+    let name = name_from_uid(&owner);
+    let mut req = env.request(owner.clone(), Placement::Any);
+    let secret = format!("SECRET-{}", provider_env::random_hex());
+    req.user_data = Some(SecretString::new(format!(
+        "#cloud-config\nhostname: x\n# {secret}\n"
+    )));
+
+    let inst = provider.create(&req).await.unwrap();
+    let id = ProviderId::new(
+        ProviderType::Kvm2,
+        Identifier::parse(&env.entry).unwrap(),
+        Identifier::parse("host1").unwrap(),
+        name.clone(),
+    );
+    assert_eq!(inst.id, id);
+    assert_eq!(inst.state, InstanceState::Provisioning);
+    assert_eq!(env.domain_state(name.as_str()), "running");
+    assert_eq!(server.hits(), 1);
+
+    // The domain XML: file disks on the pool's volumes, the bridge, the mark.
+    let (_, xml) = env.virsh(&["dumpxml", name.as_str()]);
+    let pool_dir = env.sandbox.pool.dir.display().to_string();
+    let overlay = format!("{pool_dir}/vm-{name}.overlay.qcow2");
+    let seed = format!("{pool_dir}/vm-{name}.seed.iso");
+    assert!(xml.contains("<domain type='qemu'"), "{xml}");
+    assert!(xml.contains(&format!("<source file='{overlay}'")), "{xml}");
+    assert!(xml.contains(&format!("<source file='{seed}'")), "{xml}");
+    assert!(xml.contains(&env.sandbox.bridge), "{xml}");
+    assert!(xml.contains(owner.as_str()), "{xml}");
+    // The overlay is backed by the base, by path and format.
+    let info = Command::new("qemu-img")
+        .args(["info", "-U", &overlay])
+        .output()
+        .unwrap();
+    let info = String::from_utf8_lossy(&info.stdout).into_owned();
+    let base_name = format!("base-{}.debian.qcow2", env.entry);
+    assert!(
+        info.contains(&format!("backing file: {pool_dir}/{base_name}")),
+        "{info}"
+    );
+    assert!(info.contains("backing file format: qcow2"), "{info}");
+
+    // The seed, read back from the uploaded volume.
+    let d = String::from_utf8(isoinfo(&["-d"], &seed)).unwrap();
+    assert!(d.contains("Volume id: cidata"), "{d}");
+    let mut files: Vec<String> = String::from_utf8(isoinfo(&["-f", "-R"], &seed))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    files.sort();
+    assert_eq!(files, ["/meta-data", "/user-data", "/vendor-data"]);
+    let user = String::from_utf8(isoinfo(&["-R", "-x", "/user-data"], &seed)).unwrap();
+    assert!(user.contains(&secret));
+    let meta = String::from_utf8(isoinfo(&["-R", "-x", "/meta-data"], &seed)).unwrap();
+    assert_eq!(
+        meta,
+        format!("instance-id: {name}\nlocal-hostname: {name}\n")
+    );
+    let vendor = String::from_utf8(isoinfo(&["-R", "-x", "/vendor-data"], &seed)).unwrap();
+    assert!(vendor.contains("qemu-guest-agent"), "{vendor}");
+    assert!(vendor.contains("3128"), "{vendor}");
+
+    // Get sees it through the same provider (no guest OS: no address yet).
+    let got = provider.get(&id).await.unwrap();
+    assert_eq!(got.state, InstanceState::Provisioning);
+    assert!(provider.checker().is_some());
+
+    // Idempotent: the same instance, no second domain, no second download.
+    let again = provider.create(&req).await.unwrap();
+    assert_eq!(again.id, inst.id);
+    assert_eq!(server.hits(), 1);
+
+    // A shut-off instance is started again by Create.
+    env.virsh(&["destroy", name.as_str()]);
+    assert_eq!(env.domain_state(name.as_str()), "shut off");
+    let again = provider.create(&req).await.unwrap();
+    assert_eq!(again.id, inst.id);
+    assert_eq!(env.domain_state(name.as_str()), "running");
+
+    // Delete: domain and per-VM volumes gone, base and marker stay.
+    provider.delete(&id).await.unwrap();
+    assert!(!env.domain_exists(name.as_str()));
+    let pool = env.sandbox.pool.name.clone();
+    assert_eq!(
+        env.our_volumes(&pool),
+        [base_name.clone(), format!("{base_name}.marker")]
+    );
+    // Twice is fine.
+    provider.delete(&id).await.unwrap();
+    assert!(provider.get(&id).await.unwrap_err().is_not_found());
+
+    // Half-deleted (domain gone, a volume left): finished, not an error.
+    env.virsh(&["vol-create-as", &pool, &format!("vm-{name}.seed.iso"), "1M"]);
+    provider.delete(&id).await.unwrap();
+    assert_eq!(
+        env.our_volumes(&pool),
+        [base_name.clone(), format!("{base_name}.marker")]
+    );
+}
+
+/// Defines (does not start) a domain with `name` and the given mark, or no
+/// mark, through virsh.
+fn define_foreign(env: &Env, name: &Identifier, mark: Option<OwnerMark>) {
+    let xml = match mark {
+        Some(mark) => render(&DomainSpec {
+            virt_type: VirtType::Qemu,
+            name: name.clone(),
+            memory_mib: 128,
+            vcpus: 1,
+            machine: "q35".into(),
+            firmware: Firmware::Bios,
+            overlay_path: "/nonexistent/disk.qcow2".into(),
+            seed_path: "/nonexistent/seed.iso".into(),
+            bridge: BridgeName::parse(&env.sandbox.bridge).unwrap(),
+            mac: None,
+            mark,
+        })
+        .unwrap(),
+        None => format!(
+            "<domain type='qemu'><name>{name}</name><memory unit='MiB'>128</memory><os><type>hvm</type></os></domain>"
+        ),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.xml");
+    std::fs::write(&file, xml).unwrap();
+    let (ok, out) = env.virsh(&["define", &file.display().to_string()]);
+    assert!(ok, "{out}");
+}
+
+#[tokio::test]
+async fn a_foreign_domain_with_the_target_name_is_refused_and_untouched() {
+    let env = Env::new();
+    let body = common::image(1 << 20);
+    let b = body.clone();
+    let server = Server::start(move |_| Reply::Body {
+        body: b.clone(),
+        length: true,
+    })
+    .await;
+    let image = Image {
+        key: "tiny".into(),
+        url: server.url("/tiny.raw").to_string(),
+        sha256: digest(&body).to_string(),
+        format: "raw",
+    };
+    let yaml = env.yaml(&[env.host("host1")], &[image], None);
+    let provider = env.provider(&yaml, env.options());
+    let entry = Identifier::parse(&env.entry).unwrap();
+
+    // No mark at all, and another owner's mark.
+    let unmarked = env.owner();
+    let other_owner = env.owner();
+    let cases = [
+        (unmarked.clone(), None),
+        (
+            other_owner.clone(),
+            Some(OwnerMark::new(
+                OwnerUid::parse("somebody-else").unwrap(),
+                entry.clone(),
+                Timestamp::from_unix_seconds(1_700_000_000).unwrap(),
+            )),
+        ),
+    ];
+    for (owner, mark) in cases {
+        let name = name_from_uid(&owner);
+        define_foreign(&env, &name, mark);
+        let (_, before) = env.virsh(&["dumpxml", name.as_str()]);
+        let err = provider
+            .create(&env.request(owner.clone(), Placement::Any))
+            .await
+            .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Permanent, "{err}");
+        assert!(err.to_string().contains("not adopted"), "{err}");
+        let (_, after) = env.virsh(&["dumpxml", name.as_str()]);
+        assert_eq!(before, after, "the foreign domain was modified");
+        assert_eq!(env.domain_state(name.as_str()), "shut off");
+        if after.contains("somebody-else") {
+            // Same entry, other owner: Delete by ID is allowed to remove
+            // only what carries this entry's mark; this one does.
+            continue;
+        }
+        let id = ProviderId::new(
+            ProviderType::Kvm2,
+            entry.clone(),
+            Identifier::parse("host1").unwrap(),
+            name.clone(),
+        );
+        let err = provider.delete(&id).await.unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Permanent, "{err}");
+        assert!(env.domain_exists(name.as_str()));
+    }
+    // Nothing was downloaded for a refused create.
+    assert_eq!(server.hits(), 0);
+}

@@ -1,0 +1,249 @@
+//! Sandbox helpers for the Create / Delete / image cache tests: a providers
+//! config with a unique entry name (so base volumes never collide with
+//! another test's), a provider with test budgets, and a guard that removes
+//! every domain and volume the test may have made, also when it fails.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::hash::{BuildHasher, Hasher};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kvm2_provider::host_table::HostOptions;
+use kvm2_provider::image_cache::CacheOptions;
+use kvm2_provider::{Kvm2Provider, ProviderOptions};
+use libvirt_rpc::Config as RpcConfig;
+use provider_api::config::Kvm2Config;
+use provider_api::{
+    CreateRequest, Identifier, ObjectName, OwnerUid, Placement, ProvidersConfig, name_from_uid,
+};
+use xtask::Descriptor;
+
+/// 16 random hex digits.
+pub fn random_hex() -> String {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    );
+    format!("{:016x}", h.finish())
+}
+
+/// One host of the generated config.
+pub struct Host {
+    pub name: String,
+    pub address: String,
+    pub port: u16,
+    pub pool: String,
+}
+
+/// One image of the generated config.
+pub struct Image {
+    pub key: String,
+    pub url: String,
+    pub sha256: String,
+    pub format: &'static str,
+}
+
+/// A test's sandbox view and clean-up guard.
+pub struct Env {
+    pub sandbox: Descriptor,
+    /// Unique per test: every base / upload volume name contains it.
+    pub entry: String,
+    pub uri: String,
+    pools: Mutex<Vec<String>>,
+    domains: Mutex<Vec<String>>,
+    /// Run after the volumes are removed (e.g. destroy a test pool).
+    teardown: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Env {
+    pub fn new() -> Self {
+        let sandbox = Descriptor::require();
+        let uri = sandbox.virsh_uri(&sandbox.libvirt.qemu_uri);
+        let pools = Mutex::new(vec![sandbox.pool.name.clone()]);
+        Env {
+            entry: format!("kvm2-t{}", &random_hex()[..10]),
+            uri,
+            sandbox,
+            pools,
+            domains: Mutex::new(Vec::new()),
+            teardown: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn host(&self, name: &str) -> Host {
+        Host {
+            name: name.to_owned(),
+            address: self.sandbox.ssh.host.clone(),
+            port: self.sandbox.ssh.port,
+            pool: self.sandbox.pool.name.clone(),
+        }
+    }
+
+    pub fn watch_pool(&self, pool: &str) {
+        self.pools.lock().unwrap().push(pool.to_owned());
+    }
+
+    pub fn on_teardown(&self, f: impl FnOnce() + Send + 'static) {
+        self.teardown.lock().unwrap().push(Box::new(f));
+    }
+
+    /// A fresh owner UID whose domain the guard removes.
+    pub fn owner(&self) -> OwnerUid {
+        let uid = OwnerUid::parse(&format!("uid-{}", random_hex())).unwrap();
+        self.domains
+            .lock()
+            .unwrap()
+            .push(name_from_uid(&uid).to_string());
+        uid
+    }
+
+    pub fn yaml(&self, hosts: &[Host], images: &[Image], known_hosts: Option<&str>) -> String {
+        let mut y = format!(
+            "providers:\n  - name: {}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n",
+            self.entry,
+            self.sandbox.ssh.user,
+            self.sandbox.ssh.key_path.display(),
+            known_hosts.map(str::to_owned).unwrap_or_else(|| self
+                .sandbox
+                .ssh
+                .known_hosts_path
+                .display()
+                .to_string()),
+        );
+        for h in hosts {
+            y += &format!(
+                "        - name: {}\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n",
+                h.name, h.address, h.port, self.sandbox.bridge, h.pool
+            );
+        }
+        y += "      images:\n";
+        for i in images {
+            y += &format!(
+                "        {}:\n          url: {}\n          sha256: {}\n          format: {}\n",
+                i.key, i.url, i.sha256, i.format
+            );
+        }
+        y += "      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n";
+        y += &format!(
+            "      defaults:\n        machine_type: small\n        image: {}\n",
+            images[0].key
+        );
+        y
+    }
+
+    pub fn config(&self, yaml: &str) -> Kvm2Config {
+        let config = ProvidersConfig::from_yaml_str(yaml).unwrap();
+        config.providers[0].kvm2().unwrap().clone()
+    }
+
+    pub fn options(&self) -> ProviderOptions {
+        let mut options = ProviderOptions::default();
+        options.hosts = HostOptions {
+            remote_socket: self.sandbox.remote_socket.display().to_string(),
+            dial_budget: Duration::from_secs(30),
+            rpc: RpcConfig::default().call_timeout(Duration::from_secs(60)),
+            ..HostOptions::default()
+        };
+        let mut cache = CacheOptions::default();
+        cache.fill_budget = Duration::from_secs(120);
+        options.cache = cache;
+        options.source.deadline = Duration::from_secs(120);
+        options.start_watch = Duration::from_secs(1);
+        options
+    }
+
+    pub fn provider(&self, yaml: &str, options: ProviderOptions) -> Kvm2Provider {
+        Kvm2Provider::with_options(
+            Identifier::parse(&self.entry).unwrap(),
+            self.config(yaml),
+            options,
+        )
+        .unwrap()
+    }
+
+    pub fn request(&self, owner: OwnerUid, placement: Placement) -> CreateRequest {
+        let mut req = CreateRequest::new(
+            owner,
+            ObjectName::parse("proxy-a").unwrap(),
+            Identifier::parse("default").unwrap(),
+        );
+        req.placement = placement;
+        req
+    }
+
+    pub fn virsh(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new("virsh")
+            .arg("-c")
+            .arg(&self.uri)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+
+    /// Volume names in `pool`.
+    pub fn volumes(&self, pool: &str) -> Vec<String> {
+        let _ = self.virsh(&["pool-refresh", pool]);
+        let (_, out) = self.virsh(&["vol-list", "--pool", pool]);
+        out.lines()
+            .skip(2)
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Volumes in the sandbox pool that belong to this test (its entry or
+    /// its domains).
+    pub fn our_volumes(&self, pool: &str) -> Vec<String> {
+        let domains = self.domains.lock().unwrap().clone();
+        let mut v: Vec<String> = self
+            .volumes(pool)
+            .into_iter()
+            .filter(|v| {
+                v.contains(&format!("-{}.", self.entry))
+                    || domains.iter().any(|d| v.starts_with(&format!("vm-{d}.")))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    pub fn domain_exists(&self, name: &str) -> bool {
+        self.virsh(&["dominfo", name]).0
+    }
+
+    pub fn domain_state(&self, name: &str) -> String {
+        self.virsh(&["domstate", name]).1.trim().to_owned()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for d in self.domains.lock().unwrap().iter() {
+            if self.domain_exists(d) {
+                let _ = self.virsh(&["destroy", d]);
+                let _ = self.virsh(&["undefine", "--nvram", d]);
+            }
+        }
+        let pools = self.pools.lock().unwrap().clone();
+        for pool in pools {
+            for vol in self.our_volumes(&pool) {
+                let _ = self.virsh(&["vol-delete", "--pool", &pool, &vol]);
+            }
+        }
+        for f in self.teardown.lock().unwrap().drain(..) {
+            f();
+        }
+    }
+}
