@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
@@ -249,6 +249,8 @@ impl Drop for QemuDomain {
 /// closed at once, later ones refused (accepted and dropped).
 pub struct Relay {
     pub port: u16,
+    /// Connections being forwarded right now.
+    pub active: Arc<AtomicUsize>,
     cut: Arc<AtomicBool>,
     cut_now: Arc<Notify>,
     task: tokio::task::JoinHandle<()>,
@@ -266,7 +268,8 @@ impl Relay {
         let port = listener.local_addr().unwrap().port();
         let cut = Arc::new(AtomicBool::new(false));
         let cut_now = Arc::new(Notify::new());
-        let (c, n) = (cut.clone(), cut_now.clone());
+        let active = Arc::new(AtomicUsize::new(0));
+        let (c, n, a) = (cut.clone(), cut_now.clone(), active.clone());
         let task = tokio::spawn(async move {
             let mut pumps = JoinSet::new();
             while let Ok((client, _)) = listener.accept().await {
@@ -278,6 +281,8 @@ impl Relay {
                     continue;
                 };
                 let n = n.clone();
+                let a = a.clone();
+                a.fetch_add(1, Ordering::SeqCst);
                 pumps.spawn(async move {
                     let (mut client, mut server) = (client, server);
                     tokio::select! {
@@ -285,11 +290,13 @@ impl Relay {
                         _ = n.notified() => {}
                     }
                     let _ = client.shutdown().await;
+                    a.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         });
         Relay {
             port,
+            active,
             cut,
             cut_now,
             task,
@@ -302,4 +309,68 @@ impl Relay {
         self.cut.store(true, Ordering::SeqCst);
         self.cut_now.notify_waiters();
     }
+}
+
+/// A TCP listener that accepts and never answers; counts connections still
+/// open (a peer that closed is noticed by a read returning 0).
+pub struct Silent {
+    pub port: u16,
+    pub open: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Silent {
+    pub async fn start() -> Self {
+        use tokio::io::AsyncReadExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let open = Arc::new(AtomicUsize::new(0));
+        let o = open.clone();
+        let task = tokio::spawn(async move {
+            let mut held = JoinSet::new();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let o = o.clone();
+                o.fetch_add(1, Ordering::SeqCst);
+                held.spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {}
+                    o.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Silent { port, open, task }
+    }
+}
+
+/// Waits (up to 10 s) for `counter` to reach 0.
+pub async fn drained(counter: &AtomicUsize) -> bool {
+    for _ in 0..200 {
+        if counter.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// A fresh ed25519 key pair in `dir` (private key path returned).
+pub fn new_key(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
 }

@@ -1,0 +1,138 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Host checks through the sandbox's real sshd to its real libvirtd: one
+//! status per host, in config order, with the right reason, within the
+//! caller's deadline, and no connection left open afterwards.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kvm2_provider::check::HostChecker;
+use kvm2_provider::host_table::HostTable;
+use provider_api::{CheckReason, Checker};
+use support::*;
+use xtask::Descriptor;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_host_gets_its_reason_within_the_deadline_and_nothing_stays_open() {
+    let sandbox = Descriptor::require();
+    let upstream = format!("{}:{}", sandbox.ssh.host, sandbox.ssh.port);
+    let good = Relay::start(upstream.clone()).await;
+    let badkey = Relay::start(upstream).await;
+    let silent = Silent::start().await;
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+
+    // known_hosts: the real host key for `good`, another key for `badkey`.
+    let dir = tempfile::tempdir().unwrap();
+    let known_hosts = known_hosts_with_port(&sandbox, dir.path(), good.port);
+    let other = new_key(dir.path(), "other_host_key");
+    let other_pub = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let mut text = std::fs::read_to_string(&known_hosts).unwrap();
+    text.push_str(&format!(
+        "[127.0.0.1]:{} {}\n",
+        badkey.port,
+        other_pub.trim()
+    ));
+    std::fs::write(&known_hosts, text).unwrap();
+
+    let host = |name, port| HostSpec {
+        name,
+        address: "127.0.0.1".into(),
+        port,
+    };
+    let config = config(
+        &sandbox,
+        &[
+            host("good", good.port),
+            host("closed", closed),
+            host("silent", silent.port),
+            host("badkey", badkey.port),
+        ],
+        &sandbox.ssh.key_path,
+        &known_hosts,
+    );
+    let table = HostTable::new(&config, &options(&sandbox, &sandbox.libvirt.qemu_uri)).unwrap();
+    let checker = HostChecker::new(Arc::new(table));
+    let checker: &dyn Checker = &checker;
+
+    // Longer than a loaded CI needs for a real dial, far shorter than the
+    // 20 s dial budget: the silent host is cut off by the deadline.
+    let deadline = Duration::from_secs(8);
+    let started = Instant::now();
+    let statuses = checker.check(deadline).await;
+    let took = started.elapsed();
+    assert!(
+        took < deadline + Duration::from_secs(5),
+        "check took {took:?} with a deadline of {deadline:?}"
+    );
+
+    let names: Vec<_> = statuses.iter().map(|s| s.target.as_str()).collect();
+    assert_eq!(names, ["good", "closed", "silent", "badkey"]);
+    let [good_s, closed_s, silent_s, badkey_s] = &statuses[..] else {
+        unreachable!()
+    };
+    assert!(good_s.reachable, "{good_s:?}");
+    assert_eq!(good_s.reason, CheckReason::Reachable);
+    assert_eq!(
+        good_s.version.as_deref(),
+        Some(sandbox.libvirt.version.as_str())
+    );
+    assert!(good_s.latency.is_some_and(|l| l > Duration::ZERO));
+    assert_eq!(closed_s.reason, CheckReason::ConnectFailed, "{closed_s:?}");
+    assert_eq!(silent_s.reason, CheckReason::Timeout, "{silent_s:?}");
+    assert_eq!(
+        badkey_s.reason,
+        CheckReason::HostKeyRejected,
+        "{badkey_s:?}"
+    );
+    for s in [closed_s, silent_s, badkey_s] {
+        assert!(
+            !s.reachable && s.latency.is_none() && !s.message.is_empty(),
+            "{s:?}"
+        );
+    }
+
+    // Every connection the check opened is closed: the relays forward
+    // nothing any more and the silent listener's peer hung up.
+    assert!(
+        drained(&good.active).await,
+        "good host's connection left open"
+    );
+    assert!(
+        drained(&badkey.active).await,
+        "badkey host's connection left open"
+    );
+    assert!(
+        drained(&silent.open).await,
+        "silent host's connection left open"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_the_host_refuses_is_auth_failed() {
+    let sandbox = Descriptor::require();
+    let dir = tempfile::tempdir().unwrap();
+    let stranger = new_key(dir.path(), "stranger");
+    let config = config(
+        &sandbox,
+        &[HostSpec::sandbox("host1", &sandbox)],
+        &stranger,
+        &sandbox.ssh.known_hosts_path,
+    );
+    let table = HostTable::new(&config, &options(&sandbox, &sandbox.libvirt.qemu_uri)).unwrap();
+    let statuses = HostChecker::new(Arc::new(table))
+        .check(Duration::from_secs(15))
+        .await;
+    assert_eq!(statuses.len(), 1);
+    assert_eq!(
+        statuses[0].reason,
+        CheckReason::AuthFailed,
+        "{:?}",
+        statuses[0]
+    );
+    assert!(!statuses[0].reachable);
+}
