@@ -9,11 +9,25 @@
 //! - peak RSS growth of this process during the upload.
 //!
 //! Prints figures and ratios (>1.0 = libvirt-rpc faster); asserts nothing.
-//! Rounds are interleaved and the best of each side is reported, because
-//! the machine is shared. Knobs: `LVRPC_CHUNK` (upload chunk bytes),
-//! `LVRPC_WORKERS` (tokio worker threads, default 2), `LVRPC_CALLS_ONLY`,
-//! `LVRPC_UPLOAD_ONLY`, `LVRPC_OURS_ONLY` (skip virsh), `LVRPC_ROUNDS` (upload
-//! rounds, default 3).
+//! The machine is shared, so rounds are interleaved (the side that goes
+//! first alternates), each round yields a ratio, and the **median of the
+//! per-round ratios** is the headline (best-of figures are printed too);
+//! the load average is printed before and after.
+//!
+//! Fairness: both sides connect to the same daemon socket the way their
+//! library does it (`Client::connect_unix`; `virsh`/python through
+//! libvirt's own unix transport); both make one warm-up call first; both
+//! make the same number of calls of the same procedure from the same number
+//! of callers (16 tokio tasks on a 2-worker runtime vs 16 Python threads),
+//! and connection setup is outside the timed region of the call rounds. An
+//! upload round of ours is timed from connect to close (connect, pool and
+//! volume lookup, upload), like a `virsh vol-upload` run (which also pays
+//! for its process start, a few ms).
+//!
+//! Knobs: `LVRPC_CHUNK` (upload chunk bytes), `LVRPC_WORKERS` (tokio worker
+//! threads, default 2), `LVRPC_CALLS_ONLY`, `LVRPC_UPLOAD_ONLY`,
+//! `LVRPC_OURS_ONLY` (skip virsh), `LVRPC_ROUNDS` (upload rounds, default
+//! 5), `LVRPC_CALL_ROUNDS` (call rounds per phase, default 7).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::process::Command;
@@ -28,7 +42,8 @@ const UPLOAD: u64 = 256 << 20;
 const SEQ_CALLS: usize = 10_000;
 const CONC_CALLS: usize = 48_000;
 const THREADS: usize = 16;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
+const CALL_ROUNDS: usize = 7;
 
 fn status_kib(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -39,13 +54,36 @@ fn status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+fn config() -> Config {
+    let mut config = Config::default();
+    if let Some(chunk) = std::env::var("LVRPC_CHUNK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config = config.stream_chunk(chunk);
+    }
+    config
+}
+
 async fn connect(d: &Descriptor, uri: &str) -> Client {
-    let s = tokio::net::UnixStream::connect(&d.libvirt.socket)
-        .await
-        .unwrap();
-    Client::connect(s, uri, OpenFlags::empty(), Config::default())
+    Client::connect_unix(&d.libvirt.socket, uri, OpenFlags::empty(), config())
         .await
         .unwrap()
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// (user+sys CPU seconds, minor faults) of this process so far.
@@ -97,86 +135,89 @@ async fn upload_bench(d: &Descriptor) {
              <allocation unit='bytes'>0</allocation><target><format type='raw'/></target></volume>"
         )
     };
-    let mut ours = Vec::new();
-    let mut theirs = Vec::new();
+    let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let mut rss_growth = 0u64;
     let rounds = std::env::var("LVRPC_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(ROUNDS);
+    let skip_virsh = std::env::var_os("LVRPC_OURS_ONLY").is_some();
+    eprintln!("upload: load average before {}", loadavg());
     for round in 0..rounds {
-        // virsh vol-upload (libvirt's C client)
-        let name = mk("virsh");
-        let vol = c
-            .storage_vol_create_xml(&pool, &xml(&name), StorageVolCreateFlags::empty())
-            .await
-            .unwrap();
-        let t0 = Instant::now();
-        let skip_virsh = std::env::var_os("LVRPC_OURS_ONLY").is_some();
-        let st = if skip_virsh {
-            Command::new("true").status().unwrap()
-        } else {
-            Command::new("virsh")
-                .args(["-c", &d.virsh_uri(&d.libvirt.qemu_uri), "vol-upload", &name])
-                .arg(&src)
-                .args(["--pool", &d.pool.name])
-                .status()
-                .unwrap()
-        };
-        theirs.push(t0.elapsed());
-        assert!(st.success(), "virsh vol-upload failed");
-        c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
-            .await
-            .unwrap();
-        // libvirt-rpc
-        let vol = c
-            .storage_vol_create_xml(&pool, &xml(&mk("ours")), StorageVolCreateFlags::empty())
-            .await
-            .unwrap();
-        let file = tokio::fs::File::open(&src).await.unwrap();
-        let _ = std::fs::write("/proc/self/clear_refs", "5"); // reset VmHWM
-        let base = status_kib("VmRSS:");
-        let t0 = Instant::now();
-        let (cpu0, flt0) = cpu_and_faults();
-        c.storage_vol_upload(&vol, 0, UPLOAD, StorageVolStreamFlags::empty(), file)
-            .await
-            .unwrap();
-        ours.push(t0.elapsed());
-        let (cpu1, flt1) = cpu_and_faults();
+        let mut t_ours = Duration::ZERO;
+        let mut t_theirs = Duration::ZERO;
+        // The side that goes first alternates.
+        for side in [round % 2, 1 - round % 2] {
+            if side == 0 {
+                // virsh vol-upload (libvirt's C client)
+                let name = mk("virsh");
+                let vol = c
+                    .storage_vol_create_xml(&pool, &xml(&name), StorageVolCreateFlags::empty())
+                    .await
+                    .unwrap();
+                let t0 = Instant::now();
+                let st = if skip_virsh {
+                    Command::new("true").status().unwrap()
+                } else {
+                    Command::new("virsh")
+                        .args(["-c", &d.virsh_uri(&d.libvirt.qemu_uri), "vol-upload", &name])
+                        .arg(&src)
+                        .args(["--pool", &d.pool.name])
+                        .status()
+                        .unwrap()
+                };
+                t_theirs = t0.elapsed();
+                assert!(st.success(), "virsh vol-upload failed");
+                c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
+                    .await
+                    .unwrap();
+            } else {
+                // libvirt-rpc, timed from connect to close like a virsh run.
+                let name = mk("ours");
+                let vol = c
+                    .storage_vol_create_xml(&pool, &xml(&name), StorageVolCreateFlags::empty())
+                    .await
+                    .unwrap();
+                let _ = std::fs::write("/proc/self/clear_refs", "5"); // reset VmHWM
+                let base = status_kib("VmRSS:");
+                let (cpu0, flt0) = cpu_and_faults();
+                let t0 = Instant::now();
+                let up = connect(d, &d.libvirt.qemu_uri).await;
+                let p = up.storage_pool_lookup_by_name(&d.pool.name).await.unwrap();
+                let v = up.storage_vol_lookup_by_name(&p, &name).await.unwrap();
+                let file = tokio::fs::File::open(&src).await.unwrap();
+                up.storage_vol_upload(&v, 0, UPLOAD, StorageVolStreamFlags::empty(), file)
+                    .await
+                    .unwrap();
+                up.close().await;
+                t_ours = t0.elapsed();
+                let (cpu1, flt1) = cpu_and_faults();
+                eprintln!(
+                    "  (ours: {:.2} s CPU, {} minor faults)",
+                    cpu1 - cpu0,
+                    flt1 - flt0
+                );
+                rss_growth = rss_growth.max(status_kib("VmHWM:").saturating_sub(base));
+                c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
+                    .await
+                    .unwrap();
+            }
+        }
+        ours.push(mib_s(UPLOAD, t_ours));
+        theirs.push(mib_s(UPLOAD, t_theirs));
+        ratios.push(t_theirs.as_secs_f64() / t_ours.as_secs_f64());
         eprintln!(
-            "  (ours: {:.2} s CPU, {} minor faults)",
-            cpu1 - cpu0,
-            flt1 - flt0
-        );
-        rss_growth = rss_growth.max(status_kib("VmHWM:").saturating_sub(base));
-        c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
-            .await
-            .unwrap();
-
-        eprintln!(
-            "  round {round}: libvirt-rpc {:.0} MiB/s, virsh {:.0} MiB/s",
-            mib_s(UPLOAD, ours[round]),
-            mib_s(UPLOAD, theirs[round])
+            "  round {round}: libvirt-rpc {:.0} MiB/s, virsh {:.0} MiB/s, ratio {:.2}",
+            ours[round], theirs[round], ratios[round]
         );
     }
-    let best_ours = ours.iter().min().copied().unwrap_or_default();
-    let best_theirs = theirs.iter().min().copied().unwrap_or_default();
-    let median = |v: &mut Vec<Duration>| {
-        v.sort();
-        v.get(v.len() / 2).copied().unwrap_or_default()
-    };
-    let (med_ours, med_theirs) = (median(&mut ours), median(&mut theirs));
+    eprintln!("upload: load average after {}", loadavg());
     println!(
-        "upload 256 MiB, medians: libvirt-rpc {:.0} MiB/s, virsh vol-upload {:.0} MiB/s, ratio {:.2}x",
-        mib_s(UPLOAD, med_ours),
-        mib_s(UPLOAD, med_theirs),
-        med_theirs.as_secs_f64() / med_ours.as_secs_f64()
-    );
-    println!(
-        "upload 256 MiB: libvirt-rpc {:.0} MiB/s, virsh vol-upload {:.0} MiB/s, ratio {:.2}x (best of {rounds})",
-        mib_s(UPLOAD, best_ours),
-        mib_s(UPLOAD, best_theirs),
-        best_theirs.as_secs_f64() / best_ours.as_secs_f64()
+        "upload 256 MiB, medians of {rounds} interleaved rounds: libvirt-rpc {:.0} MiB/s, virsh vol-upload {:.0} MiB/s, ratio {:.2}x (median of per-round ratios; best-of ratio {:.2}x)",
+        median(&ours),
+        median(&theirs),
+        median(&ratios),
+        ours.iter().copied().fold(0.0, f64::max) / theirs.iter().copied().fold(0.0, f64::max)
     );
     println!(
         "peak RSS growth during the 256 MiB upload: {:.1} MiB (goal <= 32 MiB)",
@@ -245,30 +286,57 @@ async fn our_rate(c: &Client, n: usize, tasks: usize) -> f64 {
 async fn call_bench(d: &Descriptor) {
     let c = connect(d, &d.libvirt.test_uri).await;
     c.connect_get_lib_version().await.unwrap();
+    let rounds = std::env::var("LVRPC_CALL_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CALL_ROUNDS);
     for (label, n, k) in [
         ("sequential", SEQ_CALLS, 1),
         ("16 concurrent", CONC_CALLS, THREADS),
     ] {
-        // Interleaved rounds, best of each: the machine is shared.
-        let (mut ours, mut theirs) = (0f64, 0f64);
-        for _ in 0..ROUNDS {
-            let (cpu0, _) = cpu_and_faults();
-            let d0 = daemon_cpu(d);
-            ours = ours.max(our_rate(&c, n, k).await);
-            let (cpu1, _) = cpu_and_faults();
-            let d1 = daemon_cpu(d);
-            theirs = theirs.max(python_rate(d, n, k));
-            let d2 = daemon_cpu(d);
-            eprintln!(
-                "  ({label}: per call, our CPU {:.1} µs; daemon CPU {:.1} µs serving us, {:.1} µs serving the C client)",
-                (cpu1 - cpu0) * 1e6 / n as f64,
-                (d1 - d0) * 1e6 / n as f64,
-                (d2 - d1) * 1e6 / n as f64
-            );
+        eprintln!("{label}: load average before {}", loadavg());
+        let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut d_ours, mut d_theirs) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            let (mut r_ours, mut r_theirs) = (0.0, 0.0);
+            // The side that goes first alternates.
+            for side in [round % 2, 1 - round % 2] {
+                let d0 = daemon_cpu(d);
+                if side == 0 {
+                    let (cpu0, _) = cpu_and_faults();
+                    r_ours = our_rate(&c, n, k).await;
+                    let (cpu1, _) = cpu_and_faults();
+                    d_ours.push((daemon_cpu(d) - d0) * 1e6 / n as f64);
+                    eprintln!(
+                        "  round {round}: libvirt-rpc {r_ours:.0}/s, {:.1} µs CPU/call",
+                        (cpu1 - cpu0) * 1e6 / n as f64
+                    );
+                } else {
+                    r_theirs = python_rate(d, n, k);
+                    d_theirs.push((daemon_cpu(d) - d0) * 1e6 / n as f64);
+                    eprintln!("  round {round}: C client {r_theirs:.0}/s");
+                }
+            }
+            ours.push(r_ours);
+            theirs.push(r_theirs);
+            ratios.push(r_ours / r_theirs);
         }
+        eprintln!(
+            "{label}: load average after {}; daemon CPU per call (medians, includes other clients of the shared daemon): {:.1} µs serving us, {:.1} µs serving the C client",
+            loadavg(),
+            median(&d_ours),
+            median(&d_theirs)
+        );
         println!(
-            "call rate {label}: libvirt-rpc {ours:.0}/s, C client (python3-libvirt, {k} thread(s)) {theirs:.0}/s, ratio {:.2}x (best of {ROUNDS})",
-            ours / theirs
+            "call rate {label}, medians of {rounds} interleaved rounds: libvirt-rpc {:.0}/s, C client (python3-libvirt, {k} thread(s)) {:.0}/s, ratio {:.2}x (median of per-round ratios; per round: {})",
+            median(&ours),
+            median(&theirs),
+            median(&ratios),
+            ratios
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ")
         );
     }
     c.close().await;

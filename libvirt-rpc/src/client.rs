@@ -136,7 +136,10 @@ impl Client {
     }
 
     /// [`Client::connect`] over a unix socket at `path` (e.g. libvirtd's
-    /// `/run/libvirt/libvirt-sock`).
+    /// `/run/libvirt/libvirt-sock`), with the socket's send buffer raised to
+    /// [`Config::unix_send_buffer`] so that whole upload packets fit in it
+    /// (see there for why). Callers that open the socket themselves and
+    /// upload through it may want to do the same.
     ///
     /// # Errors
     /// [`Error::Disconnected`] carrying the IO error when the socket cannot
@@ -153,6 +156,12 @@ impl Client {
         let io = tokio::net::UnixStream::connect(path)
             .await
             .map_err(|e| Error::Disconnected(DisconnectReason::Io(Arc::new(e))))?;
+        if let Some(n) = std::env::var("LVRPC_SNDBUF")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            let _ = socket2::SockRef::from(&io).set_send_buffer_size(n);
+        }
         Self::connect(io, uri, flags, config).await
     }
 

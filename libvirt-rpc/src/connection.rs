@@ -236,14 +236,21 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
         if first.0.len() >= COALESCE || self.outq.front().is_none_or(|b| b.0.len() >= COALESCE) {
             return Some(first);
         }
-        let mut merged = BytesMut::with_capacity(COALESCE * 2);
-        merged.extend_from_slice(&first.0);
-        while let Some((next, _)) = self.outq.front() {
-            if merged.len() + next.len() > COALESCE * 2 || next.len() >= COALESCE {
+        // Small packets (calls, PONGs, stream control) go out in one write,
+        // copied into a buffer of exactly their size.
+        let mut total = first.0.len();
+        let mut n = 0;
+        for (next, _) in &self.outq {
+            if next.len() >= COALESCE || total + next.len() > COALESCE * 2 {
                 break;
             }
-            merged.extend_from_slice(next);
-            self.outq.pop_front();
+            total += next.len();
+            n += 1;
+        }
+        let mut merged = BytesMut::with_capacity(total);
+        merged.extend_from_slice(&first.0);
+        for (next, _) in self.outq.drain(..n) {
+            merged.extend_from_slice(&next);
         }
         Some((merged.freeze(), None))
     }

@@ -154,11 +154,12 @@ pub enum DisconnectReason {
     Eof,
     /// Reading or writing failed.
     Io(Arc<io::Error>),
-    /// No packet arrived for `interval × (count + 1)`.
+    /// No packet arrived for `interval × count`, while `count` PINGs went
+    /// out.
     KeepaliveTimeout {
         /// The keepalive interval.
         interval: Duration,
-        /// Unanswered PINGs tolerated.
+        /// PINGs sent before the verdict.
         count: u32,
     },
     /// The byte stream broke the framing rules.
@@ -173,7 +174,8 @@ impl fmt::Display for DisconnectReason {
             Self::Io(e) => write!(f, "IO error: {e}"),
             Self::KeepaliveTimeout { interval, count } => write!(
                 f,
-                "keepalive timeout: {count} pings unanswered at {interval:?} interval"
+                "keepalive timeout: nothing received for {:?} ({count} pings unanswered at {interval:?} interval)",
+                interval.saturating_mul(*count)
             ),
             Self::Protocol(e) => write!(f, "framing error: {e}"),
         }

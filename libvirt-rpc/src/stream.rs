@@ -18,7 +18,9 @@
 //!   queued to the connection, which is bounded for all uploads of the
 //!   connection together by [`crate::Config::stream_buffer`] (4 MiB by
 //!   default): about 4.3 MiB per connection by default (measured: ~5 MiB
-//!   of peak RSS growth for a 256 MiB upload). A download holds at most
+//!   of peak RSS growth for a 256 MiB upload). The socket's send buffer
+//!   ([`crate::Config::unix_send_buffer`], set by
+//!   [`Client::connect_unix`]) is kernel memory on top of that. A download holds at most
 //!   [`crate::Config::stream_queue`] packets (each at most the daemon's
 //!   256 KiB chunk); when that queue is full the connection stops reading
 //!   the socket until the consumer takes a chunk. That is TCP-style flow

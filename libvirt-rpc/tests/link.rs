@@ -89,8 +89,9 @@ async fn dropped_call_future_keeps_the_link() {
 
 #[tokio::test]
 async fn frozen_link_is_declared_dead_by_keepalive_and_pending_calls_fail() {
-    let interval = Duration::from_millis(300);
-    let count = 2;
+    // A realistic interval: the bound is interval × count + 1 s.
+    let interval = Duration::from_secs(1);
+    let count = 3;
     let (c, relay) = via_relay(Config::default().keepalive(interval, count)).await;
     c.connect_get_lib_version().await.unwrap();
     relay.freeze();
@@ -109,6 +110,10 @@ async fn frozen_link_is_declared_dead_by_keepalive_and_pending_calls_fail() {
     );
     let bound = interval * count + Duration::from_secs(1);
     assert!(took <= bound, "dead after {took:?}, bound {bound:?}");
+    // Not before the PINGs had their chance: the last packet arrived just
+    // before the freeze, and timers never fire early.
+    let floor = interval * count - Duration::from_millis(500);
+    assert!(took >= floor, "dead after {took:?}, before {floor:?}");
     let r = tokio::time::timeout(Duration::from_secs(1), pending)
         .await
         .expect("pending call ended")

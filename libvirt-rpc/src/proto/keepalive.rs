@@ -1,11 +1,26 @@
 //! Keepalive bookkeeping, driven by the connection with clock readings.
 //!
-//! Semantics match libvirt's own client: after `interval` without receiving
-//! anything a PING is sent, and another one every `interval` while the
-//! silence lasts; when `count` PINGs in a row went unanswered for an
-//! `interval` each, the link is dead. A silent link is therefore declared
-//! dead `interval × (count + 1)` after the last packet arrived. Any received
-//! packet (not only a PONG) resets the count.
+//! The rule: a link on which **nothing** (not only no PONG) was received for
+//! `interval × count` is dead. To give a live but idle peer something to
+//! answer within that window, PINGs go out on a schedule anchored at the
+//! last received packet: the first after `interval / 2` of silence, then one
+//! every `interval`, so `count` PINGs are sent before the deadline
+//! (at `½, 1½, … , count − ½` intervals) and the last of them still has
+//! `interval / 2` to be answered. Any received packet restarts the
+//! schedule. `count` is at least 1 (0 is treated as 1).
+//!
+//! Example: interval 1 s, count 3: PINGs at 0.5 s, 1.5 s and 2.5 s of
+//! silence, dead at 3 s — within the bound of
+//! `interval × count + 1 s` with the whole second to spare for timer and
+//! scheduling delays.
+//!
+//! When the connection polls late (a starved process), every PING still gets
+//! at least `interval / 2` to be answered before the link is declared dead:
+//! lateness delays the verdict rather than skipping PINGs.
+//!
+//! libvirt's own client pings after `interval` and declares death after
+//! `interval × (count + 1)`; ours answers the tighter bound with the
+//! same number of PINGs.
 
 use std::time::{Duration, Instant};
 
@@ -31,16 +46,17 @@ pub struct Keepalive {
 }
 
 impl Keepalive {
-    /// Starts tracking at `now`. `interval` must be non-zero; a zero interval
-    /// is treated as one millisecond.
+    /// Starts tracking at `now` (as if a packet had just arrived).
+    /// `interval` must be non-zero (a zero interval is treated as two
+    /// milliseconds) and `count` at least 1 (0 is treated as 1).
     pub fn new(interval: Duration, count: u32, now: Instant) -> Self {
-        let interval = interval.max(Duration::from_millis(1));
+        let interval = interval.max(Duration::from_millis(2));
         Self {
             interval,
-            count,
+            count: count.max(1),
             last_rx: now,
             unanswered: 0,
-            next: now + interval,
+            next: now + interval / 2,
         }
     }
 
@@ -48,12 +64,18 @@ impl Keepalive {
     pub fn received(&mut self, now: Instant) {
         self.last_rx = now;
         self.unanswered = 0;
-        self.next = now + self.interval;
+        self.next = now + self.interval / 2;
     }
 
     /// When [`Keepalive::poll`] next has something to do.
     pub fn deadline(&self) -> Instant {
         self.next
+    }
+
+    /// When a link silent from now on will be declared dead (if polled on
+    /// time): `interval × count` after the last received packet.
+    pub fn dead_at(&self) -> Instant {
+        self.last_rx + self.interval * self.count
     }
 
     /// PINGs sent since the last received packet.
@@ -70,7 +92,15 @@ impl Keepalive {
             return Action::Dead;
         }
         self.unanswered += 1;
-        self.next = now + self.interval;
+        // The next PING is due half an interval into the next interval of
+        // silence; after the count-th, the verdict is due at `dead_at`.
+        let scheduled = if self.unanswered < self.count {
+            self.last_rx + self.interval * self.unanswered + self.interval / 2
+        } else {
+            self.dead_at()
+        };
+        // Polled late: still give this PING half an interval.
+        self.next = scheduled.max(now + self.interval / 2);
         Action::SendPing
     }
 }
@@ -81,28 +111,78 @@ mod tests {
 
     const S: Duration = Duration::from_secs(1);
 
+    /// Polls at every deadline, as the connection does, until dead; returns
+    /// the PINGs sent and when the link died.
+    fn silence(k: &mut Keepalive) -> (u32, Instant) {
+        let mut pings = 0;
+        loop {
+            let at = k.deadline();
+            match k.poll(at) {
+                Action::SendPing => pings += 1,
+                Action::Dead => return (pings, at),
+                Action::Wait => panic!("deadline() said it was time"),
+            }
+        }
+    }
+
     #[test]
-    fn silent_link_dies_after_count_unanswered_pings() {
+    fn silent_link_dies_after_interval_times_count() {
         let t0 = Instant::now();
         let mut k = Keepalive::new(S, 2, t0);
-        assert_eq!(k.poll(t0 + S / 2), Action::Wait);
-        assert_eq!(k.poll(t0 + S), Action::SendPing);
-        assert_eq!(k.poll(t0 + S + S / 2), Action::Wait);
-        assert_eq!(k.poll(t0 + 2 * S), Action::SendPing);
-        assert_eq!(k.poll(t0 + 3 * S), Action::Dead);
+        assert_eq!(k.poll(t0 + S / 4), Action::Wait);
+        assert_eq!(k.poll(t0 + S / 2), Action::SendPing);
+        assert_eq!(k.poll(t0 + S), Action::Wait);
+        assert_eq!(k.poll(t0 + S + S / 2), Action::SendPing);
+        assert_eq!(k.deadline(), t0 + 2 * S);
+        assert_eq!(k.poll(t0 + 2 * S - S / 10), Action::Wait);
+        assert_eq!(k.poll(t0 + 2 * S), Action::Dead);
+    }
+
+    #[test]
+    fn count_pings_then_dead_at_exactly_interval_times_count() {
+        for count in 1..=8 {
+            let t0 = Instant::now();
+            let mut k = Keepalive::new(S, count, t0);
+            let (pings, dead) = silence(&mut k);
+            assert_eq!(pings, count, "count {count}");
+            assert_eq!(dead, t0 + S * count, "count {count}");
+            assert_eq!(k.dead_at(), t0 + S * count);
+        }
     }
 
     #[test]
     fn any_packet_counts_as_liveness() {
         let t0 = Instant::now();
         let mut k = Keepalive::new(S, 1, t0);
-        assert_eq!(k.poll(t0 + S), Action::SendPing);
-        k.received(t0 + S + S / 2);
+        assert_eq!(k.poll(t0 + S / 2), Action::SendPing);
+        // Not a PONG, but a packet: the schedule restarts from it.
+        k.received(t0 + S - S / 10);
         assert_eq!(k.unanswered(), 0);
-        assert_eq!(k.poll(t0 + 2 * S), Action::Wait);
-        assert_eq!(k.deadline(), t0 + 2 * S + S / 2);
-        assert_eq!(k.poll(t0 + 3 * S), Action::SendPing);
-        assert_eq!(k.poll(t0 + 4 * S), Action::Dead);
+        assert_eq!(k.poll(t0 + S), Action::Wait);
+        assert_eq!(k.deadline(), t0 + S - S / 10 + S / 2);
+        assert_eq!(k.poll(k.deadline()), Action::SendPing);
+        assert_eq!(k.deadline(), t0 + 2 * S - S / 10);
+        assert_eq!(k.poll(k.deadline()), Action::Dead);
+    }
+
+    #[test]
+    fn late_poll_still_gives_each_ping_half_an_interval() {
+        let t0 = Instant::now();
+        let mut k = Keepalive::new(S, 2, t0);
+        // Starved until long past the deadline: ping, don't die unheard.
+        let late = t0 + 10 * S;
+        assert_eq!(k.poll(late), Action::SendPing);
+        assert_eq!(k.deadline(), late + S / 2);
+        assert_eq!(k.poll(late + S / 2), Action::SendPing);
+        assert_eq!(k.deadline(), late + S);
+        assert_eq!(k.poll(late + S), Action::Dead);
+    }
+
+    #[test]
+    fn count_zero_is_treated_as_one() {
+        let t0 = Instant::now();
+        let mut k = Keepalive::new(S, 0, t0);
+        assert_eq!(silence(&mut k), (1, t0 + S));
     }
 
     #[test]
@@ -110,8 +190,8 @@ mod tests {
         let t0 = Instant::now();
         let mut k = Keepalive::new(S, 1, t0);
         for i in 1..100u32 {
-            k.received(t0 + S / 2 * i);
-            assert_eq!(k.poll(t0 + S / 2 * i + S / 4), Action::Wait);
+            k.received(t0 + S / 4 * i);
+            assert_eq!(k.poll(t0 + S / 4 * i + S / 8), Action::Wait);
         }
     }
 }

@@ -1,0 +1,60 @@
+//! Diagnostic: runs only our side of the call-rate benchmark (N calls of
+//! `CONNECT_GET_LIB_VERSION` from K tasks on one connection), so that the
+//! daemon can be traced (`strace -c -f -p`, `perf stat -p`) during it.
+//!
+//! `KVM2_SANDBOX=... cargo run --release -p libvirt-rpc --example call_probe -- N K [WORKERS]`
+//! (WORKERS 0 = a current-thread runtime; default 2)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use libvirt_rpc::*;
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let n = args.first().copied().unwrap_or(48_000);
+    let k = args.get(1).copied().unwrap_or(16);
+    let workers = args.get(2).copied().unwrap_or(2);
+    let rt = if workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    rt.block_on(async {
+        let d = xtask::Descriptor::require();
+        let c = Client::connect_unix(
+            &d.libvirt.socket,
+            &d.libvirt.test_uri,
+            OpenFlags::empty(),
+            Config::default(),
+        )
+        .await
+        .unwrap();
+        c.connect_get_lib_version().await.unwrap();
+        let per = n / k;
+        let t0 = Instant::now();
+        let hs: Vec<_> = (0..k)
+            .map(|_| {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    for _ in 0..per {
+                        c.connect_get_lib_version().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.await.unwrap();
+        }
+        println!("{:.0}", (per * k) as f64 / t0.elapsed().as_secs_f64());
+        c.close().await;
+    });
+}
