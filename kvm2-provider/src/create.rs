@@ -99,7 +99,8 @@ pub(crate) async fn create(inner: &Inner, req: &CreateRequest) -> Result<Instanc
         }),
         Err(e) => {
             undo(inner, host, &name, &made).await;
-            Err(e.context(format!("create {name} on host {}", host.name)))
+            let message = format!("create {name} on host {}: {}", host.name, e.message());
+            Err(ApiError::wrap(e.class(), message, e))
         }
     }
 }

@@ -32,8 +32,9 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// says.
 #[derive(Debug, Clone)]
 pub struct HostOptions {
-    /// libvirt's unix socket on the hosts (default
-    /// `/var/run/libvirt/libvirt-sock`).
+    /// libvirt's unix socket for hosts whose config entry leaves `socket`
+    /// at its default (default `/var/run/libvirt/libvirt-sock`). A host
+    /// with its own `socket` in the config uses that.
     pub remote_socket: String,
     /// The libvirt URI to open (default `qemu:///system`).
     pub uri: String,
@@ -91,6 +92,13 @@ impl HostTable {
             .hosts
             .iter()
             .map(|host| {
+                let socket = if host.socket.as_path()
+                    == std::path::Path::new(provider_api::config::DEFAULT_LIBVIRT_SOCKET)
+                {
+                    options.remote_socket.clone()
+                } else {
+                    host.socket.as_path().display().to_string()
+                };
                 let ssh = SshConfig::new(
                     host.address.to_string(),
                     config.ssh.user.as_str(),
@@ -98,7 +106,7 @@ impl HostTable {
                     host_keys.clone(),
                 )
                 .with_port(host.port)
-                .with_remote_socket(options.remote_socket.clone())
+                .with_remote_socket(socket)
                 .with_connect_timeout(options.dial_budget);
                 Slot {
                     target: DialTarget {

@@ -282,3 +282,52 @@ async fn a_pool_too_small_is_quota_exceeded() {
     assert!(err.to_string().contains(&pool), "{err}");
     assert_eq!(env.volumes(&pool), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_without_a_valid_marker_is_debris_and_replaced() {
+    let env = Env::new();
+    let body = image(1 << 20);
+    let b = body.clone();
+    let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
+    let img = raw_image("tiny", &server, "/tiny.raw", &body);
+    let yaml = env.yaml(&[env.host("host1")], &[img], None);
+    let provider = env.provider(&yaml, env.options());
+    let config = env.config(&yaml);
+    let key = Identifier::parse("tiny").unwrap();
+    let pool = env.sandbox.pool.name.clone();
+    let base = format!("base-{}.tiny.raw", env.entry);
+    let marker = format!("{base}.marker");
+
+    // A half-published base (no marker), then one with a garbage marker.
+    for with_marker in [false, true] {
+        let (ok, out) = env.virsh(&["vol-create-as", &pool, &base, "64K"]);
+        assert!(ok, "{out}");
+        if with_marker {
+            let (ok, out) = env.virsh(&["vol-create-as", &pool, &marker, "1K"]);
+            assert!(ok, "{out}");
+        }
+        let before = server.hits();
+        let got = provider
+            .image_cache()
+            .ensure(&config.hosts[0], &key, &config.images[&key])
+            .await
+            .unwrap();
+        assert_eq!(server.hits(), before + 1, "debris must not be used");
+        assert_eq!(got.size, body.len() as u64);
+        assert_eq!(
+            std::fs::read(env.sandbox.pool.dir.join(&base)).unwrap(),
+            *body
+        );
+        // Warm now: no further download.
+        provider
+            .image_cache()
+            .ensure(&config.hosts[0], &key, &config.images[&key])
+            .await
+            .unwrap();
+        assert_eq!(server.hits(), before + 1);
+        let (ok, out) = env.virsh(&["vol-delete", "--pool", &pool, &marker]);
+        assert!(ok, "{out}");
+        let (ok, out) = env.virsh(&["vol-delete", "--pool", &pool, &base]);
+        assert!(ok, "{out}");
+    }
+}

@@ -258,3 +258,39 @@ async fn a_foreign_domain_with_the_target_name_is_refused_and_untouched() {
     // Nothing was downloaded for a refused create.
     assert_eq!(server.hits(), 0);
 }
+
+#[tokio::test]
+async fn a_create_that_fails_to_start_removes_what_it_made_but_not_the_base() {
+    let env = Env::new();
+    let body = common::image(1 << 20);
+    let b = body.clone();
+    let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
+    let image = Image {
+        key: "tiny".into(),
+        url: server.url("/tiny.raw").to_string(),
+        sha256: digest(&body).to_string(),
+        format: "raw",
+    };
+    // A bridge the host does not have: define succeeds, start fails.
+    let yaml = env.yaml(&[env.host("host1")], &[image], None).replace(
+        &format!("bridge: {}", env.sandbox.bridge),
+        "bridge: kvm2-nosuch0",
+    );
+    let provider = env.provider(&yaml, env.options());
+    let owner = env.owner();
+    let name = name_from_uid(&owner);
+
+    let err = provider
+        .create(&env.request(owner, Placement::Any))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
+    assert!(err.to_string().contains("start domain"), "{err}");
+    assert!(!env.domain_exists(name.as_str()), "the domain was left");
+    let base = format!("base-{}.tiny.raw", env.entry);
+    assert_eq!(
+        env.our_volumes(&env.sandbox.pool.name),
+        [base.clone(), format!("{base}.marker")],
+        "overlay or seed left, or base removed"
+    );
+}

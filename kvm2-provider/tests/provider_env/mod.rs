@@ -116,8 +116,13 @@ impl Env {
         );
         for h in hosts {
             y += &format!(
-                "        - name: {}\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n",
-                h.name, h.address, h.port, self.sandbox.bridge, h.pool
+                "        - name: {}\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n",
+                h.name,
+                h.address,
+                h.port,
+                self.sandbox.bridge,
+                h.pool,
+                self.sandbox.remote_socket.display()
             );
         }
         y += "      images:\n";
@@ -142,8 +147,8 @@ impl Env {
 
     pub fn options(&self) -> ProviderOptions {
         let mut options = ProviderOptions::default();
+        // The socket comes from each host's `socket` in the config.
         options.hosts = HostOptions {
-            remote_socket: self.sandbox.remote_socket.display().to_string(),
             dial_budget: Duration::from_secs(30),
             rpc: RpcConfig::default().call_timeout(Duration::from_secs(60)),
             ..HostOptions::default()
