@@ -6,9 +6,24 @@
 //! checks. It knows libvirt, SSH, HTTP, ISO and XML, and nothing of
 //! Kubernetes.
 //!
-//! What exists today: the connection layer ([`host_table`], [`connection`])
-//! and the pieces of Create/Get/Delete that need no connection, each a pure
-//! function or a self-contained stream:
+//! [`Kvm2Provider`] implements [`provider_api::Provider`]; [`register`] puts
+//! its constructor into the operator's [`provider_api::Registry`].
+//! Construction dials nothing. Each operation is its own module:
+//!
+//! ```text
+//!  Kvm2Provider ─ create ─▶ placement ─▶ adoption guard ─▶ image_cache::ensure ─▶ overlay
+//!       │                   ─▶ seed_iso + vendor_data ─▶ domain_xml ─▶ define, start, watch
+//!       ├─ delete ─▶ destroy, undefine (NVRAM), per-VM volumes (never the base)
+//!       ├─ get / list_by_tag / checker ─▶ get, list, check (address)
+//!       └─ HostTable: one shared connection per host; dedicated ones for
+//!                     uploads and checks (SSH via ssh-socket, libvirt-rpc)
+//!
+//!  image_cache: single flight per (host, key) ─▶ judge base + marker ─▶ GET ─▶ free space
+//!               ─▶ upload tmp (dedicated conn) ─▶ verify ─▶ clone to base ─▶ marker last
+//! ```
+//!
+//! The pieces they are built from are pure functions or self-contained
+//! streams:
 //!
 //! ```text
 //!  machine type, host, mark ─▶ domain_xml::render ─▶ <domain> XML with the ownership mark
@@ -18,15 +33,15 @@
 //!  volume name, backing     ─▶ volume_xml         ─▶ <volume> XML
 //!  libvirt dumps, numbers   ─▶ ownership_mark::parse_mark, image_marker::judge, state::classify
 //!  libvirt-rpc errors       ─▶ libvirt_errors::classify ─▶ provider error class
-//!  host name                ─▶ HostTable::shared / dedicated ─▶ Connection (SSH + libvirt)
 //! ```
 //!
-//! Deliberately absent: I/O outside the download and the connection layer,
-//! clock reads in the builders (times are inputs), and panics on input —
-//! every parser returns a typed [`Error`].
+//! Deliberately absent: spawned tasks (every job runs in its caller's
+//! future), clock reads in the builders (times are inputs), unbounded waits
+//! (every libvirt call has its connection's deadline; fills and clean-ups
+//! have budgets), and panics on input — every parser returns a typed
+//! [`Error`]. Cloud-init user data never reaches a log, span or error.
 //!
-//! Not here yet: the image cache protocol (upload, atomic publish, marker
-//! write) and the lifecycle; see `docs/kvm2-provider.md`.
+//! The operator guide is `docs/kvm2-provider.md`.
 //!
 //! ```
 //! use kvm2_provider::volume_names::BaseNames;

@@ -4,8 +4,8 @@
 //!
 //! The struct holds what every operation shares — the entry's name and
 //! config, the [`HostTable`], the [`ImageCache`] — and forwards each trait
-//! method to the module that does the work ([`create`](crate::create),
-//! [`delete`](crate::delete), [`get`](crate::get), [`list`](crate::list),
+//! method to the module that does the work (`create`,
+//! `delete`, [`get`](crate::get), [`list`](crate::list),
 //! [`check`](crate::check)). Construction dials
 //! nothing: a host that is down at start-up fails the operations that need
 //! it, not the operator.
