@@ -223,20 +223,27 @@ async fn watch_start(
         )
         .await
         .map_err(|e| to_provider_error(format!("host {host}: state of {}", dom.name), e))?;
-        let verdict = classify(info.state.to_wire(), info.reason);
-        match verdict.phase {
-            DomainPhase::Running | DomainPhase::Starting => {}
-            DomainPhase::Stopped | DomainPhase::Failed => {
-                return Err(ApiError::transient(format!(
-                    "domain {} on host {host} failed right after start ({})",
-                    dom.name, verdict.detail
-                )));
-            }
+        if let Err(detail) = start_verdict(info.state.to_wire(), info.reason) {
+            return Err(ApiError::transient(format!(
+                "domain {} on host {host} failed right after start ({detail})",
+                dom.name
+            )));
         }
         if tokio::time::Instant::now() >= deadline {
             return Ok(());
         }
         tokio::time::sleep(WATCH_INTERVAL).await;
+    }
+}
+
+/// The immediate verdict on a just-started domain's `(state, reason)`:
+/// fine while starting or running; otherwise libvirt's state and reason in
+/// words (crashed, shut off, paused by an error or a user).
+fn start_verdict(state: i32, reason: i32) -> Result<(), String> {
+    let verdict = classify(state, reason);
+    match verdict.phase {
+        DomainPhase::Running | DomainPhase::Starting => Ok(()),
+        DomainPhase::Stopped | DomainPhase::Failed => Err(verdict.detail),
     }
 }
 
@@ -390,6 +397,25 @@ fn ranked<'a>(hosts: impl Iterator<Item = &'a Kvm2Host>, owner: &OwnerUid) -> Ve
 mod tests {
     use super::*;
     use provider_api::ProvidersConfig;
+
+    #[test]
+    fn start_verdicts() {
+        use crate::state::libvirt_state as s;
+        assert!(start_verdict(s::RUNNING, 1).is_ok());
+        // libvirt starts domains paused, then resumes them.
+        assert!(start_verdict(s::PAUSED, 11).is_ok());
+        for (state, reason) in [
+            (s::CRASHED, 0),
+            (s::SHUTOFF, 5),
+            (s::SHUTOFF, 6),
+            (s::PAUSED, 1),
+            (s::PAUSED, 5),
+        ] {
+            let detail = start_verdict(state, reason).unwrap_err();
+            assert!(!detail.is_empty(), "{state}/{reason}");
+        }
+        assert!(start_verdict(s::PAUSED, 5).unwrap_err().contains("paused"));
+    }
 
     #[test]
     fn rendezvous_ranking_is_stable_and_spreads() {
