@@ -24,6 +24,12 @@
 //! volume lookup, upload), like a `virsh vol-upload` run (which also pays
 //! for its process start, a few ms).
 //!
+//! The C client opened by `libvirt.open` runs without keepalive (Python has
+//! no event loop unless one is registered), while ours probes and runs it,
+//! which makes libvirtd do a little more per received packet (it restarts
+//! the client's keepalive timer); `LVRPC_C_KEEPALIVE=1` gives the C client
+//! an event loop and keepalive 5 s × 5, as `virsh` runs.
+//!
 //! Knobs: `LVRPC_CHUNK` (upload chunk bytes), `LVRPC_WORKERS` (tokio worker
 //! threads, default 2), `LVRPC_CALLS_ONLY`, `LVRPC_UPLOAD_ONLY`,
 //! `LVRPC_OURS_ONLY` (skip virsh), `LVRPC_ROUNDS` (upload rounds, default
@@ -227,9 +233,18 @@ async fn upload_bench(d: &Descriptor) {
 }
 
 const PY: &str = r#"
-import libvirt, sys, threading, time
+import libvirt, os, sys, threading, time
 uri, n, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if os.environ.get("LVRPC_C_KEEPALIVE"):
+    # Like virsh: an event loop thread and keepalive 5 s x 5, as ours has.
+    libvirt.virEventRegisterDefaultImpl()
+    def loop():
+        while True:
+            libvirt.virEventRunDefaultImpl()
+    threading.Thread(target=loop, daemon=True).start()
 conn = libvirt.open(uri)
+if os.environ.get("LVRPC_C_KEEPALIVE"):
+    conn.setKeepAlive(5, 5)
 conn.getLibVersion()
 per = n // threads
 def work():

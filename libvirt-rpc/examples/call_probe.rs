@@ -3,7 +3,11 @@
 //! daemon can be traced (`strace -c -f -p`, `perf stat -p`) during it.
 //!
 //! `KVM2_SANDBOX=... cargo run --release -p libvirt-rpc --example call_probe -- N K [WORKERS]`
-//! (WORKERS 0 = a current-thread runtime; default 2)
+//! (WORKERS 0 = a current-thread runtime; default 2). Environment knobs:
+//! `BATCHES` (timed batches on the same connection, default 1), `FRESH`
+//! (a new connection per batch), `NO_KEEPALIVE` (handshake without the
+//! keepalive probe, so libvirtd runs no keepalive for this client), `RSS`
+//! (print the resident set size after each batch).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use libvirt_rpc::*;
 use std::time::Instant;
@@ -30,31 +34,69 @@ fn main() {
     };
     rt.block_on(async {
         let d = xtask::Descriptor::require();
-        let c = Client::connect_unix(
-            &d.libvirt.socket,
-            &d.libvirt.test_uri,
-            OpenFlags::empty(),
-            Config::default(),
-        )
-        .await
-        .unwrap();
+        let open = || async {
+            if std::env::var_os("NO_KEEPALIVE").is_some() {
+                // The handshake without the keepalive probe (which also starts
+                // the daemon's keepalive for this client).
+                let s = tokio::net::UnixStream::connect(&d.libvirt.socket)
+                    .await
+                    .unwrap();
+                let c = Client::new(s, Config::default());
+                c.auth_list().await.unwrap();
+                c.connect_open(Some(&d.libvirt.test_uri), OpenFlags::empty())
+                    .await
+                    .unwrap();
+                c
+            } else {
+                Client::connect_unix(
+                    &d.libvirt.socket,
+                    &d.libvirt.test_uri,
+                    OpenFlags::empty(),
+                    Config::default(),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        let mut c = open().await;
         c.connect_get_lib_version().await.unwrap();
+        let fresh = std::env::var_os("FRESH").is_some();
         let per = n / k;
-        let t0 = Instant::now();
-        let hs: Vec<_> = (0..k)
-            .map(|_| {
-                let c = c.clone();
-                tokio::spawn(async move {
-                    for _ in 0..per {
-                        c.connect_get_lib_version().await.unwrap();
-                    }
+        let batches: usize = std::env::var("BATCHES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        for b in 0..batches {
+            if fresh && b > 0 {
+                c.close().await;
+                c = open().await;
+                c.connect_get_lib_version().await.unwrap();
+            }
+            let t0 = Instant::now();
+            let hs: Vec<_> = (0..k)
+                .map(|_| {
+                    let c = c.clone();
+                    tokio::spawn(async move {
+                        for _ in 0..per {
+                            c.connect_get_lib_version().await.unwrap();
+                        }
+                    })
                 })
-            })
-            .collect();
-        for h in hs {
-            h.await.unwrap();
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            let rss = std::fs::read_to_string("/proc/self/status")
+                .unwrap_or_default()
+                .lines()
+                .find(|l| l.starts_with("VmRSS"))
+                .unwrap_or_default()
+                .to_string();
+            println!("{:.0}", (per * k) as f64 / t0.elapsed().as_secs_f64());
+            if std::env::var_os("RSS").is_some() {
+                eprintln!("{rss}");
+            }
         }
-        println!("{:.0}", (per * k) as f64 / t0.elapsed().as_secs_f64());
         c.close().await;
     });
 }

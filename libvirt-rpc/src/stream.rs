@@ -22,7 +22,9 @@
 //!   ([`crate::Config::unix_send_buffer`], set by
 //!   [`Client::connect_unix`]) is kernel memory on top of that. A download holds at most
 //!   [`crate::Config::stream_queue`] packets (each at most the daemon's
-//!   256 KiB chunk); when that queue is full the connection stops reading
+//!   256 KiB chunk), plus at most 16 that overtook the REPLY opening the
+//!   stream (libvirtd's event loop can send data before its worker sends
+//!   the reply; they are delivered first, in order); when that queue is full the connection stops reading
 //!   the socket until the consumer takes a chunk. That is TCP-style flow
 //!   control, lossless and bounded, but it delays replies to other calls on
 //!   the same connection meanwhile: the task consuming a download must not
@@ -52,6 +54,7 @@
 //! `upload_finished_short_is_accepted_by_libvirtd`). That is why
 //! [`Client::storage_vol_upload`] aborts instead when its source ends early.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -90,9 +93,21 @@ struct StreamCore {
     procedure: i32,
     serial: u32,
     rx: mpsc::Receiver<Packet>,
+    /// Download data that arrived before the call's REPLY (at most
+    /// [`EARLY_MAX`] packets), delivered first.
+    early: VecDeque<Packet>,
     /// The daemon's side ended (terminal packet seen) or we aborted.
     done: bool,
 }
+
+/// Download packets accepted ahead of the REPLY that opens the stream.
+/// libvirtd starts sending a download's data from its event loop as soon as
+/// the stream is registered, while a worker thread sends the REPLY: under
+/// load the first data packet can overtake the reply (seen with 11.3).
+/// libvirt's own client queues such packets on the stream; so do we, up to
+/// this many (256 KiB each at most), then fail the open as a protocol
+/// error.
+const EARLY_MAX: usize = 16;
 
 impl Drop for StreamCore {
     fn drop(&mut self) {
@@ -114,6 +129,7 @@ impl StreamCore {
             procedure,
             serial,
             rx,
+            early: VecDeque::new(),
             done: true, // nothing to abort until the call succeeded
         };
         client
@@ -125,14 +141,29 @@ impl StreamCore {
             })
             .await?;
         let after = client.call_timeout();
-        let reply = match tokio::time::timeout(after, core.rx.recv()).await {
-            Err(_) => {
-                // The daemon may still open the stream: abort it if it does.
-                client.control(Control::AbortStream(serial));
-                return Err(Error::Timeout { procedure, after });
+        let deadline = tokio::time::Instant::now() + after;
+        let reply = loop {
+            match tokio::time::timeout_at(deadline, core.rx.recv()).await {
+                Err(_) => {
+                    // The daemon may still open the stream: abort it if it does.
+                    client.control(Control::AbortStream(serial));
+                    return Err(Error::Timeout { procedure, after });
+                }
+                Ok(None) => return Err(client.disconnected()),
+                Ok(Some(p))
+                    if p.header.kind == MessageType::Stream
+                        && p.header.status == Status::Continue =>
+                {
+                    if core.early.len() >= EARLY_MAX {
+                        core.done = false; // the drop aborts it
+                        return Err(Error::Protocol(format!(
+                            "stream {procedure}: more than {EARLY_MAX} data packets before the reply"
+                        )));
+                    }
+                    core.early.push_back(p);
+                }
+                Ok(Some(p)) => break p,
             }
-            Ok(None) => return Err(client.disconnected()),
-            Ok(Some(p)) => p,
         };
         match (reply.header.kind, reply.header.status) {
             (MessageType::Reply, Status::Ok) => {
@@ -258,6 +289,9 @@ impl Upload {
     }
 
     async fn send_packet(&mut self, p: Bytes, len: usize) -> Result<()> {
+        if let Some(early) = self.inner.early.pop_front() {
+            return Err(self.inner.unexpected(Some(early)));
+        }
         // A daemon error that already arrived ends the stream now.
         match self.inner.rx.try_recv() {
             Ok(p) => return Err(self.inner.unexpected(Some(p))),
@@ -389,11 +423,16 @@ impl Download {
         if self.eof {
             return Ok(None);
         }
-        let after = self.inner.client.call_timeout();
-        let procedure = self.inner.procedure;
-        let p = tokio::time::timeout(after, self.inner.rx.recv())
-            .await
-            .map_err(|_| Error::Timeout { procedure, after })?;
+        let p = match self.inner.early.pop_front() {
+            Some(p) => Some(p),
+            None => {
+                let after = self.inner.client.call_timeout();
+                let procedure = self.inner.procedure;
+                tokio::time::timeout(after, self.inner.rx.recv())
+                    .await
+                    .map_err(|_| Error::Timeout { procedure, after })?
+            }
+        };
         match p {
             Some(p)
                 if p.header.kind == MessageType::Stream && p.header.status == Status::Continue =>
