@@ -1,0 +1,87 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Cloud-init user data never reaches a log line, span or error of Create
+//! and Delete (every crate captured at TRACE). Its own test binary: the
+//! capturing subscriber is a thread-local default, and tracing caches
+//! callsite interest process-wide, so tests in the same process without a
+//! subscriber could hide log lines from it.
+
+mod common;
+mod provider_env;
+
+use std::sync::Arc;
+
+use common::{Reply, Server, digest};
+use provider_api::{ErrorClass, Placement, Provider, SecretString};
+use provider_env::{Env, Image};
+
+/// Log lines captured from every crate at TRACE level.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+// Current-thread runtime: the capturing subscriber is this thread's default.
+#[tokio::test(flavor = "current_thread")]
+async fn user_data_never_reaches_logs_or_errors_of_create_and_delete() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let env = Env::new();
+    let body = common::image(1 << 20);
+    let b = body.clone();
+    let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
+    let image = Image {
+        key: "tiny".into(),
+        url: server.url("/tiny.raw").to_string(),
+        sha256: digest(&body).to_string(),
+        format: "raw",
+    };
+    let yaml = env.yaml(&[env.host("host1")], &[image], None);
+    let provider = env.provider(&yaml, env.options());
+    let secret = format!("SECRET-{}", provider_env::random_hex());
+    let mut req = env.request(env.owner(), Placement::Any);
+    req.user_data = Some(SecretString::new(format!("#cloud-config\n# {secret}\n")));
+
+    tracing::info!(request = ?req, "create requested");
+    let inst = provider.create(&req).await.unwrap();
+    provider.delete(&inst.id).await.unwrap();
+    // A failing create (a seed over its limit) carries no user data either.
+    let mut big = env.request(env.owner(), Placement::Any);
+    big.user_data = Some(SecretString::new(format!(
+        "#cloud-config\n# {secret}\n{}",
+        "x".repeat(2 << 20)
+    )));
+    let err = provider.create(&big).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Permanent, "{err:?}");
+    let err_text = format!("{err} {err:?}");
+    assert!(!err_text.contains(&secret), "user data in an error");
+
+    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    assert!(!logs.contains(&secret), "user data reached the logs");
+    // The calls were logged: one line per libvirt call, with the procedure.
+    for procedure in [
+        "domain_define_xml_flags",
+        "storage_vol_upload",
+        "storage_vol_create_xml_from",
+        "domain_undefine_flags",
+    ] {
+        assert!(
+            logs.contains(&format!("procedure=\"{procedure}\"")),
+            "no log line for {procedure}"
+        );
+    }
+}
