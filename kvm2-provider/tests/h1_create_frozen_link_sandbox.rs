@@ -90,7 +90,7 @@ async fn pump(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_host_fails_its_create_in_budget_while_another_host_creates() {
     let env = Env::new();
-    let body = image(48 << 20);
+    let body = image(24 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Body {
         body: b.clone(),
@@ -102,7 +102,7 @@ async fn a_frozen_host_fails_its_create_in_budget_while_another_host_creates() {
     // removed.
     let relay = Relay::start(
         format!("{}:{}", env.sandbox.ssh.host, env.sandbox.ssh.port),
-        16 << 20,
+        8 << 20,
     )
     .await;
 
