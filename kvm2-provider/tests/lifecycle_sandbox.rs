@@ -294,3 +294,46 @@ async fn a_create_that_fails_to_start_removes_what_it_made_but_not_the_base() {
         "overlay or seed left, or base removed"
     );
 }
+
+#[tokio::test]
+async fn a_uefi_instance_is_deleted_with_its_nvram() {
+    let env = Env::new();
+    let body = common::image(1 << 20);
+    let b = body.clone();
+    let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
+    let image = Image {
+        key: "tiny".into(),
+        url: server.url("/tiny.raw").to_string(),
+        sha256: digest(&body).to_string(),
+        format: "raw",
+    };
+    let yaml = env.yaml(&[env.host("host1")], &[image], None).replace(
+        "      domain_type: qemu\n",
+        "      domain_type: qemu\n      firmware: uefi\n",
+    );
+    assert!(yaml.contains("firmware: uefi"));
+    let provider = env.provider(&yaml, env.options());
+    let owner = env.owner();
+    let name = name_from_uid(&owner);
+
+    let inst = provider
+        .create(&env.request(owner, Placement::Any))
+        .await
+        .unwrap();
+    let (_, xml) = env.virsh(&["dumpxml", name.as_str()]);
+    let nvram = xml
+        .split("<nvram")
+        .nth(1)
+        .and_then(|rest| rest.split('>').nth(1))
+        .and_then(|rest| rest.split('<').next())
+        .unwrap_or_else(|| panic!("no NVRAM in {xml}"))
+        .to_owned();
+    assert!(std::path::Path::new(&nvram).exists(), "{nvram}");
+
+    provider.delete(&inst.id).await.unwrap();
+    assert!(!env.domain_exists(name.as_str()));
+    assert!(
+        !std::path::Path::new(&nvram).exists(),
+        "NVRAM left: {nvram}"
+    );
+}
