@@ -162,6 +162,19 @@ async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
         env.our_volumes(&pool),
         [base_name.clone(), format!("{base_name}.marker")]
     );
+
+    // The reverse (volumes gone, domain left) is finished too.
+    provider.create(&req).await.unwrap();
+    for vol in [
+        format!("vm-{name}.overlay.qcow2"),
+        format!("vm-{name}.seed.iso"),
+    ] {
+        let (ok, out) = env.virsh(&["vol-delete", "--pool", &pool, &vol]);
+        assert!(ok, "{out}");
+    }
+    provider.delete(&id).await.unwrap();
+    assert!(!env.domain_exists(name.as_str()));
+    assert_eq!(server.hits(), 1);
 }
 
 /// Defines (does not start) a domain with `name` and the given mark, or no
@@ -336,4 +349,42 @@ async fn a_uefi_instance_is_deleted_with_its_nvram() {
         !std::path::Path::new(&nvram).exists(),
         "NVRAM left: {nvram}"
     );
+}
+
+#[tokio::test]
+async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
+    let env = Env::new();
+    let image = Image {
+        key: "tiny".into(),
+        url: "http://127.0.0.1:9/never".into(),
+        sha256: digest(b"x").to_string(),
+        format: "raw",
+    };
+    // host2: nothing listens on its port.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let hosts = [
+        env.host("host1"),
+        provider_env::Host {
+            port,
+            ..env.host("host2")
+        },
+    ];
+    let yaml = env.yaml(&hosts, &[image], None);
+    let provider = env.provider(&yaml, env.options());
+
+    let req = env.request(
+        env.owner(),
+        Placement::Require(Identifier::parse("nosuch").unwrap()),
+    );
+    let err = provider.create(&req).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Permanent, "{err:?}");
+
+    let req = env.request(
+        env.owner(),
+        Placement::Require(Identifier::parse("host2").unwrap()),
+    );
+    let err = provider.create(&req).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
 }
