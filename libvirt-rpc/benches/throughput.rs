@@ -30,6 +30,9 @@
 //! the client's keepalive timer); `LVRPC_C_KEEPALIVE=1` gives the C client
 //! an event loop and keepalive 5 s × 5, as `virsh` runs.
 //!
+//! `LVRPC_COMPARE_NO_KEEPALIVE=1` adds, first in each call round, a
+//! connection of ours opened without the keepalive probe (diagnostic).
+//!
 //! Knobs: `LVRPC_CHUNK` (upload chunk bytes), `LVRPC_WORKERS` (tokio worker
 //! threads, default 2), `LVRPC_CALLS_ONLY`, `LVRPC_UPLOAD_ONLY`,
 //! `LVRPC_OURS_ONLY` (skip virsh), `LVRPC_ROUNDS` (upload rounds, default
@@ -299,9 +302,26 @@ async fn our_rate(c: &Client, n: usize, tasks: usize) -> f64 {
     (per * tasks) as f64 / t0.elapsed().as_secs_f64()
 }
 
+/// A connection opened without the keepalive probe, so libvirtd runs no
+/// keepalive for it (like a C client without an event loop); diagnostic
+/// only (`LVRPC_COMPARE_NO_KEEPALIVE`): our own PINGs would go unanswered.
+async fn connect_without_keepalive(d: &Descriptor, uri: &str) -> Client {
+    let s = tokio::net::UnixStream::connect(&d.libvirt.socket)
+        .await
+        .unwrap();
+    let c = Client::new(s, config());
+    c.auth_list().await.unwrap();
+    c.connect_open(Some(uri), OpenFlags::empty()).await.unwrap();
+    c
+}
+
 async fn call_bench(d: &Descriptor) {
     let c = connect(d, &d.libvirt.test_uri).await;
     c.connect_get_lib_version().await.unwrap();
+    let noka = match std::env::var_os("LVRPC_COMPARE_NO_KEEPALIVE") {
+        Some(_) => Some(connect_without_keepalive(d, &d.libvirt.test_uri).await),
+        None => None,
+    };
     let rounds = std::env::var("LVRPC_CALL_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -313,8 +333,14 @@ async fn call_bench(d: &Descriptor) {
         eprintln!("{label}: load average before {}", loadavg());
         let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         let (mut d_ours, mut d_theirs) = (Vec::new(), Vec::new());
+        let mut noka_ratios = Vec::new();
         for round in 0..rounds {
             let (mut r_ours, mut r_theirs) = (0.0, 0.0);
+            if let Some(noka) = &noka {
+                let r = our_rate(noka, n, k).await;
+                eprintln!("  round {round}: libvirt-rpc without keepalive {r:.0}/s");
+                noka_ratios.push(r);
+            }
             // The side that goes first alternates.
             for side in [round % 2, 1 - round % 2] {
                 let d0 = daemon_cpu(d);
@@ -336,6 +362,15 @@ async fn call_bench(d: &Descriptor) {
             ours.push(r_ours);
             theirs.push(r_theirs);
             ratios.push(r_ours / r_theirs);
+            if let Some(r) = noka_ratios.last_mut() {
+                *r /= r_theirs;
+            }
+        }
+        if noka.is_some() {
+            println!(
+                "  (diagnostic) {label}: libvirt-rpc with libvirtd's keepalive off vs the C client: ratio {:.2}x (median of per-round ratios)",
+                median(&noka_ratios)
+            );
         }
         eprintln!(
             "{label}: load average after {}; daemon CPU per call (medians, includes other clients of the shared daemon): {:.1} µs serving us, {:.1} µs serving the C client",
@@ -354,6 +389,9 @@ async fn call_bench(d: &Descriptor) {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
+    }
+    if let Some(noka) = noka {
+        noka.close().await;
     }
     c.close().await;
 }
