@@ -387,4 +387,24 @@ async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
     );
     let err = provider.create(&req).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
+
+    // Prefer(host2) falls back to host1, which works.
+    let body = common::image(1 << 20);
+    let b = body.clone();
+    let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
+    let image = Image {
+        key: "tiny".into(),
+        url: server.url("/tiny.raw").to_string(),
+        sha256: digest(&body).to_string(),
+        format: "raw",
+    };
+    let yaml = env.yaml(&hosts, &[image], None);
+    let provider = env.provider(&yaml, env.options());
+    let req = env.request(
+        env.owner(),
+        Placement::Prefer(Identifier::parse("host2").unwrap()),
+    );
+    let inst = provider.create(&req).await.unwrap();
+    assert_eq!(inst.host.as_str(), "host1");
+    provider.delete(&inst.id).await.unwrap();
 }
