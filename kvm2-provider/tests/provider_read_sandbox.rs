@@ -1,0 +1,126 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Get, List-by-tag and the checker through `Kvm2Provider` (the trait the
+//! operator calls), on an instance made by the provider's own Create: real
+//! sshd, real libvirtd, a real QEMU domain without a guest OS.
+
+mod common;
+mod support;
+
+use std::time::Duration;
+
+use kvm2_provider::{Kvm2Provider, ProviderOptions};
+use provider_api::{
+    CheckReason, CreateRequest, ErrorClass, Identifier, InstanceState, ObjectName, OwnerUid,
+    Provider, ProvidersConfig, Tag, name_from_uid,
+};
+use support::*;
+use xtask::Descriptor;
+
+/// Removes the instance's domain and volumes and the entry's base volumes,
+/// pass or fail.
+struct Guard {
+    uri: String,
+    pool: String,
+    domain: String,
+    entry: String,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let virsh = |args: &[&str]| {
+            std::process::Command::new("virsh")
+                .arg("-c")
+                .arg(&self.uri)
+                .args(args)
+                .output()
+                .ok()
+        };
+        virsh(&["destroy", &self.domain]);
+        virsh(&["undefine", "--nvram", &self.domain]);
+        let _ = virsh(&["pool-refresh", &self.pool]);
+        if let Some(out) = virsh(&["vol-list", "--pool", &self.pool]) {
+            for line in String::from_utf8_lossy(&out.stdout).lines().skip(2) {
+                if let Some(vol) = line.split_whitespace().next()
+                    && (vol.contains(&format!("-{}.", self.entry)) || vol.contains(&self.domain))
+                {
+                    virsh(&["vol-delete", "--pool", &self.pool, vol]);
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn created_instance_reads_back_through_the_provider() {
+    let sandbox = Descriptor::require();
+    let body = common::image(1 << 20);
+    let sha = common::digest(&body);
+    let server = common::Server::start(move |_| common::Reply::Body {
+        body: body.clone(),
+        length: true,
+    })
+    .await;
+    let entry = unique("p").replace("kvm2-itb-", "kb");
+    let owner = OwnerUid::parse(&format!("uid-{entry}")).unwrap();
+    let name = name_from_uid(&owner);
+    let _guard = Guard {
+        uri: sandbox.virsh_uri(&sandbox.libvirt.qemu_uri),
+        pool: sandbox.pool.name.clone(),
+        domain: name.to_string(),
+        entry: entry.clone(),
+    };
+    let yaml = format!(
+        "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {kh}\n      hosts:\n        - name: host1\n          address: {addr}\n          port: {port}\n          bridge: {bridge}\n          pool: {pool}\n      images:\n        tiny:\n          url: {url}\n          sha256: {sha}\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n      defaults:\n        machine_type: small\n        image: tiny\n",
+        user = sandbox.ssh.user,
+        key = sandbox.ssh.key_path.display(),
+        kh = sandbox.ssh.known_hosts_path.display(),
+        addr = sandbox.ssh.host,
+        port = sandbox.ssh.port,
+        bridge = sandbox.bridge,
+        pool = sandbox.pool.name,
+        url = server.url("tiny.img"),
+    );
+    let config = ProvidersConfig::from_yaml_str(&yaml).unwrap().providers[0]
+        .kvm2()
+        .unwrap()
+        .clone();
+    let mut options = ProviderOptions::default();
+    options.hosts = support::options(&sandbox, &sandbox.libvirt.qemu_uri);
+    options.start_watch = Duration::from_millis(500);
+    let provider =
+        Kvm2Provider::with_options(Identifier::parse(&entry).unwrap(), config, options).unwrap();
+
+    let req = CreateRequest::new(
+        owner.clone(),
+        ObjectName::parse("proxy-a").unwrap(),
+        Identifier::parse("default").unwrap(),
+    );
+    let created = provider.create(&req).await.unwrap();
+
+    // Get: running QEMU, no guest OS: Provisioning without an address, not
+    // an error.
+    let got = provider.get(&created.id).await.unwrap();
+    assert_eq!(got.state, InstanceState::Provisioning, "{got:?}");
+    assert_eq!(got.ip, None);
+    assert_eq!(got.id, created.id);
+    assert!(got.created_at.is_some());
+
+    // List-by-tag: the instance, with its owner.
+    let listed = provider.list_by_tag(&Tag::managed()).await.unwrap();
+    let mine: Vec<_> = listed.iter().filter(|l| l.id == created.id).collect();
+    assert_eq!(mine.len(), 1, "{listed:?}");
+    assert_eq!(mine[0].owner_uid, owner);
+
+    // The checker: the one host, reachable.
+    let checker = provider.checker().expect("kvm2 has a checker");
+    let statuses = checker.check(Duration::from_secs(20)).await;
+    assert_eq!(statuses.len(), 1);
+    assert_eq!(statuses[0].reason, CheckReason::Reachable, "{statuses:?}");
+
+    // Deleted: Get says NotFound, the list no longer has it.
+    provider.delete(&created.id).await.unwrap();
+    let err = provider.get(&created.id).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::NotFound, "{err:?}");
+    let listed = provider.list_by_tag(&Tag::managed()).await.unwrap();
+    assert!(listed.iter().all(|l| l.id != created.id));
+}
