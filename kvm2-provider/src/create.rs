@@ -23,7 +23,8 @@
 //! instance created on a fallback host is not found from its preferred host
 //! once that host is back; the garbage collector removes the duplicate.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use libvirt_rpc::{Client, DomainCreateFlags, DomainDefineFlags, NoFlags};
@@ -54,6 +55,13 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
 pub(crate) async fn create(inner: &Inner, req: &CreateRequest) -> Result<Instance, ApiError> {
     let name = req.instance_name();
+    // Two Creates for one owner at once would replace each other's volumes:
+    // the second is turned away (Transient) while the first runs.
+    let _running = inner.creating.try_claim(&name).ok_or_else(|| {
+        ApiError::transient(format!(
+            "a create for instance {name} is already running in this provider; retry when it ends"
+        ))
+    })?;
     let (_, machine) = inner.config.machine_type_for(req.machine_type.as_ref())?;
     let (key, image) = inner.config.image_for(req.image.as_ref())?;
     let (host, conn) = choose_host(inner, &req.placement, &req.owner_uid).await?;
@@ -102,6 +110,41 @@ pub(crate) async fn create(inner: &Inner, req: &CreateRequest) -> Result<Instanc
             let message = format!("create {name} on host {}: {}", host.name, e.message());
             Err(ApiError::wrap(e.class(), message, e))
         }
+    }
+}
+
+/// The instance names with a Create running, so a second Create for the
+/// same owner is refused instead of racing the first.
+#[derive(Default)]
+pub(crate) struct Creating {
+    names: Mutex<HashSet<Identifier>>,
+}
+
+impl Creating {
+    /// Claims `name`; `None` when a Create holds it. The claim ends when
+    /// the returned guard is dropped (also when the Create is cancelled).
+    pub(crate) fn try_claim(&self, name: &Identifier) -> Option<Claim<'_>> {
+        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        names.insert(name.clone()).then(|| Claim {
+            creating: self,
+            name: name.clone(),
+        })
+    }
+}
+
+/// A claimed instance name; see [`Creating::try_claim`].
+pub(crate) struct Claim<'a> {
+    creating: &'a Creating,
+    name: Identifier,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.creating
+            .names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.name);
     }
 }
 
@@ -397,6 +440,19 @@ fn ranked<'a>(hosts: impl Iterator<Item = &'a Kvm2Host>, owner: &OwnerUid) -> Ve
 mod tests {
     use super::*;
     use provider_api::ProvidersConfig;
+
+    #[test]
+    fn one_create_per_instance_name_at_a_time() {
+        let creating = Creating::default();
+        let a = Identifier::parse("ep-a").unwrap();
+        let b = Identifier::parse("ep-b").unwrap();
+        let claim = creating.try_claim(&a).unwrap();
+        assert!(creating.try_claim(&a).is_none());
+        let other = creating.try_claim(&b).unwrap();
+        drop(claim);
+        assert!(creating.try_claim(&a).is_some());
+        drop(other);
+    }
 
     #[test]
     fn start_verdicts() {

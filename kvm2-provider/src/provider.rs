@@ -82,6 +82,8 @@ pub(crate) struct Inner {
     pub(crate) hosts: Arc<HostTable>,
     /// The base image cache.
     pub(crate) images: ImageCache,
+    /// Instance names with a Create running.
+    pub(crate) creating: crate::create::Creating,
 }
 
 impl std::fmt::Debug for Kvm2Provider {
@@ -127,6 +129,7 @@ impl Kvm2Provider {
                 options,
                 hosts,
                 images,
+                creating: crate::create::Creating::default(),
             }),
             checker,
         })

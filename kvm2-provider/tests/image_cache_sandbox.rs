@@ -145,8 +145,18 @@ async fn five_concurrent_creates_on_a_cold_image_download_it_once() {
         .map(|o| env.request(o.clone(), Placement::Any))
         .collect();
 
-    let results = futures::future::join_all(reqs.iter().map(|r| provider.create(r))).await;
+    // Plus a second Create for the first owner at the same time: turned
+    // away while the first runs (it would replace the first's volumes).
+    let (results, duplicate) = tokio::join!(
+        futures::future::join_all(reqs.iter().map(|r| provider.create(r))),
+        provider.create(&reqs[0])
+    );
+    let err = duplicate.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
+    assert!(err.to_string().contains("already running"), "{err}");
     let instances: Vec<_> = results.into_iter().map(Result::unwrap).collect();
+    // Afterwards, Create for that owner returns the same instance.
+    assert_eq!(provider.create(&reqs[0]).await.unwrap().id, instances[0].id);
     assert_eq!(server.hits(), 1, "five cold creates, one download");
     for inst in &instances {
         assert_eq!(env.domain_state(inst.id.instance().as_str()), "running");
