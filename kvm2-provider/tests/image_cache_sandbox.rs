@@ -341,3 +341,40 @@ async fn a_base_without_a_valid_marker_is_debris_and_replaced() {
         assert!(ok, "{out}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fill_over_its_budget_fails_and_removes_its_upload() {
+    let env = Env::new();
+    let body = image(2 << 20);
+    let b = body.clone();
+    // Headers and 1 MiB, then silence (the download's own stall timeout is
+    // a minute: the fill budget must end it first).
+    let server = Server::start(move |_| Reply::Stalls {
+        body: b.clone(),
+        send: 1 << 20,
+    })
+    .await;
+    let img = raw_image("tiny", &server, "/tiny.raw", &body);
+    let yaml = env.yaml(&[env.host("host1")], &[img], None);
+    let mut options = env.options();
+    let mut cache = CacheOptions::default();
+    cache.fill_budget = Duration::from_secs(3);
+    options.cache = cache;
+    let provider = env.provider(&yaml, options);
+
+    let started = Instant::now();
+    let err = provider
+        .create(&env.request(env.owner(), Placement::Any))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
+    assert!(err.to_string().contains("budget"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "took {:?}",
+        started.elapsed()
+    );
+    let pool = env.sandbox.pool.name.clone();
+    assert_eq!(env.our_volumes(&pool), Vec::<String>::new());
+    assert_eq!(provider.image_cache().in_flight(), 0);
+}
