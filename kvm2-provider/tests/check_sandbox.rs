@@ -61,7 +61,7 @@ async fn each_host_gets_its_reason_within_the_deadline_and_nothing_stays_open() 
 
     // Longer than a loaded CI needs for a real dial, far shorter than the
     // 20 s dial budget: the silent host is cut off by the deadline.
-    let deadline = Duration::from_secs(8);
+    let deadline = Duration::from_secs(10);
     let started = Instant::now();
     let statuses = checker.check(deadline).await;
     let took = started.elapsed();
@@ -135,4 +135,22 @@ async fn a_key_the_host_refuses_is_auth_failed() {
         statuses[0]
     );
     assert!(!statuses[0].reachable);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ssh_fine_but_no_libvirt_socket_is_a_daemon_error() {
+    let sandbox = Descriptor::require();
+    let mut opts = options(&sandbox, &sandbox.libvirt.qemu_uri);
+    opts.remote_socket = "/nonexistent/kvm2-itb/libvirt-sock".into();
+    let table = HostTable::new(&sandbox_config(&sandbox), &opts).unwrap();
+    let statuses = HostChecker::new(Arc::new(table))
+        .check(Duration::from_secs(15))
+        .await;
+    assert_eq!(statuses.len(), 1);
+    assert_eq!(
+        statuses[0].reason,
+        CheckReason::DaemonError,
+        "{:?}",
+        statuses[0]
+    );
 }
