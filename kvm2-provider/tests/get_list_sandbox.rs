@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kvm2_provider::get::get;
@@ -195,5 +196,68 @@ async fn list_by_tag_fails_whole_when_one_host_is_unreachable() {
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
     assert!(err.to_string().contains("host2"), "{err}");
+    client.close().await;
+}
+
+/// Records the `procedure` of every libvirt span.
+struct Procedures(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Procedures {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _id: &tracing::span::Id,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct V(Option<String>);
+        impl tracing::field::Visit for V {
+            fn record_str(&mut self, f: &tracing::field::Field, v: &str) {
+                if f.name() == "procedure" {
+                    self.0 = Some(v.to_owned());
+                }
+            }
+            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+        }
+        let mut v = V(None);
+        attrs.record(&mut v);
+        if let Some(p) = v.0 {
+            self.0.lock().unwrap().push(p);
+        }
+    }
+}
+
+// current_thread: the recording subscriber is thread-local.
+#[tokio::test(flavor = "current_thread")]
+async fn list_by_tag_makes_one_listing_call_and_mark_reads_only() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let sandbox = Descriptor::require();
+    let client = support::direct(&sandbox).await;
+    let ours = unique("calls");
+    let _a = QemuDomain::define(&sandbox, &client, &ours, Some(mark(ENTRY, OWNER)), true).await;
+    let table = table(&sandbox);
+    table.shared(&id("host1")).await.unwrap(); // dial outside the record
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let subscriber = tracing_subscriber::registry().with(Procedures(seen.clone()));
+    let listed = {
+        let _guard = tracing::subscriber::set_default(subscriber);
+        list_by_tag(&table, &id(ENTRY), &Tag::managed())
+            .await
+            .unwrap()
+    };
+    assert!(listed.iter().any(|l| l.id == pid("host1", &ours)));
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.iter()
+            .filter(|p| *p == "connect_list_all_domains")
+            .count(),
+        1,
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|p| p == "connect_list_all_domains" || p == "domain_get_metadata"),
+        "no state or address calls: {seen:?}"
+    );
     client.close().await;
 }
