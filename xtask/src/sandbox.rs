@@ -374,7 +374,7 @@ fn remove_created(uri: &str, record: &Record) -> Result<()> {
             continue;
         }
         let _ = output(cmd("virsh", ["-c", uri, "pool-refresh", &pool]));
-        for vol in names(uri, &["vol-list", "--pool", &pool, "--name"]).unwrap_or_default() {
+        for vol in volumes(uri, &pool)? {
             let _ = output(cmd(
                 "virsh",
                 ["-c", uri, "vol-delete", "--pool", &pool, &vol],
@@ -444,6 +444,18 @@ fn names(uri: &str, args: &[&str]) -> Result<Vec<String>> {
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Volume names of `pool` (`vol-list` has no `--name`: read its table).
+fn volumes(uri: &str, pool: &str) -> Result<Vec<String>> {
+    let table = read(cmd("virsh", ["-c", uri, "vol-list", "--pool", pool]))?;
+    Ok(table
+        .lines()
+        .skip_while(|l| !l.starts_with("---"))
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
         .map(str::to_owned)
         .collect())
 }
