@@ -1,4 +1,4 @@
-//! `cargo xtask`: every project task — setup, sandbox, test, ci.
+//! `cargo xtask`: every project task — setup, sandbox, test, ci, bench, fuzz.
 //!
 //! ```text
 //! cargo xtask setup                   install what tests need (apt), fast no-op when present
@@ -6,6 +6,7 @@
 //! cargo xtask test [ARGS]             setup → sandbox up → cargo test --workspace → sandbox down
 //! cargo xtask ci                      fmt --check, clippy -D warnings, then test
 //! cargo xtask bench CRATE [ARGS]      sandbox up → cargo bench -p CRATE (benchmarks print ratios)
+//! cargo xtask fuzz libvirt-rpc [--seconds N]  mutation fuzzer over the packet decoder
 //! ```
 
 mod cmd;
@@ -20,7 +21,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cmd, run, status};
 
-const USAGE: &str = "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci | bench CRATE [ARGS]>";
+const USAGE: &str = "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
