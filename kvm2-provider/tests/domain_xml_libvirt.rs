@@ -4,7 +4,7 @@
 //! mark read back through `dumpxml` and `metadata`.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
@@ -14,6 +14,10 @@ use provider_api::config::Firmware;
 use provider_api::config::values::BridgeName;
 use provider_api::{Identifier, OwnerUid};
 use xtask::Descriptor;
+
+mod common;
+
+use common::virsh::{ok, virsh};
 
 fn unique_name(tag: &str) -> String {
     let nanos = SystemTime::now()
@@ -41,24 +45,6 @@ fn spec(name: &str, dir: &Path) -> DomainSpec {
             Timestamp::from_unix_seconds(1_796_200_000).unwrap(),
         ),
     }
-}
-
-fn virsh(uri: &str, args: &[&str]) -> Output {
-    Command::new("virsh")
-        .arg("-c")
-        .arg(uri)
-        .args(args)
-        .output()
-        .expect("run virsh")
-}
-
-fn ok(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 from virsh")
 }
 
 /// Undefines the domain when the test ends, pass or fail.

@@ -4,7 +4,7 @@
 //! an overlay backed by the base, and a seed ISO uploaded into the pool.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kvm2_provider::image_marker::ImageMarker;
@@ -18,23 +18,9 @@ use provider_api::config::values::{HttpUrl, Sha256Digest};
 use sha2::{Digest, Sha256};
 use xtask::Descriptor;
 
-fn virsh(uri: &str, args: &[&str]) -> Output {
-    Command::new("virsh")
-        .arg("-c")
-        .arg(uri)
-        .args(args)
-        .output()
-        .expect("run virsh")
-}
+mod common;
 
-fn ok(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
+use common::virsh::{ok, virsh};
 
 /// Deletes the pool's volumes when the test ends, in reverse creation order.
 struct Volumes<'a> {

@@ -3,6 +3,8 @@
 //! and a request counter.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod virsh;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
