@@ -6,23 +6,13 @@
 
 use libvirt_rpc::{
     Client, Error as RpcError, StoragePool, StorageVol, StorageVolCreateFlags,
-    StorageVolDeleteFlags, StorageVolStreamFlags,
+    StorageVolDeleteFlags, StorageVolInfoFlags, StorageVolStreamFlags,
 };
 use provider_api::{Error as ApiError, Identifier};
 
 use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
 use crate::volume_xml::raw_volume;
-
-/// `REMOTE_PROC_STORAGE_VOL_GET_PATH` (not among libvirt-rpc's typed
-/// procedures).
-const STORAGE_VOL_GET_PATH: i32 = 100;
-/// `REMOTE_PROC_STORAGE_VOL_CREATE_XML_FROM`.
-const STORAGE_VOL_CREATE_XML_FROM: i32 = 125;
-/// `REMOTE_PROC_STORAGE_VOL_GET_INFO_FLAGS`.
-const STORAGE_VOL_GET_INFO_FLAGS: i32 = 378;
-/// `VIR_STORAGE_VOL_GET_PHYSICAL`: report the file's length as `allocation`.
-const VOL_GET_PHYSICAL: u32 = 1;
 
 /// One host's pool, reached through one client.
 pub(crate) struct PoolOps<'a> {
@@ -118,8 +108,12 @@ impl<'a> PoolOps<'a> {
         observed(
             self.host,
             "storage_vol_create_xml_from",
-            self.client
-                .call::<_, StorageVol>(STORAGE_VOL_CREATE_XML_FROM, &(&self.pool, xml, from, 0u32)),
+            self.client.storage_vol_create_xml_from(
+                &self.pool,
+                xml,
+                from,
+                StorageVolCreateFlags::empty(),
+            ),
         )
         .await
         .map_err(|e| self.err(format!("clone {} into {name}", from.name), e))
@@ -130,7 +124,7 @@ impl<'a> PoolOps<'a> {
         observed(
             self.host,
             "storage_vol_get_path",
-            self.client.call::<_, String>(STORAGE_VOL_GET_PATH, &(vol,)),
+            self.client.storage_vol_get_path(vol),
         )
         .await
         .map_err(|e| self.err(format!("path of volume {}", vol.name), e))
@@ -142,10 +136,8 @@ impl<'a> PoolOps<'a> {
         observed(
             self.host,
             "storage_vol_get_info_flags",
-            self.client.call::<_, libvirt_rpc::StorageVolInfo>(
-                STORAGE_VOL_GET_INFO_FLAGS,
-                &(vol, VOL_GET_PHYSICAL),
-            ),
+            self.client
+                .storage_vol_get_info_flags(vol, StorageVolInfoFlags::GET_PHYSICAL),
         )
         .await
         .map(|info| info.allocation)

@@ -171,6 +171,16 @@ bitflags! {
 }
 
 bitflags! {
+    /// `virStorageVolInfoFlags`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct StorageVolInfoFlags: u32 {
+        /// Report the volume's physical size on the host (a file's
+        /// length) as `allocation`, whatever format it holds.
+        const GET_PHYSICAL = 1;
+    }
+}
+
+bitflags! {
     /// `virStorageVolDeleteFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct StorageVolDeleteFlags: u32 {
@@ -207,6 +217,7 @@ wire_flags!(
     DomainModificationImpact,
     ListDomainsFlags,
     StorageVolCreateFlags,
+    StorageVolInfoFlags,
     StorageVolDeleteFlags,
     StorageVolStreamFlags,
     NoFlags

@@ -14,6 +14,7 @@ use crate::flags::{
     DomainCreateFlags, DomainDefineFlags, DomainDestroyFlags, DomainModificationImpact,
     DomainState, DomainUndefineFlags, DomainXmlFlags, InterfaceAddressesSource, ListDomainsFlags,
     MetadataType, NoFlags, OpenFlags, StorageVolCreateFlags, StorageVolDeleteFlags,
+    StorageVolInfoFlags,
 };
 use crate::proto::types::{Domain, StoragePool, StorageVol};
 use crate::xdr_struct;
@@ -125,6 +126,14 @@ procedures! {
         = STORAGE_VOL_LOOKUP_BY_NAME(95);
     /// A volume's type and sizes.
     fn storage_vol_get_info(vol: &StorageVol) -> StorageVolInfo = STORAGE_VOL_GET_INFO(98);
+    /// The volume's path on the host (for a `dir` pool, the file's path).
+    fn storage_vol_get_path(vol: &StorageVol) -> String = STORAGE_VOL_GET_PATH(100);
+    /// Creates a volume from its XML description, filled with a copy of
+    /// `clone_from` (the daemon copies on the host, converting formats as the
+    /// XML asks; the new volume's name appears only once the copy is done).
+    fn storage_vol_create_xml_from(pool: &StoragePool, xml: &str, clone_from: &StorageVol,
+                                   flags: StorageVolCreateFlags) -> StorageVol
+        = STORAGE_VOL_CREATE_XML_FROM(125);
     /// The daemon's libvirt version (`major * 1,000,000 + minor * 1,000 + micro`).
     fn connect_get_lib_version() -> u64 = CONNECT_GET_LIB_VERSION(157);
     /// Starts a defined domain; returns the domain with its new id.
@@ -152,6 +161,10 @@ procedures! {
         args (pool, 1i32, NoFlags::empty()), map |r| r.vols => Vec<StorageVol>;
     /// Defines (creates or updates) a persistent domain from XML.
     fn domain_define_xml_flags(xml: &str, flags: DomainDefineFlags) -> Domain = DOMAIN_DEFINE_XML_FLAGS(350);
+    /// A volume's type and sizes; with [`StorageVolInfoFlags::GET_PHYSICAL`],
+    /// `allocation` is the volume's physical size on the host.
+    fn storage_vol_get_info_flags(vol: &StorageVol, flags: StorageVolInfoFlags) -> StorageVolInfo
+        = STORAGE_VOL_GET_INFO_FLAGS(378);
     /// The domain's interfaces and their IP addresses, from `source`.
     fn domain_interface_addresses(dom: &Domain, source: InterfaceAddressesSource, flags: NoFlags)
         -> Vec<DomainInterface> = DOMAIN_INTERFACE_ADDRESSES(353);

@@ -157,6 +157,26 @@ async fn storage_procedures() {
     assert_eq!(found, vol);
     let vi = c.storage_vol_get_info(&vol).await.unwrap();
     assert_eq!(vi.capacity, 1 << 20);
+    let path = c.storage_vol_get_path(&vol).await.unwrap();
+    assert!(path.ends_with(&format!("/{name}")), "{path}");
+    let copy_name = common::unique("copy");
+    let copy = c
+        .storage_vol_create_xml_from(
+            &pool,
+            &common::volume_xml(&copy_name, 1 << 20),
+            &vol,
+            StorageVolCreateFlags::empty(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(copy.name, copy_name);
+    assert_eq!(
+        c.storage_vol_get_info(&copy).await.unwrap().capacity,
+        1 << 20
+    );
+    c.storage_vol_delete(&copy, StorageVolDeleteFlags::empty())
+        .await
+        .unwrap();
     assert!(
         c.storage_pool_list_all_volumes(&pool)
             .await
@@ -205,5 +225,42 @@ async fn read_only_connection_refuses_writes() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::OperationDenied), "{e:?}");
+    c.close().await;
+}
+
+/// `virStorageVolGetInfoFlags` is not in the test driver: a sparse raw
+/// volume in the sandbox's `dir` pool tells plain and physical sizes apart.
+#[tokio::test]
+async fn volume_info_flags_and_path_in_a_dir_pool() {
+    let d = common::sandbox();
+    let c = common::qemu().await;
+    let pool = c.storage_pool_lookup_by_name(&d.pool.name).await.unwrap();
+    let name = common::unique("sparse");
+    let xml = format!(
+        "<volume><name>{name}</name><capacity unit='bytes'>{}</capacity>\
+         <allocation unit='bytes'>0</allocation><target><format type='raw'/></target></volume>",
+        4 << 20
+    );
+    let vol = c
+        .storage_vol_create_xml(&pool, &xml, StorageVolCreateFlags::empty())
+        .await
+        .unwrap();
+    let plain = c.storage_vol_get_info(&vol).await.unwrap();
+    let physical = c
+        .storage_vol_get_info_flags(&vol, StorageVolInfoFlags::GET_PHYSICAL)
+        .await
+        .unwrap();
+    let path = c.storage_vol_get_path(&vol).await.unwrap();
+    c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
+        .await
+        .unwrap();
+    assert_eq!(plain.capacity, 4 << 20);
+    assert!(plain.allocation < 4 << 20, "sparse: {plain:?}");
+    assert_eq!(physical.allocation, 4 << 20, "the file's length");
+    assert_eq!(
+        std::path::Path::new(&path),
+        d.pool.dir.join(&name),
+        "the volume's file in the pool's directory"
+    );
     c.close().await;
 }
