@@ -255,16 +255,16 @@ def work():
     for _ in range(per):
         conn.getLibVersion()
 ts = [threading.Thread(target=work) for _ in range(threads)]
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 for t in ts: t.start()
 for t in ts: t.join()
-import resource
-print(per * threads / (time.perf_counter() - t0))
-r = resource.getrusage(resource.RUSAGE_SELF)
-sys.stderr.write("  (C client: %.1f us CPU per call incl. python)\n" % ((r.ru_utime + r.ru_stime) * 1e6 / (per * threads)))
+t1, c1 = time.perf_counter(), time.process_time()
+print(per * threads / (t1 - t0), (c1 - c0) * 1e6 / (per * threads))
 "#;
 
-fn python_rate(d: &Descriptor, n: usize, threads: usize) -> f64 {
+/// (calls per second, CPU µs per call of the whole process, Python included)
+/// of the C client through python3-libvirt.
+fn python_rate(d: &Descriptor, n: usize, threads: usize) -> (f64, f64) {
     let out = Command::new("/usr/bin/python3")
         .args([
             "-c",
@@ -280,7 +280,9 @@ fn python_rate(d: &Descriptor, n: usize, threads: usize) -> f64 {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text.split_whitespace().map(|f| f.parse::<f64>().unwrap());
+    (fields.next().unwrap(), fields.next().unwrap())
 }
 
 async fn our_rate(c: &Client, n: usize, tasks: usize) -> f64 {
@@ -303,8 +305,8 @@ async fn our_rate(c: &Client, n: usize, tasks: usize) -> f64 {
 }
 
 /// A connection opened without the keepalive probe, so libvirtd runs no
-/// keepalive for it (like a C client without an event loop); diagnostic
-/// only (`LVRPC_COMPARE_NO_KEEPALIVE`): our own PINGs would go unanswered.
+/// keepalive timer for it (like a C client without an event loop) and we
+/// send no PINGs on it; diagnostic only (`LVRPC_COMPARE_NO_KEEPALIVE`).
 async fn connect_without_keepalive(d: &Descriptor, uri: &str) -> Client {
     let s = tokio::net::UnixStream::connect(&d.libvirt.socket)
         .await
@@ -333,6 +335,7 @@ async fn call_bench(d: &Descriptor) {
         eprintln!("{label}: load average before {}", loadavg());
         let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         let (mut d_ours, mut d_theirs) = (Vec::new(), Vec::new());
+        let (mut cpu_ours, mut cpu_theirs) = (Vec::new(), Vec::new());
         let mut noka_ratios = Vec::new();
         for round in 0..rounds {
             let (mut r_ours, mut r_theirs) = (0.0, 0.0);
@@ -349,14 +352,17 @@ async fn call_bench(d: &Descriptor) {
                     r_ours = our_rate(&c, n, k).await;
                     let (cpu1, _) = cpu_and_faults();
                     d_ours.push((daemon_cpu(d) - d0) * 1e6 / n as f64);
+                    cpu_ours.push((cpu1 - cpu0) * 1e6 / n as f64);
                     eprintln!(
                         "  round {round}: libvirt-rpc {r_ours:.0}/s, {:.1} µs CPU/call",
                         (cpu1 - cpu0) * 1e6 / n as f64
                     );
                 } else {
-                    r_theirs = python_rate(d, n, k);
+                    let cpu;
+                    (r_theirs, cpu) = python_rate(d, n, k);
                     d_theirs.push((daemon_cpu(d) - d0) * 1e6 / n as f64);
-                    eprintln!("  round {round}: C client {r_theirs:.0}/s");
+                    cpu_theirs.push(cpu);
+                    eprintln!("  round {round}: C client {r_theirs:.0}/s, {cpu:.1} µs CPU/call");
                 }
             }
             ours.push(r_ours);
@@ -372,6 +378,11 @@ async fn call_bench(d: &Descriptor) {
                 median(&noka_ratios)
             );
         }
+        println!(
+            "  {label}: client CPU per call (medians, whole process): libvirt-rpc {:.1} µs, C client {:.1} µs (python3-libvirt: Python included)",
+            median(&cpu_ours),
+            median(&cpu_theirs)
+        );
         eprintln!(
             "{label}: load average after {}; daemon CPU per call (medians, includes other clients of the shared daemon): {:.1} µs serving us, {:.1} µs serving the C client",
             loadavg(),
