@@ -98,13 +98,12 @@ pub(crate) async fn create(inner: &Inner, req: &CreateRequest) -> Result<Instanc
     )
     .await;
     match outcome {
-        Ok(()) => Ok(Instance {
+        Ok(()) => Ok(Instance::new(
             id,
-            state: InstanceState::Provisioning,
-            ip: None,
-            host: host.name.clone(),
-            created_at: Some(now),
-        }),
+            InstanceState::Provisioning,
+            None,
+            Some(now),
+        )),
         Err(e) => {
             undo(inner, host, &name, &made).await;
             let message = format!("create {name} on host {}: {}", host.name, e.message());
@@ -366,13 +365,12 @@ async fn existing(
         InstanceState::Running => InstanceState::Provisioning,
         other => other,
     };
-    Ok(Instance {
+    Ok(Instance::new(
         id,
         state,
-        ip: None,
-        host: h.clone(),
-        created_at: Some(mark.created_at().to_system_time()),
-    })
+        None,
+        Some(mark.created_at().to_system_time()),
+    ))
 }
 
 /// The host to create on, with its shared connection.

@@ -93,13 +93,12 @@ pub async fn get(
         },
         _ => (verdict.instance_state(), None),
     };
-    Ok(Instance {
-        id: id.clone(),
+    Ok(Instance::new(
+        id.clone(),
         state,
         ip,
-        host: host.clone(),
-        created_at: Some(mark.created_at().to_system_time()),
-    })
+        Some(mark.created_at().to_system_time()),
+    ))
 }
 
 /// Refuses an ID this provider entry did not issue: another provider type

@@ -108,15 +108,15 @@ async fn listed(
         return Ok(None);
     };
     let managed = Tag::managed();
-    Ok(Some(ListedInstance {
-        id: ProviderId::new(
+    Ok(Some(ListedInstance::new(
+        ProviderId::new(
             ProviderType::Kvm2,
             entry.clone(),
             conn.host().clone(),
             instance,
         ),
-        owner_uid: mark.owner_uid().clone(),
-        tags: Tags::from([(managed.key, managed.value)]),
-        created_at: Some(mark.created_at().to_system_time()),
-    }))
+        mark.owner_uid().clone(),
+        Tags::from([(managed.key, managed.value)]),
+        Some(mark.created_at().to_system_time()),
+    )))
 }

@@ -44,8 +44,11 @@ impl CheckReason {
     }
 }
 
-/// The result of checking one target (host).
+/// The result of checking one target (host). Built with
+/// [`TargetStatus::reachable`] or [`TargetStatus::unreachable`], which keep
+/// `reachable` and `reason` consistent (non-exhaustive).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TargetStatus {
     /// The target's name (the host name in the provider's config).
     pub target: Identifier,

@@ -47,8 +47,10 @@ impl InstanceState {
 }
 
 /// One instance, as [`create`](crate::Provider::create) and
-/// [`get`](crate::Provider::get) return it.
+/// [`get`](crate::Provider::get) return it. Built with [`Instance::new`]
+/// (non-exhaustive: fields may be added).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Instance {
     /// Where it lives.
     pub id: ProviderId,
@@ -63,10 +65,31 @@ pub struct Instance {
     pub created_at: Option<SystemTime>,
 }
 
+impl Instance {
+    /// An instance at `id`; its [`host`](Self::host) is `id.host()`.
+    /// `Running` should come with its address (`ip: Some`).
+    pub fn new(
+        id: ProviderId,
+        state: InstanceState,
+        ip: Option<IpAddr>,
+        created_at: Option<SystemTime>,
+    ) -> Self {
+        let host = id.host().clone();
+        Instance {
+            id,
+            state,
+            ip,
+            host,
+            created_at,
+        }
+    }
+}
+
 /// One instance as [`list_by_tag`](crate::Provider::list_by_tag) returns it:
 /// what the provider's listing shows without per-instance state or address
-/// reads.
+/// reads. Built with [`ListedInstance::new`] (non-exhaustive).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ListedInstance {
     /// Where it lives.
     pub id: ProviderId,
@@ -78,9 +101,34 @@ pub struct ListedInstance {
     pub created_at: Option<SystemTime>,
 }
 
+impl ListedInstance {
+    /// A listed instance.
+    pub fn new(
+        id: ProviderId,
+        owner_uid: OwnerUid,
+        tags: Tags,
+        created_at: Option<SystemTime>,
+    ) -> Self {
+        ListedInstance {
+            id,
+            owner_uid,
+            tags,
+            created_at,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_instance_lives_on_its_ids_host() {
+        let id = ProviderId::parse("kvm2://prod/h7/ep-1").unwrap();
+        let i = Instance::new(id.clone(), InstanceState::Provisioning, None, None);
+        assert_eq!(i.host.as_str(), "h7");
+        assert_eq!(i.id, id);
+    }
 
     #[test]
     fn state_names_are_stable() {

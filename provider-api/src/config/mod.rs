@@ -153,8 +153,9 @@ impl ProvidersConfig {
     }
 }
 
-/// One broken rule: where, and what.
+/// One broken rule: where, and what (non-exhaustive).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConfigIssue {
     /// The field path, e.g. `providers[1].kvm2.hosts[0].name`.
     pub path: String,

@@ -71,13 +71,12 @@ impl Fake {
     }
 
     pub fn instance(&self) -> Instance {
-        Instance {
-            id: pid(),
-            state: InstanceState::Running,
-            ip: Some("10.0.0.2".parse().unwrap()),
-            host: id("h1"),
-            created_at: None,
-        }
+        Instance::new(
+            pid(),
+            InstanceState::Running,
+            Some("10.0.0.2".parse().unwrap()),
+            None,
+        )
     }
 }
 
