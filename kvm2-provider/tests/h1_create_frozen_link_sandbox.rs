@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Reply, Server, digest, image};
+use common::{digest, image};
 use kvm2_provider::image_cache::CacheOptions;
 use provider_api::{Identifier, Placement, Provider};
 use provider_env::{Env, Host, Image};
@@ -91,12 +91,7 @@ async fn pump(
 async fn a_frozen_host_fails_its_create_in_budget_while_another_host_creates() {
     let env = Env::new();
     let body = image(24 << 20);
-    let b = body.clone();
-    let server = Server::start(move |_| Reply::Body {
-        body: b.clone(),
-        length: true,
-    })
-    .await;
+    let server = common::serve_body(&body).await;
     // Declared after `env`, so dropped before it: the relay's sockets close
     // (ending the frozen upload on the daemon) before the volumes are
     // removed.

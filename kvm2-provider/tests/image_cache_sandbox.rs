@@ -130,12 +130,7 @@ async fn a_download_dying_mid_way_leaves_nothing_and_the_next_create_succeeds() 
 async fn five_concurrent_creates_on_a_cold_image_download_it_once() {
     let env = Env::new();
     let body = image(8 << 20);
-    let b = body.clone();
-    let server = Server::start(move |_| Reply::Body {
-        body: b.clone(),
-        length: true,
-    })
-    .await;
+    let server = common::serve_body(&body).await;
     let img = raw_image("tiny", &server, "/tiny.raw", &body);
     let yaml = env.yaml(&[env.host("host1")], &[img], None);
     let provider = env.provider(&yaml, env.options());
@@ -265,12 +260,7 @@ async fn a_pool_too_small_is_quota_exceeded() {
     env.watch_pool(&pool);
 
     let body = image(32 << 20);
-    let b = body.clone();
-    let server = Server::start(move |_| Reply::Body {
-        body: b.clone(),
-        length: true,
-    })
-    .await;
+    let server = common::serve_body(&body).await;
     let img = raw_image("big", &server, "/big.raw", &body);
     let host = Host {
         pool: pool.clone(),

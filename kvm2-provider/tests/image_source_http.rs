@@ -49,12 +49,7 @@ async fn drain(mut download: Download) -> (Vec<u8>, Option<Error>, Download) {
 #[tokio::test]
 async fn correct_digest_with_content_length() {
     let body = image(1 << 20);
-    let b = body.clone();
-    let server = Server::start(move |_| Reply::Body {
-        body: b.clone(),
-        length: true,
-    })
-    .await;
+    let server = common::serve_body(&body).await;
     let source = ImageSource::new(limits()).unwrap();
     let download = source
         .open(&server.url("/img.qcow2"), digest(&body))
@@ -144,12 +139,7 @@ async fn body_cut_short_is_an_error_not_an_end() {
 #[tokio::test]
 async fn too_large_declared_fails_before_the_body() {
     let body = image(2 << 20);
-    let b = body.clone();
-    let server = Server::start(move |_| Reply::Body {
-        body: b.clone(),
-        length: true,
-    })
-    .await;
+    let server = common::serve_body(&body).await;
     let source = ImageSource::new(SourceLimits {
         max_bytes: 1 << 20,
         ..limits()

@@ -48,18 +48,8 @@ fn isoinfo(args: &[&str], iso: &str) -> Vec<u8> {
 async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
     let env = Env::new();
     let body = qcow2_image();
-    let b = body.clone();
-    let server = Server::start(move |_| Reply::Body {
-        body: b.clone(),
-        length: true,
-    })
-    .await;
-    let image = Image {
-        key: "debian".into(),
-        url: server.url("/debian.qcow2").to_string(),
-        sha256: digest(&body).to_string(),
-        format: "qcow2",
-    };
+    let server = common::serve_body(&body).await;
+    let image = Image::served(&server, "debian", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
     let provider = env.provider(&yaml, env.options());
     let owner = env.owner();
@@ -210,18 +200,8 @@ fn define_foreign(env: &Env, name: &Identifier, mark: Option<OwnerMark>) {
 async fn a_foreign_domain_with_the_target_name_is_refused_and_untouched() {
     let env = Env::new();
     let body = common::image(1 << 20);
-    let b = body.clone();
-    let server = Server::start(move |_| Reply::Body {
-        body: b.clone(),
-        length: true,
-    })
-    .await;
-    let image = Image {
-        key: "tiny".into(),
-        url: server.url("/tiny.raw").to_string(),
-        sha256: digest(&body).to_string(),
-        format: "raw",
-    };
+    let server = common::serve_body(&body).await;
+    let image = Image::served(&server, "tiny", &body, "raw");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
     let provider = env.provider(&yaml, env.options());
     let entry = Identifier::parse(&env.entry).unwrap();
@@ -278,12 +258,7 @@ async fn a_create_that_fails_to_start_removes_what_it_made_but_not_the_base() {
     let body = common::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
-    let image = Image {
-        key: "tiny".into(),
-        url: server.url("/tiny.raw").to_string(),
-        sha256: digest(&body).to_string(),
-        format: "raw",
-    };
+    let image = Image::served(&server, "tiny", &body, "raw");
     // A bridge the host does not have: define succeeds, start fails.
     let yaml = env.yaml(&[env.host("host1")], &[image], None).replace(
         &format!("bridge: {}", env.sandbox.bridge),
@@ -314,12 +289,7 @@ async fn a_uefi_instance_is_deleted_with_its_nvram() {
     let body = common::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
-    let image = Image {
-        key: "tiny".into(),
-        url: server.url("/tiny.raw").to_string(),
-        sha256: digest(&body).to_string(),
-        format: "raw",
-    };
+    let image = Image::served(&server, "tiny", &body, "raw");
     let yaml = env.yaml(&[env.host("host1")], &[image], None).replace(
         "      domain_type: qemu\n",
         "      domain_type: qemu\n      firmware: uefi\n",
@@ -392,12 +362,7 @@ async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
     let body = common::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
-    let image = Image {
-        key: "tiny".into(),
-        url: server.url("/tiny.raw").to_string(),
-        sha256: digest(&body).to_string(),
-        format: "raw",
-    };
+    let image = Image::served(&server, "tiny", &body, "raw");
     let yaml = env.yaml(&hosts, &[image], None);
     let provider = env.provider(&yaml, env.options());
     let req = env.request(

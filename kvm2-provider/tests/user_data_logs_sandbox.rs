@@ -10,7 +10,7 @@ mod provider_env;
 
 use std::sync::Arc;
 
-use common::{Reply, Server, digest};
+use common::{Reply, Server};
 use provider_api::{ErrorClass, Placement, Provider, SecretString};
 use provider_env::{Env, Image};
 
@@ -44,12 +44,7 @@ async fn user_data_never_reaches_logs_or_errors_of_create_and_delete() {
     let body = common::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
-    let image = Image {
-        key: "tiny".into(),
-        url: server.url("/tiny.raw").to_string(),
-        sha256: digest(&body).to_string(),
-        format: "raw",
-    };
+    let image = Image::served(&server, "tiny", &body, "raw");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
     let provider = env.provider(&yaml, env.options());
     let secret = format!("SECRET-{}", provider_env::random_hex());

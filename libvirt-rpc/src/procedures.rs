@@ -51,19 +51,11 @@ macro_rules! procedures {
         }
     };
 
+    // Without `map`, the method returns the `_ret` type as is.
     (@method [$(#[$m:meta])*] $name:ident ($($p:ident : $pty:ty),*) -> $ret:ty = $num_name:ident
         [$($args:expr)?] []) => {
-        $(#[$m])*
-        #[doc = concat!("\n\nProcedure `REMOTE_PROC_", stringify!($num_name), "`.")]
-        #[doc = "\n# Errors\n[`crate::Error::Libvirt`] with the daemon's error code when it fails the call; \
-                 [`crate::Error::Disconnected`] when the link dies; [`crate::Error::Timeout`] after the \
-                 handle's call deadline."]
-        #[doc = "\n# Cancel safety\nDropping the future abandons the call (the reply is discarded); \
-                 the daemon may still carry it out. The connection stays up."]
-        pub async fn $name(&self $(, $p: $pty)*) -> Result<$ret> {
-            let args = procedures!(@args ($($p),*) [$($args)?]);
-            self.call(proc_num::$num_name, &args).await
-        }
+        procedures!(@method [$(#[$m])*] $name ($($p : $pty),*) -> $ret = $num_name
+            [$($args)?] [|r| r => $ret]);
     };
 
     (@method [$(#[$m:meta])*] $name:ident ($($p:ident : $pty:ty),*) -> $ret:ty = $num_name:ident

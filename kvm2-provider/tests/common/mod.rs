@@ -179,6 +179,16 @@ pub fn image(len: usize) -> Arc<Vec<u8>> {
     )
 }
 
+/// A server answering every path with `body` and its Content-Length.
+pub async fn serve_body(body: &Arc<Vec<u8>>) -> Server {
+    let b = body.clone();
+    Server::start(move |_| Reply::Body {
+        body: b.clone(),
+        length: true,
+    })
+    .await
+}
+
 pub fn digest(bytes: &[u8]) -> Sha256Digest {
     Sha256Digest::from_bytes(Sha256::digest(bytes).into())
 }

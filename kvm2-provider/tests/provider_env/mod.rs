@@ -47,6 +47,23 @@ pub struct Image {
     pub format: &'static str,
 }
 
+impl Image {
+    /// The entry for `body` served by `server` at `/{key}.{format}`.
+    pub fn served(
+        server: &super::common::Server,
+        key: &str,
+        body: &[u8],
+        format: &'static str,
+    ) -> Image {
+        Image {
+            key: key.into(),
+            url: server.url(&format!("/{key}.{format}")).to_string(),
+            sha256: super::common::digest(body).to_string(),
+            format,
+        }
+    }
+}
+
 /// A test's sandbox view and clean-up guard.
 pub struct Env {
     pub sandbox: Descriptor,
