@@ -36,7 +36,7 @@
 //! Knobs: `LVRPC_CHUNK` (upload chunk bytes), `LVRPC_WORKERS` (tokio worker
 //! threads, default 2), `LVRPC_CALLS_ONLY`, `LVRPC_UPLOAD_ONLY`,
 //! `LVRPC_OURS_ONLY` (skip virsh), `LVRPC_ROUNDS` (upload rounds, default
-//! 5), `LVRPC_CALL_ROUNDS` (call rounds per phase, default 11: many short
+//! 7), `LVRPC_CALL_ROUNDS` (call rounds per phase, default 11: many short
 //! rounds track the shared machine's load swings better than a few long ones).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -52,7 +52,7 @@ const UPLOAD: u64 = 256 << 20;
 const SEQ_CALLS: usize = 5_000;
 const CONC_CALLS: usize = 24_000;
 const THREADS: usize = 16;
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 7;
 const CALL_ROUNDS: usize = 11;
 
 fn status_kib(field: &str) -> u64 {
