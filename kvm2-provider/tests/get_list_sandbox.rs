@@ -261,3 +261,70 @@ async fn list_by_tag_makes_one_listing_call_and_mark_reads_only() {
     );
     client.close().await;
 }
+
+fn virsh(sandbox: &Descriptor, args: &[&str]) -> String {
+    let out = std::process::Command::new("virsh")
+        .arg("-c")
+        .arg(sandbox.virsh_uri(&sandbox.libvirt.qemu_uri))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "virsh {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls Get until the instance is Failed (QEMU's death reaches libvirt
+/// through its monitor socket asynchronously), for at most 20 s.
+async fn failed_within(table: &HostTable, id: &ProviderId) -> String {
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let instance = get(table, &provider_api::Identifier::parse(ENTRY).unwrap(), id)
+            .await
+            .unwrap();
+        match instance.state {
+            InstanceState::Failed { reason } => return reason,
+            other if std::time::Instant::now() > until => {
+                panic!("still {other:?} after 20 s")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_paused_domain_is_failed_with_libvirts_reason() {
+    let sandbox = Descriptor::require();
+    let client = support::direct(&sandbox).await;
+    let name = unique("paused");
+    let _dom = QemuDomain::define(&sandbox, &client, &name, Some(mark(ENTRY, OWNER)), true).await;
+    virsh(&sandbox, &["suspend", &name]);
+    let reason = failed_within(&table(&sandbox), &pid("host1", &name)).await;
+    assert_eq!(reason, "paused: paused by user");
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_domain_whose_qemu_was_killed_is_failed() {
+    let sandbox = Descriptor::require();
+    let client = support::direct(&sandbox).await;
+    let name = unique("killed");
+    let _dom = QemuDomain::define(&sandbox, &client, &name, Some(mark(ENTRY, OWNER)), true).await;
+    // The QEMU process backing the domain (its command line names the guest).
+    let pgrep = std::process::Command::new("pgrep")
+        .args(["-f", &format!("guest={name},")])
+        .output()
+        .unwrap();
+    let pids = String::from_utf8_lossy(&pgrep.stdout).into_owned();
+    let qemu = pids.split_whitespace().next().expect("a QEMU process");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", qemu])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let reason = failed_within(&table(&sandbox), &pid("host1", &name)).await;
+    assert_eq!(reason, "shut off: crashed");
+    // libvirt's own record of the death agrees.
+    let state = virsh(&sandbox, &["domstate", "--reason", &name]);
+    assert!(state.contains("shut off (crashed)"), "{state}");
+    client.close().await;
+}
