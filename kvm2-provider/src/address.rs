@@ -23,12 +23,18 @@
 //! the caller keeps what it knew and retries.
 //!
 //! Addresses are picked by [`pick`]: IPv4 before IPv6, never loopback,
-//! link-local, multicast or unspecified addresses.
+//! link-local, multicast or unspecified addresses. When a source reports
+//! usable addresses on more than one interface (a guest agent sees every
+//! interface of the guest: a container bridge, a VPN tunnel), only the
+//! interfaces whose MAC is one of the domain's NICs count ([`only_nics`];
+//! the MACs come from the domain's XML, read once per lookup and only
+//! then).
 
 use std::net::IpAddr;
 
 use libvirt_rpc::{
-    DomainInterface, Error as RpcError, InterfaceAddressesSource, NoFlags, proto::types::Domain,
+    DomainInterface, DomainXmlFlags, Error as RpcError, InterfaceAddressesSource, NoFlags,
+    proto::types::Domain,
 };
 use provider_api::Error as ApiError;
 
@@ -95,6 +101,35 @@ pub fn pick(interfaces: &[DomainInterface]) -> Option<IpAddr> {
         .or_else(|| usable().find(IpAddr::is_ipv6))
 }
 
+/// How many interfaces (other than `lo`) carry a usable address.
+fn serving_interfaces(interfaces: &[DomainInterface]) -> usize {
+    interfaces
+        .iter()
+        .filter(|i| i.name != "lo")
+        .filter(|i| {
+            i.addrs
+                .iter()
+                .filter_map(|a| a.addr.parse::<IpAddr>().ok())
+                .any(is_usable)
+        })
+        .count()
+}
+
+/// The interfaces of `interfaces` that are the domain's NICs (`macs`,
+/// lower-case). Unfiltered when the MACs are unknown (empty) or when the
+/// source reports no MAC at all (nothing to match on).
+pub fn only_nics(mut interfaces: Vec<DomainInterface>, macs: &[String]) -> Vec<DomainInterface> {
+    if macs.is_empty() || interfaces.iter().all(|i| i.hwaddr.is_none()) {
+        return interfaces;
+    }
+    interfaces.retain(|i| {
+        i.hwaddr
+            .as_ref()
+            .is_some_and(|m| macs.contains(&m.to_ascii_lowercase()))
+    });
+    interfaces
+}
+
 fn is_usable(ip: IpAddr) -> bool {
     if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
         return false;
@@ -123,27 +158,60 @@ fn is_usable(ip: IpAddr) -> bool {
 pub async fn discover(conn: &Connection, domain: &Domain) -> Result<Option<IpAddr>, ApiError> {
     let host = conn.host();
     let mut failures = Vec::new();
+    let mut macs: Option<Vec<String>> = None;
     for (source, procedure) in SOURCES {
         let call = conn
             .client()
             .domain_interface_addresses(domain, source, NoFlags::empty());
-        match step(observed(host, procedure, call).await) {
+        let mut result = observed(host, procedure, call).await;
+        if let Ok(interfaces) = &mut result
+            && serving_interfaces(interfaces) > 1
+        {
+            let known = match &macs {
+                Some(known) => known,
+                None => macs.insert(nic_macs(conn, domain).await?),
+            };
+            *interfaces = only_nics(std::mem::take(interfaces), known);
+        }
+        match step(result) {
             Step::Found(ip) => return Ok(Some(ip)),
             Step::Nothing => {}
             Step::SourceFailed(why) => failures.push(format!("{procedure}: {why}")),
-            Step::LinkDead(e) => {
-                return Err(ApiError::wrap(
-                    provider_api::ErrorClass::Transient,
-                    format!(
-                        "host {host}: address of domain {}: the libvirt link failed",
-                        domain.name
-                    ),
-                    e,
-                ));
-            }
+            Step::LinkDead(e) => return Err(link_failed(conn, domain, e)),
         }
     }
     conclude(&domain.name, host.as_str(), failures, SOURCES.len())
+}
+
+/// The domain's NIC MACs from its XML; empty (no filtering) when the XML
+/// cannot be read or parsed, an error only when the link failed.
+async fn nic_macs(conn: &Connection, domain: &Domain) -> Result<Vec<String>, ApiError> {
+    let call = conn
+        .client()
+        .domain_get_xml_desc(domain, DomainXmlFlags::empty());
+    match observed(conn.host(), "domain_get_xml_desc", call).await {
+        Ok(xml) => Ok(crate::nic_macs::interface_macs(&xml).unwrap_or_else(|e| {
+            tracing::debug!(domain = %domain.name, error = %e, "domain XML unreadable; addresses not matched to NICs");
+            Vec::new()
+        })),
+        Err(e) if e.is_disconnected() || e.is_timeout() => Err(link_failed(conn, domain, e)),
+        Err(e) => {
+            tracing::debug!(domain = %domain.name, error = %e, "domain XML not read; addresses not matched to NICs");
+            Ok(Vec::new())
+        }
+    }
+}
+
+fn link_failed(conn: &Connection, domain: &Domain, e: RpcError) -> ApiError {
+    ApiError::wrap(
+        provider_api::ErrorClass::Transient,
+        format!(
+            "host {}: address of domain {}: the libvirt link failed",
+            conn.host(),
+            domain.name
+        ),
+        e,
+    )
 }
 
 /// `Ok(None)` unless all `asked` sources failed (then Transient).
@@ -200,6 +268,40 @@ mod tests {
         ];
         assert_eq!(pick(&nothing), None);
         assert_eq!(pick(&[]), None);
+    }
+
+    fn nic(name: &str, mac: Option<&str>, addrs: &[&str]) -> DomainInterface {
+        DomainInterface {
+            hwaddr: mac.map(str::to_owned),
+            ..iface(name, addrs)
+        }
+    }
+
+    #[test]
+    fn only_the_domains_nics_count_when_the_guest_has_several() {
+        let guest = vec![
+            iface("lo", &["127.0.0.1"]),
+            nic("docker0", Some("02:42:ac:11:00:01"), &["172.17.0.1"]),
+            nic("ens3", Some("52:54:00:AB:00:01"), &["fe80::1", "10.0.0.7"]),
+        ];
+        assert_eq!(serving_interfaces(&guest), 2);
+        // Without the filter the container bridge would win.
+        assert_eq!(pick(&guest), Some("172.17.0.1".parse().unwrap()));
+        let macs = ["52:54:00:ab:00:01".to_owned()];
+        assert_eq!(
+            pick(&only_nics(guest.clone(), &macs)),
+            Some("10.0.0.7".parse().unwrap())
+        );
+        // Our NIC has no address yet: "no address yet", not docker0's.
+        let waiting = vec![
+            nic("docker0", Some("02:42:ac:11:00:01"), &["172.17.0.1"]),
+            nic("ens3", Some("52:54:00:ab:00:01"), &["fe80::1"]),
+        ];
+        assert_eq!(pick(&only_nics(waiting, &macs)), None);
+        // Unknown MACs, or a source that names none: unfiltered.
+        assert_eq!(only_nics(guest.clone(), &[]), guest);
+        let anonymous = vec![nic("a", None, &["10.1.1.1"]), nic("b", None, &["10.2.2.2"])];
+        assert_eq!(only_nics(anonymous.clone(), &macs), anonymous);
     }
 
     fn agent_down() -> RpcError {

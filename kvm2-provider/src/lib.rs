@@ -68,6 +68,7 @@ pub mod image_marker;
 pub mod image_source;
 pub mod libvirt_errors;
 pub mod list;
+pub mod nic_macs;
 pub mod observe;
 pub mod ownership_mark;
 pub mod pool_space;

@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
+use kvm2_provider::nic_macs::interface_macs;
 use kvm2_provider::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_mark, parse_metadata_reply};
 use kvm2_provider::timestamp::Timestamp;
 use provider_api::config::Firmware;
@@ -126,6 +127,35 @@ fn define_on_qemu_system_and_read_the_mark_back() {
     );
     assert!(disks.contains(&s.seed_path), "{disks}");
     assert!(disks.contains(&s.overlay_path), "{disks}");
+}
+
+#[test]
+fn the_nic_mac_libvirt_assigns_reads_back_from_the_dump() {
+    let sandbox = Descriptor::require();
+    let uri = sandbox.virsh_uri(&sandbox.libvirt.qemu_uri);
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = spec(&unique_name("mac"), dir.path());
+    s.mac = None;
+    let file = dir.path().join("domain.xml");
+    std::fs::write(&file, render(&s).unwrap()).unwrap();
+    ok(
+        virsh(&uri, &["define", file.to_str().unwrap()]),
+        "virsh define",
+    );
+    let _guard = Defined {
+        uri: &uri,
+        name: s.name.to_string(),
+    };
+    let dump = ok(virsh(&uri, &["dumpxml", s.name.as_str()]), "virsh dumpxml");
+    let macs = interface_macs(&dump).unwrap();
+    assert_eq!(macs.len(), 1, "{dump}");
+    assert!(macs[0].starts_with("52:54:00:"), "{macs:?}");
+    // The same MAC `virsh domiflist` shows for the bridge NIC.
+    let list = ok(
+        virsh(&uri, &["domiflist", s.name.as_str()]),
+        "virsh domiflist",
+    );
+    assert!(list.to_ascii_lowercase().contains(&macs[0]), "{list}");
 }
 
 #[test]

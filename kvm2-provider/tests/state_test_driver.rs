@@ -21,12 +21,6 @@ use provider_api::{InstanceState, ProviderId, ProviderType};
 use support::*;
 use xtask::Descriptor;
 
-// REMOTE_PROC_* numbers from libvirt's remote_protocol.x for calls
-// libvirt-rpc has no typed method for.
-const DOMAIN_RESUME: i32 = 28;
-const DOMAIN_SHUTDOWN: i32 = 33;
-const DOMAIN_SUSPEND: i32 = 34;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn libvirt_states_map_to_instance_states() {
     let sandbox = Descriptor::require();
@@ -68,14 +62,14 @@ async fn libvirt_states_map_to_instance_states() {
     assert!(i.ip.is_some(), "running with an address: {i:?}");
 
     // Paused by a user: it serves nothing until someone resumes it.
-    let _: () = client.call(DOMAIN_SUSPEND, &(&dom,)).await.unwrap();
+    client.domain_suspend(&dom).await.unwrap();
     assert_eq!(
         read().await.state,
         InstanceState::Failed {
             reason: "paused: paused by user".into()
         }
     );
-    let _: () = client.call(DOMAIN_RESUME, &(&dom,)).await.unwrap();
+    client.domain_resume(&dom).await.unwrap();
     assert_eq!(read().await.state, InstanceState::Running);
 
     client
@@ -90,7 +84,7 @@ async fn libvirt_states_map_to_instance_states() {
         .domain_create_with_flags(&dom, DomainCreateFlags::empty())
         .await
         .unwrap();
-    let _: () = client.call(DOMAIN_SHUTDOWN, &(&dom,)).await.unwrap();
+    client.domain_shutdown(&dom).await.unwrap();
     let state = client
         .domain_get_state(&dom, NoFlags::empty())
         .await

@@ -93,6 +93,13 @@ procedures! {
     fn domain_destroy(dom: &Domain) -> () = DOMAIN_DESTROY(12);
     /// The domain's XML description.
     fn domain_get_xml_desc(dom: &Domain, flags: DomainXmlFlags) -> String = DOMAIN_GET_XML_DESC(14);
+    /// Resumes a paused domain.
+    fn domain_resume(dom: &Domain) -> () = DOMAIN_RESUME(28);
+    /// Asks the guest to shut down (ACPI power button or agent); returns
+    /// before the guest has stopped.
+    fn domain_shutdown(dom: &Domain) -> () = DOMAIN_SHUTDOWN(33);
+    /// Pauses a running domain (its vCPUs stop; it keeps its memory).
+    fn domain_suspend(dom: &Domain) -> () = DOMAIN_SUSPEND(34);
     /// Looks a domain up by name ([`crate::ErrorCode::NoDomain`] when absent).
     fn domain_lookup_by_name(name: &str) -> Domain = DOMAIN_LOOKUP_BY_NAME(23);
     /// The daemon host's hostname.

@@ -107,6 +107,19 @@ async fn domain_procedures() {
         .unwrap();
     assert_eq!(ifaces.len(), 1, "{ifaces:?}");
     assert_eq!(ifaces[0].hwaddr.as_deref(), Some("52:54:00:12:34:56"));
+    let state = |s: DomainStateInfo| (s.state, s.reason);
+    c.domain_suspend(&running).await.unwrap();
+    assert_eq!(
+        state(c.domain_get_state(&dom, NoFlags::empty()).await.unwrap()),
+        (DomainState::Paused, 1),
+        "paused by user"
+    );
+    c.domain_resume(&running).await.unwrap();
+    assert_eq!(
+        state(c.domain_get_state(&dom, NoFlags::empty()).await.unwrap()),
+        (DomainState::Running, 5),
+        "running: unpaused"
+    );
     c.domain_destroy(&running).await.unwrap();
     assert_eq!(
         c.domain_get_state(&dom, NoFlags::empty())
@@ -121,6 +134,16 @@ async fn domain_procedures() {
         .await
         .unwrap();
     assert!(started.id > 0, "{started:?}");
+    c.domain_shutdown(&started).await.unwrap();
+    assert_eq!(
+        state(c.domain_get_state(&dom, NoFlags::empty()).await.unwrap()),
+        (DomainState::Shutoff, 1),
+        "shut off: shut down (the test driver's guest obeys at once)"
+    );
+    let started = c
+        .domain_create_with_flags(&dom, DomainCreateFlags::empty())
+        .await
+        .unwrap();
     c.domain_destroy_flags(&started, DomainDestroyFlags::empty())
         .await
         .unwrap();
