@@ -64,6 +64,8 @@ pub(crate) async fn create(inner: &Inner, req: &CreateRequest) -> Result<Instanc
     })?;
     let (_, machine) = inner.config.machine_type_for(req.machine_type.as_ref())?;
     let (key, image) = inner.config.image_for(req.image.as_ref())?;
+    // Refused before anything is made (the mark is written at define).
+    crate::ownership_mark::stored_tags(&req.tags)?;
     let (host, conn) = choose_host(inner, &req.placement, &req.owner_uid).await?;
     let client = conn.client();
     let id = ProviderId::new(
@@ -227,7 +229,8 @@ async fn build_and_start(
         seed_path,
         bridge: host.bridge.clone(),
         mac: None,
-        mark: OwnerMark::new(req.owner_uid.clone(), inner.name.clone(), created_at),
+        mark: OwnerMark::new(req.owner_uid.clone(), inner.name.clone(), created_at)
+            .with_tags(&req.tags)?,
     };
     let xml = render(&spec).map_err(ApiError::from)?;
     let dom = observed(

@@ -114,6 +114,7 @@ pub fn render(spec: &DomainSpec) -> Result<String, Error> {
                 owner_uid: spec.mark.owner_uid().as_str(),
                 entry: spec.mark.entry().as_str(),
                 created_at: spec.mark.created_at().to_string(),
+                tags: spec.mark.tags_text(),
             },
         },
         memory: Sized_ {
@@ -322,6 +323,8 @@ struct MarkXml<'a> {
     entry: &'a str,
     #[serde(rename = "kvm2:created-at")]
     created_at: String,
+    #[serde(rename = "kvm2:tags", skip_serializing_if = "String::is_empty")]
+    tags: String,
 }
 
 #[derive(Serialize)]
@@ -582,6 +585,31 @@ mod tests {
         assert!(!xml.contains("host-passthrough"));
         let mark = parse_mark(&xml).unwrap().unwrap();
         assert_eq!(mark, spec().mark);
+    }
+
+    #[test]
+    fn the_marks_tags_render_and_read_back() {
+        let mut s = spec();
+        assert!(
+            !render(&s).unwrap().contains("kvm2:tags"),
+            "no tags, no field"
+        );
+        let tags: provider_api::Tags = [("team", "net"), ("tier", "edge")]
+            .iter()
+            .map(|(k, v)| {
+                (
+                    Identifier::parse(k).unwrap(),
+                    provider_api::TagValue::parse(v).unwrap(),
+                )
+            })
+            .collect();
+        s.mark = s.mark.clone().with_tags(&tags).unwrap();
+        let xml = render(&s).unwrap();
+        assert!(
+            xml.contains("<kvm2:tags>team=net,tier=edge</kvm2:tags>"),
+            "{xml}"
+        );
+        assert_eq!(parse_mark(&xml).unwrap().unwrap().tags(), &tags);
     }
 
     #[test]

@@ -9,15 +9,16 @@
 //! show as claimed, so a host whose listing failed fails the whole call
 //! (Transient) rather than shrink the list.
 //!
-//! The mark records the owner UID, the entry and the creation time; the
-//! only tag an instance carries is therefore the ownership tag
-//! [`Tag::managed`] (`managed-by=egress-proxies`). A query for any other tag
-//! lists nothing.
+//! The mark records the owner UID, the entry, the creation time and the
+//! request's extra tags; every marked instance carries the ownership tag
+//! [`Tag::managed`] (`managed-by=egress-proxies`) besides its own. A query
+//! for another tag reads the same marks and keeps the instances whose
+//! stored tags hold it (the same calls, so the same all-or-nothing rule).
 
 use futures::{StreamExt, TryStreamExt};
 use libvirt_rpc::{ListDomainsFlags, proto::types::Domain};
 use provider_api::{
-    Error as ApiError, ErrorClass, Identifier, ListedInstance, ProviderId, ProviderType, Tag, Tags,
+    Error as ApiError, ErrorClass, Identifier, ListedInstance, ProviderId, ProviderType, Tag,
 };
 
 use crate::connection::Connection;
@@ -44,11 +45,8 @@ pub async fn list_by_tag(
     entry: &Identifier,
     tag: &Tag,
 ) -> Result<Vec<ListedInstance>, ApiError> {
-    if *tag != Tag::managed() {
-        return Ok(Vec::new());
-    }
     let per_host = hosts.hosts().map(|host| async move {
-        list_host(hosts, entry, host).await.map_err(|e| {
+        list_host(hosts, entry, host, tag).await.map_err(|e| {
             ApiError::wrap(
                 ErrorClass::Transient,
                 format!("list by tag: host {host} could not be listed; no partial list"),
@@ -64,6 +62,7 @@ async fn list_host(
     hosts: &HostTable,
     entry: &Identifier,
     host: &Identifier,
+    tag: &Tag,
 ) -> Result<Vec<ListedInstance>, ApiError> {
     let conn = hosts.shared(host).await?;
     let domains = observed(
@@ -78,7 +77,9 @@ async fn list_host(
     let mut listed: Vec<ListedInstance> = futures::stream::iter(domains)
         .map(|domain| async move { listed(conn, entry, domain).await })
         .buffered(MARK_READS_IN_FLIGHT)
-        .try_filter_map(|item| async move { Ok(item) })
+        .try_filter_map(|item| async move {
+            Ok(item.filter(|i| i.tags.get(&tag.key) == Some(&tag.value)))
+        })
         .try_collect()
         .await?;
     listed.sort_by(|a, b| a.id.instance().cmp(b.id.instance()));
@@ -108,6 +109,8 @@ async fn listed(
         return Ok(None);
     };
     let managed = Tag::managed();
+    let mut tags = mark.tags().clone();
+    tags.insert(managed.key, managed.value);
     Ok(Some(ListedInstance::new(
         ProviderId::new(
             ProviderType::Kvm2,
@@ -116,7 +119,7 @@ async fn listed(
             instance,
         ),
         mark.owner_uid().clone(),
-        Tags::from([(managed.key, managed.value)]),
+        tags,
         Some(mark.created_at().to_system_time()),
     )))
 }

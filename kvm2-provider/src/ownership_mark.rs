@@ -7,6 +7,7 @@
 //!     <kvm2:owner-uid>6a1f...</kvm2:owner-uid>
 //!     <kvm2:entry>kvm2-home</kvm2:entry>
 //!     <kvm2:created-at>2026-12-02T09:15:16Z</kvm2:created-at>
+//!     <kvm2:tags>team=net,tier=edge</kvm2:tags>   (optional)
 //!   </kvm2:instance>
 //! </metadata>
 //! ```
@@ -16,10 +17,14 @@
 //! matches elements by *namespace URI and local name* (the prefix is
 //! whatever the document binds it to), rejects duplicates and incomplete
 //! marks, and returns errors for any malformed input instead of panicking.
+//!
+//! `tags` holds the request's extra tags as `key=value` pairs joined by
+//! commas (neither character can occur in a key or value); the ownership
+//! tag itself is implied by the mark and never stored there.
 
 use crate::Error;
 use crate::timestamp::Timestamp;
-use provider_api::{Identifier, OwnerUid};
+use provider_api::{Identifier, MANAGED_BY_KEY, OwnerUid, TagValue, Tags};
 use quick_xml::NsReader;
 use quick_xml::events::{BytesRef, Event};
 use quick_xml::name::{Namespace, ResolveResult};
@@ -38,6 +43,9 @@ pub const MARK_ELEMENT: &str = "instance";
 /// Longest field text read (whitespace included); valid fields are shorter.
 const MAX_FIELD_LEN: usize = 256;
 
+/// Longest `tags` field, written or read (about 30 tags of full length).
+pub const MAX_TAGS_LEN: usize = 4096;
+
 /// Largest document [`parse_mark`] reads. Domain XML dumps are a few KiB.
 pub const MAX_DOCUMENT_LEN: usize = 1 << 20;
 
@@ -47,16 +55,39 @@ pub struct OwnerMark {
     owner_uid: OwnerUid,
     entry: Identifier,
     created_at: Timestamp,
+    tags: Tags,
 }
 
 impl OwnerMark {
-    /// A mark for the object `owner_uid`, made by provider entry `entry`.
+    /// A mark for the object `owner_uid`, made by provider entry `entry`,
+    /// with no extra tags.
     pub fn new(owner_uid: OwnerUid, entry: Identifier, created_at: Timestamp) -> Self {
         Self {
             owner_uid,
             entry,
             created_at,
+            tags: Tags::new(),
         }
+    }
+
+    /// The mark with extra `tags` (see [`stored_tags`]).
+    ///
+    /// # Errors
+    /// As [`stored_tags`].
+    pub fn with_tags(mut self, tags: &Tags) -> Result<Self, Error> {
+        self.tags = stored_tags(tags)?;
+        Ok(self)
+    }
+
+    /// The extra tags (without the ownership tag).
+    pub fn tags(&self) -> &Tags {
+        &self.tags
+    }
+
+    /// The `tags` field's text: `key=value` pairs joined by commas, in key
+    /// order; empty without tags.
+    pub fn tags_text(&self) -> String {
+        tags_text(&self.tags)
     }
 
     /// The owning object's UID.
@@ -75,11 +106,41 @@ impl OwnerMark {
     }
 }
 
+/// The tags a mark stores for a request's `tags`: all but a `managed-by`
+/// key (the mark itself is that tag).
+///
+/// # Errors
+/// [`Error::InvalidValue`] when they would encode to more than
+/// [`MAX_TAGS_LEN`] bytes.
+pub fn stored_tags(tags: &Tags) -> Result<Tags, Error> {
+    let mut tags = tags.clone();
+    tags.retain(|k, _| k.as_str() != MANAGED_BY_KEY);
+    let len = tags_text(&tags).len();
+    if len > MAX_TAGS_LEN {
+        return Err(Error::InvalidValue {
+            field: "tags",
+            reason: format!(
+                "{} tags encode to {len} bytes; at most {MAX_TAGS_LEN} are stored",
+                tags.len()
+            ),
+        });
+    }
+    Ok(tags)
+}
+
+fn tags_text(tags: &Tags) -> String {
+    tags.iter()
+        .map(|(k, v)| format!("{}={}", k.as_str(), v.as_str()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Field {
     OwnerUid,
     Entry,
     CreatedAt,
+    Tags,
 }
 
 impl Field {
@@ -88,7 +149,15 @@ impl Field {
             "owner-uid" => Some(Field::OwnerUid),
             "entry" => Some(Field::Entry),
             "created-at" => Some(Field::CreatedAt),
+            "tags" => Some(Field::Tags),
             _ => None,
+        }
+    }
+
+    fn max_len(self) -> usize {
+        match self {
+            Field::Tags => MAX_TAGS_LEN,
+            _ => MAX_FIELD_LEN,
         }
     }
 }
@@ -112,6 +181,7 @@ struct Fields {
     owner_uid: Option<String>,
     entry: Option<String>,
     created_at: Option<String>,
+    tags: Option<String>,
 }
 
 impl Fields {
@@ -120,6 +190,7 @@ impl Fields {
             Field::OwnerUid => &mut self.owner_uid,
             Field::Entry => &mut self.entry,
             Field::CreatedAt => &mut self.created_at,
+            Field::Tags => &mut self.tags,
         }
     }
 }
@@ -135,7 +206,8 @@ impl Fields {
 /// [`Error::XmlRead`] when the document is not well-formed XML or larger than
 /// [`MAX_DOCUMENT_LEN`]; [`Error::MalformedMark`] when a mark is present but
 /// duplicated, missing a field, has a field twice or a field that does not
-/// parse. Callers treat both as "not ours".
+/// parse (an absent `tags` field is no tags). Callers treat both as "not
+/// ours".
 pub fn parse_mark(domain_xml: &str) -> Result<Option<OwnerMark>, Error> {
     read_mark(domain_xml, Source::DomainXml)
 }
@@ -287,7 +359,38 @@ fn read_mark(document: &str, source: Source) -> Result<Option<OwnerMark>, Error>
         .map_err(|e| malformed(&format!("owner-uid {}", e.rule())))?;
     let entry =
         Identifier::parse(entry.trim()).map_err(|e| malformed(&format!("entry {}", e.rule())))?;
-    Ok(Some(OwnerMark::new(owner_uid, entry, created_at)))
+    let tags = match fields.tags {
+        Some(text) => parse_tags(text.trim())?,
+        None => Tags::new(),
+    };
+    Ok(Some(OwnerMark {
+        owner_uid,
+        entry,
+        created_at,
+        tags,
+    }))
+}
+
+/// `key=value,key=value` (empty: no tags); a key twice, a missing `=`, or a
+/// key or value that does not parse is malformed.
+fn parse_tags(text: &str) -> Result<Tags, Error> {
+    let mut tags = Tags::new();
+    if text.is_empty() {
+        return Ok(tags);
+    }
+    for pair in text.split(',') {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| malformed("a tag is not key=value"))?;
+        let key = Identifier::parse(key.trim())
+            .map_err(|e| malformed(&format!("tag key {}", e.rule())))?;
+        let value = TagValue::parse(value.trim())
+            .map_err(|e| malformed(&format!("tag value {}", e.rule())))?;
+        if key.as_str() == MANAGED_BY_KEY || tags.insert(key, value).is_some() {
+            return Err(malformed("a tag key appears twice"));
+        }
+    }
+    Ok(tags)
 }
 
 /// The mark is the domain's when it is a direct child of `/domain/metadata`
@@ -315,7 +418,7 @@ fn close(position: Position, depth: usize) -> Position {
 
 fn push_text(fields: &mut Fields, field: Field, text: &str) -> Result<(), Error> {
     let slot = fields.slot(field).get_or_insert_with(String::new);
-    if slot.len() + text.len() > MAX_FIELD_LEN {
+    if slot.len() + text.len() > field.max_len() {
         return Err(malformed("a field is too long"));
     }
     slot.push_str(text);
@@ -503,6 +606,87 @@ mod tests {
                 "{name}: {got:?}"
             );
         }
+    }
+
+    fn tags(pairs: &[(&str, &str)]) -> Tags {
+        pairs
+            .iter()
+            .map(|(k, v)| (Identifier::parse(k).unwrap(), TagValue::parse(v).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn tags_are_read_from_dumps_and_metadata_replies() {
+        let body = format!(
+            "{}<kvm2:tags> team=net,tier=Edge.1 </kvm2:tags>",
+            fields("kvm2")
+        );
+        let mark = parse_mark(&dump_with(&mark_xml("kvm2", &body)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(mark.tags(), &tags(&[("team", "net"), ("tier", "Edge.1")]));
+        assert_eq!(mark.tags_text(), "team=net,tier=Edge.1");
+        let reply = format!(
+            "<instance>{}<tags>team=net</tags></instance>",
+            fields("").replace("</:", "</").replace("<:", "<")
+        );
+        assert_eq!(
+            parse_metadata_reply(&reply).unwrap().tags(),
+            &tags(&[("team", "net")])
+        );
+        // No tags field, or an empty one: no tags.
+        assert!(parse_mark(REAL_DUMP).unwrap().unwrap().tags().is_empty());
+        let empty = format!("{}<kvm2:tags/>", fields("kvm2"));
+        let mark = parse_mark(&dump_with(&mark_xml("kvm2", &empty)))
+            .unwrap()
+            .unwrap();
+        assert!(mark.tags().is_empty());
+    }
+
+    #[test]
+    fn malformed_tags_make_the_mark_malformed() {
+        for bad in [
+            "team",
+            "team=net,team=web",
+            "Team=net",
+            "team=a b",
+            "team=net,",
+            "managed-by=egress-proxies",
+            "=net",
+        ] {
+            let body = format!("{}<kvm2:tags>{bad}</kvm2:tags>", fields("kvm2"));
+            let r = parse_mark(&dump_with(&mark_xml("kvm2", &body)));
+            assert!(
+                matches!(r, Err(Error::MalformedMark { .. })),
+                "{bad}: {r:?}"
+            );
+        }
+        let long = format!(
+            "{}<kvm2:tags>{}</kvm2:tags>",
+            fields("kvm2"),
+            "a".repeat(MAX_TAGS_LEN + 1)
+        );
+        assert!(parse_mark(&dump_with(&mark_xml("kvm2", &long))).is_err());
+    }
+
+    #[test]
+    fn stored_tags_drop_the_ownership_key_and_are_bounded() {
+        let asked = tags(&[("managed-by", "someone-else"), ("team", "net")]);
+        assert_eq!(stored_tags(&asked).unwrap(), tags(&[("team", "net")]));
+        let many: Tags = (0..40)
+            .map(|i| {
+                (
+                    Identifier::parse(&format!("key-{i:02}-{}", "k".repeat(50))).unwrap(),
+                    TagValue::parse(&"v".repeat(64)).unwrap(),
+                )
+            })
+            .collect();
+        let err = stored_tags(&many).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidValue { field: "tags", .. }),
+            "{err:?}"
+        );
+        assert!(err.is_permanent());
     }
 
     #[test]

@@ -130,6 +130,12 @@ async fn list_by_tag_sees_this_entrys_marked_domains_only() {
     .await;
     let unmarked = unique("bare");
     let _c = QemuDomain::define(&sandbox, &client, &unmarked, None, false).await;
+    let tagged = unique("tagged");
+    let team = Tag::new(id("team"), TagValue::parse("blue").unwrap());
+    let tagged_mark = mark(ENTRY, OWNER)
+        .with_tags(&[(team.key.clone(), team.value.clone())].into())
+        .unwrap();
+    let _d = QemuDomain::define(&sandbox, &client, &tagged, Some(tagged_mark), false).await;
 
     let table = table(&sandbox);
     let listed = list_by_tag(&table, &id(ENTRY), &Tag::managed())
@@ -153,10 +159,29 @@ async fn list_by_tag_sees_this_entrys_marked_domains_only() {
             "{name} must not be listed: {listed:?}"
         );
     }
-    // Only the ownership tag is stored with instances.
-    let other_tag = Tag::new(id("team"), TagValue::parse("blue").unwrap());
+    // The tagged one carries both tags; a query for its extra tag finds it
+    // and not the untagged one.
+    let listed_tagged = listed
+        .iter()
+        .find(|l| l.id == pid("host1", &tagged))
+        .expect("the tagged domain is listed under the ownership tag");
+    assert_eq!(listed_tagged.tags.get(&team.key), Some(&team.value));
+    assert_eq!(
+        listed_tagged.tags.get(&Tag::managed().key),
+        Some(&Tag::managed().value)
+    );
+    let by_team = list_by_tag(&table, &id(ENTRY), &team).await.unwrap();
     assert!(
-        list_by_tag(&table, &id(ENTRY), &other_tag)
+        by_team.iter().any(|l| l.id == pid("host1", &tagged)),
+        "{by_team:?}"
+    );
+    assert!(
+        by_team.iter().all(|l| l.id != pid("host1", &ours)),
+        "{by_team:?}"
+    );
+    let no_one = Tag::new(id("team"), TagValue::parse("green").unwrap());
+    assert!(
+        list_by_tag(&table, &id(ENTRY), &no_one)
             .await
             .unwrap()
             .is_empty()

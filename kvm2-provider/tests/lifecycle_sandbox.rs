@@ -59,6 +59,11 @@ async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
     req.user_data = Some(SecretString::new(format!(
         "#cloud-config\nhostname: x\n# {secret}\n"
     )));
+    let team = provider_api::Tag::new(
+        Identifier::parse("team").unwrap(),
+        provider_api::TagValue::parse("net").unwrap(),
+    );
+    req.tags.insert(team.key.clone(), team.value.clone());
 
     let inst = provider.create(&req).await.unwrap();
     let id = ProviderId::new(
@@ -82,6 +87,14 @@ async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
     assert!(xml.contains(&format!("<source file='{seed}'")), "{xml}");
     assert!(xml.contains(&env.sandbox.bridge), "{xml}");
     assert!(xml.contains(owner.as_str()), "{xml}");
+    // The request's tags are stored with the mark and found by list-by-tag.
+    assert!(xml.contains("team=net"), "{xml}");
+    let by_team = provider.list_by_tag(&team).await.unwrap();
+    assert_eq!(
+        by_team.iter().map(|l| &l.id).collect::<Vec<_>>(),
+        [&id],
+        "{by_team:?}"
+    );
     // The overlay is backed by the base, by path and format.
     let info = Command::new("qemu-img")
         .args(["info", "-U", &overlay])
@@ -372,4 +385,32 @@ async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
     let inst = provider.create(&req).await.unwrap();
     assert_eq!(inst.host.as_str(), "host1");
     provider.delete(&inst.id).await.unwrap();
+}
+
+#[tokio::test]
+async fn too_many_tags_are_refused_before_anything_is_made() {
+    let env = Env::new();
+    // Nothing listens here: reaching the image download would fail
+    // Transient, not with the tags' Permanent error.
+    let image = Image {
+        key: "tiny".into(),
+        url: "http://127.0.0.1:9/never".into(),
+        sha256: digest(b"x").to_string(),
+        format: "raw",
+    };
+    let yaml = env.yaml(&[env.host("host1")], &[image], None);
+    let provider = env.provider(&yaml, env.options());
+    let owner = env.owner();
+    let mut req = env.request(owner.clone(), Placement::Any);
+    for i in 0..40 {
+        req.tags.insert(
+            Identifier::parse(&format!("key-{i:02}-{}", "k".repeat(50))).unwrap(),
+            provider_api::TagValue::parse(&"v".repeat(64)).unwrap(),
+        );
+    }
+    let err = provider.create(&req).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Permanent, "{err:?}");
+    assert!(err.to_string().contains("tags"), "{err}");
+    let (defined, _) = env.virsh(&["dominfo", name_from_uid(&owner).as_str()]);
+    assert!(!defined, "no domain was defined");
 }

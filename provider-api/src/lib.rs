@@ -155,6 +155,6 @@ pub use provider::Provider;
 pub use provider_id::ProviderId;
 pub use provider_type::ProviderType;
 pub use registry::{Constructor, Providers, Registry};
-pub use request::{CreateRequest, Placement, Tag, Tags};
+pub use request::{CreateRequest, MANAGED_BY_KEY, MANAGED_BY_VALUE, Placement, Tag, Tags};
 pub use secret::SecretString;
 pub use traced::Traced;
