@@ -60,6 +60,21 @@ impl Drop for Defined<'_> {
     }
 }
 
+/// Renders `s` into a file in `dir`, defines it with virsh and returns the
+/// guard that undefines it.
+fn define<'a>(uri: &'a str, s: &DomainSpec, dir: &Path) -> Defined<'a> {
+    let file = dir.join("domain.xml");
+    std::fs::write(&file, render(s).unwrap()).unwrap();
+    ok(
+        virsh(uri, &["define", file.to_str().unwrap()]),
+        "virsh define",
+    );
+    Defined {
+        uri,
+        name: s.name.to_string(),
+    }
+}
+
 #[test]
 fn rendered_xml_passes_libvirts_schema() {
     let dir = tempfile::tempdir().unwrap();
@@ -94,17 +109,7 @@ fn define_on_qemu_system_and_read_the_mark_back() {
     let odd = dir.path().join("a'b\"c<d>&e");
     let mut s = spec(&unique_name("q"), &odd);
     s.firmware = Firmware::Uefi;
-    let file = dir.path().join("domain.xml");
-    std::fs::write(&file, render(&s).unwrap()).unwrap();
-
-    ok(
-        virsh(&uri, &["define", file.to_str().unwrap()]),
-        "virsh define",
-    );
-    let _guard = Defined {
-        uri: &uri,
-        name: s.name.to_string(),
-    };
+    let _guard = define(&uri, &s, dir.path());
 
     let dump = ok(virsh(&uri, &["dumpxml", s.name.as_str()]), "virsh dumpxml");
     assert_eq!(parse_mark(&dump).unwrap(), Some(s.mark.clone()));
@@ -136,16 +141,7 @@ fn the_nic_mac_libvirt_assigns_reads_back_from_the_dump() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = spec(&unique_name("mac"), dir.path());
     s.mac = None;
-    let file = dir.path().join("domain.xml");
-    std::fs::write(&file, render(&s).unwrap()).unwrap();
-    ok(
-        virsh(&uri, &["define", file.to_str().unwrap()]),
-        "virsh define",
-    );
-    let _guard = Defined {
-        uri: &uri,
-        name: s.name.to_string(),
-    };
+    let _guard = define(&uri, &s, dir.path());
     let dump = ok(virsh(&uri, &["dumpxml", s.name.as_str()]), "virsh dumpxml");
     let macs = interface_macs(&dump).unwrap();
     assert_eq!(macs.len(), 1, "{dump}");

@@ -9,7 +9,7 @@ mod provider_env;
 use std::process::Command;
 use std::sync::Arc;
 
-use common::{Reply, Server, digest};
+use common::{Reply, Server};
 use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
 use kvm2_provider::ownership_mark::OwnerMark;
 use kvm2_provider::timestamp::Timestamp;
@@ -337,12 +337,7 @@ async fn a_uefi_instance_is_deleted_with_its_nvram() {
 #[tokio::test]
 async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
     let env = Env::new();
-    let image = Image {
-        key: "tiny".into(),
-        url: "http://127.0.0.1:9/never".into(),
-        sha256: digest(b"x").to_string(),
-        format: "raw",
-    };
+    let image = Image::unreachable("tiny");
     // host2: nothing listens on its port.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
@@ -390,14 +385,8 @@ async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
 #[tokio::test]
 async fn too_many_tags_are_refused_before_anything_is_made() {
     let env = Env::new();
-    // Nothing listens here: reaching the image download would fail
-    // Transient, not with the tags' Permanent error.
-    let image = Image {
-        key: "tiny".into(),
-        url: "http://127.0.0.1:9/never".into(),
-        sha256: digest(b"x").to_string(),
-        format: "raw",
-    };
+    // Reaching the image download would fail Transient, not Permanent.
+    let image = Image::unreachable("tiny");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
     let provider = env.provider(&yaml, env.options());
     let owner = env.owner();

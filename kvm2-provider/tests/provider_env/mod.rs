@@ -48,6 +48,17 @@ pub struct Image {
 }
 
 impl Image {
+    /// An entry whose URL nothing answers (port 9): a Create that reaches
+    /// the download fails Transient.
+    pub fn unreachable(key: &str) -> Image {
+        Image {
+            key: key.into(),
+            url: "http://127.0.0.1:9/never".into(),
+            sha256: super::common::digest(b"x").to_string(),
+            format: "raw",
+        }
+    }
+
     /// The entry for `body` served by `server` at `/{key}.{format}`.
     pub fn served(
         server: &super::common::Server,
