@@ -158,6 +158,27 @@ bitflags! {
 }
 
 bitflags! {
+    /// `virConnectListAllStoragePoolsFlags` (empty = all pools).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct ListStoragePoolsFlags: u32 {
+        /// Inactive pools.
+        const INACTIVE = 1;
+        /// Active pools.
+        const ACTIVE = 2;
+        /// Persistent pools.
+        const PERSISTENT = 4;
+        /// Transient pools.
+        const TRANSIENT = 8;
+        /// Pools started with the host.
+        const AUTOSTART = 16;
+        /// Pools not started with the host.
+        const NO_AUTOSTART = 32;
+        /// `dir` pools.
+        const DIR = 64;
+    }
+}
+
+bitflags! {
     /// `virStorageVolCreateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct StorageVolCreateFlags: u32 {
@@ -216,6 +237,7 @@ wire_flags!(
     DomainDestroyFlags,
     DomainModificationImpact,
     ListDomainsFlags,
+    ListStoragePoolsFlags,
     StorageVolCreateFlags,
     StorageVolInfoFlags,
     StorageVolDeleteFlags,

@@ -93,7 +93,8 @@ pub use error_code::ErrorCode;
 pub use events::{LifecycleEvent, Subscription};
 pub use flags::*;
 pub use procedures::{
-    DomainInterface, DomainIpAddr, DomainStateInfo, StoragePoolInfo, StorageVolInfo, proc_num,
+    DomainInfo, DomainInterface, DomainIpAddr, DomainStateInfo, StoragePoolInfo, StorageVolInfo,
+    proc_num,
 };
 pub use proto::types::{Domain, StoragePool, StorageVol, Uuid};
 pub use stream::{Download, DownloadReader, Upload};

@@ -13,10 +13,10 @@ use crate::error::Result;
 use crate::flags::{
     DomainCreateFlags, DomainDefineFlags, DomainDestroyFlags, DomainModificationImpact,
     DomainState, DomainUndefineFlags, DomainXmlFlags, InterfaceAddressesSource, ListDomainsFlags,
-    MetadataType, NoFlags, OpenFlags, StorageVolCreateFlags, StorageVolDeleteFlags,
-    StorageVolInfoFlags,
+    ListStoragePoolsFlags, MetadataType, NoFlags, OpenFlags, StorageVolCreateFlags,
+    StorageVolDeleteFlags, StorageVolInfoFlags,
 };
-use crate::proto::types::{Domain, StoragePool, StorageVol};
+use crate::proto::types::{Domain, StoragePool, StorageVol, Uuid};
 use crate::xdr_struct;
 
 macro_rules! procedures {
@@ -87,12 +87,18 @@ procedures! {
     fn connect_close() -> () = CONNECT_CLOSE(2);
     /// The hypervisor's version (`major * 1,000,000 + minor * 1,000 + micro`).
     fn connect_get_version() -> u64 = CONNECT_GET_VERSION(4);
+    /// The host's capabilities XML (CPU, NUMA, guest types).
+    fn connect_get_capabilities() -> String = CONNECT_GET_CAPABILITIES(7);
     /// Starts a defined domain.
     fn domain_create(dom: &Domain) -> () = DOMAIN_CREATE(9);
     /// Forcefully stops a running domain.
     fn domain_destroy(dom: &Domain) -> () = DOMAIN_DESTROY(12);
+    /// The domain's state, memory, vCPU count and CPU time.
+    fn domain_get_info(dom: &Domain) -> DomainInfo = DOMAIN_GET_INFO(16);
     /// The domain's XML description.
     fn domain_get_xml_desc(dom: &Domain, flags: DomainXmlFlags) -> String = DOMAIN_GET_XML_DESC(14);
+    /// Looks a domain up by UUID ([`crate::ErrorCode::NoDomain`] when absent).
+    fn domain_lookup_by_uuid(uuid: &Uuid) -> Domain = DOMAIN_LOOKUP_BY_UUID(24);
     /// Resumes a paused domain.
     fn domain_resume(dom: &Domain) -> () = DOMAIN_RESUME(28);
     /// Asks the guest to shut down (ACPI power button or agent); returns
@@ -115,6 +121,9 @@ procedures! {
     fn storage_pool_lookup_by_name(name: &str) -> StoragePool = STORAGE_POOL_LOOKUP_BY_NAME(84);
     /// A storage pool's state and sizes.
     fn storage_pool_get_info(pool: &StoragePool) -> StoragePoolInfo = STORAGE_POOL_GET_INFO(87);
+    /// A storage pool's XML description.
+    fn storage_pool_get_xml_desc(pool: &StoragePool, flags: NoFlags) -> String
+        = STORAGE_POOL_GET_XML_DESC(88);
     /// Creates a volume from its XML description.
     fn storage_vol_create_xml(pool: &StoragePool, xml: &str, flags: StorageVolCreateFlags) -> StorageVol
         = STORAGE_VOL_CREATE_XML(93);
@@ -123,8 +132,15 @@ procedures! {
     /// Looks a volume up by name within a pool.
     fn storage_vol_lookup_by_name(pool: &StoragePool, name: &str) -> StorageVol
         = STORAGE_VOL_LOOKUP_BY_NAME(95);
+    /// Looks a volume up by its key (for file volumes, the path).
+    fn storage_vol_lookup_by_key(key: &str) -> StorageVol = STORAGE_VOL_LOOKUP_BY_KEY(96);
+    /// Looks a volume up by its path on the host.
+    fn storage_vol_lookup_by_path(path: &str) -> StorageVol = STORAGE_VOL_LOOKUP_BY_PATH(97);
     /// A volume's type and sizes.
     fn storage_vol_get_info(vol: &StorageVol) -> StorageVolInfo = STORAGE_VOL_GET_INFO(98);
+    /// A volume's XML description.
+    fn storage_vol_get_xml_desc(vol: &StorageVol, flags: NoFlags) -> String
+        = STORAGE_VOL_GET_XML_DESC(99);
     /// The volume's path on the host (for a `dir` pool, the file's path).
     fn storage_vol_get_path(vol: &StorageVol) -> String = STORAGE_VOL_GET_PATH(100);
     /// Creates a volume from its XML description, filled with a copy of
@@ -155,6 +171,10 @@ procedures! {
     /// Lists domains matching `flags` (empty = all).
     fn connect_list_all_domains(flags: ListDomainsFlags) -> DomainList = CONNECT_LIST_ALL_DOMAINS(273),
         args (1i32, flags), map |r| r.domains => Vec<Domain>;
+    /// Lists storage pools matching `flags` (empty = all).
+    fn connect_list_all_storage_pools(flags: ListStoragePoolsFlags) -> PoolList
+        = CONNECT_LIST_ALL_STORAGE_POOLS(281),
+        args (1i32, flags), map |r| r.pools => Vec<StoragePool>;
     /// Lists the volumes of a pool.
     fn storage_pool_list_all_volumes(pool: &StoragePool) -> VolumeList = STORAGE_POOL_LIST_ALL_VOLUMES(282),
         args (pool, 1i32, NoFlags::empty()), map |r| r.vols => Vec<StorageVol>;
@@ -212,6 +232,33 @@ xdr_struct! {
     pub struct DomainList {
         /// The domains.
         pub domains: Vec<Domain>,
+        /// Their count.
+        pub ret: u32,
+    }
+}
+
+xdr_struct! {
+    /// `remote_domain_get_info_ret` (XDR's `unsigned char` and `unsigned
+    /// short` travel as 4-byte integers).
+    pub struct DomainInfo {
+        /// The state.
+        pub state: DomainState,
+        /// Maximum memory in KiB.
+        pub max_mem: u64,
+        /// Current memory in KiB.
+        pub memory: u64,
+        /// Number of virtual CPUs.
+        pub nr_virt_cpu: u32,
+        /// CPU time used, in nanoseconds.
+        pub cpu_time: u64,
+    }
+}
+
+xdr_struct! {
+    /// `remote_connect_list_all_storage_pools_ret`.
+    pub struct PoolList {
+        /// The pools.
+        pub pools: Vec<StoragePool>,
         /// Their count.
         pub ret: u32,
     }
@@ -291,6 +338,17 @@ mod tests {
             let vols = names.into_iter().map(|n| StorageVol { pool: "p".into(), key: format!("/k/{n}"), name: n }).collect();
             let v = VolumeList { vols, ret };
             prop_assert_eq!(from_bytes::<VolumeList>(&to_bytes(&v).unwrap()).unwrap(), v);
+        }
+        #[test]
+        fn domain_info_round_trips(state: i32, max_mem: u64, memory: u64, nr_virt_cpu: u32, cpu_time: u64) {
+            let v = DomainInfo { state: DomainState::from_wire(state), max_mem, memory, nr_virt_cpu, cpu_time };
+            prop_assert_eq!(from_bytes::<DomainInfo>(&to_bytes(&v).unwrap()).unwrap(), v);
+        }
+        #[test]
+        fn pool_list_round_trips(names in proptest::collection::vec(".{0,8}", 0..4), ret: u32) {
+            let pools = names.into_iter().map(|name| StoragePool { name, uuid: [7; 16] }).collect();
+            let v = PoolList { pools, ret };
+            prop_assert_eq!(from_bytes::<PoolList>(&to_bytes(&v).unwrap()).unwrap(), v);
         }
         #[test]
         fn interfaces_round_trip(name in ".{0,8}", hwaddr: Option<String>, kind: i32, addr in ".{0,15}", prefix: u32) {

@@ -20,6 +20,8 @@ async fn connection_procedures() {
     assert!(c.connect_get_version().await.unwrap() > 0);
     assert!(c.connect_get_lib_version().await.unwrap() >= 11_000_000);
     assert!(!c.connect_get_hostname().await.unwrap().is_empty());
+    let caps = c.connect_get_capabilities().await.unwrap();
+    assert!(caps.contains("<capabilities>"), "{caps}");
     assert!(
         c.connect_supports_feature(10).await.unwrap(),
         "keepalive feature"
@@ -62,6 +64,11 @@ async fn domain_procedures() {
         .await
         .unwrap();
     assert!(xml.contains(&name));
+    assert_eq!(c.domain_lookup_by_uuid(&dom.uuid).await.unwrap(), dom);
+    let info = c.domain_get_info(&dom).await.unwrap();
+    assert_eq!(info.state, DomainState::Shutoff);
+    assert_eq!(info.max_mem, 65536, "KiB, as defined");
+    assert_eq!(info.nr_virt_cpu, 1);
 
     let ns = "https://example.invalid/lvrpc";
     c.domain_set_metadata(
@@ -97,6 +104,10 @@ async fn domain_procedures() {
     assert!(missing.is_not_found());
 
     c.domain_create(&dom).await.unwrap();
+    assert_eq!(
+        c.domain_get_info(&dom).await.unwrap().state,
+        DomainState::Running
+    );
     let st = c.domain_get_state(&dom, NoFlags::empty()).await.unwrap();
     assert_eq!(st.state, DomainState::Running);
     let running = c.domain_lookup_by_name(&name).await.unwrap();
@@ -166,6 +177,23 @@ async fn storage_procedures() {
     let info = c.storage_pool_get_info(&pool).await.unwrap();
     assert_eq!(info.state, 2, "running"); // VIR_STORAGE_POOL_RUNNING
     assert!(info.capacity > 0);
+    let pools = c
+        .connect_list_all_storage_pools(ListStoragePoolsFlags::ACTIVE)
+        .await
+        .unwrap();
+    assert!(pools.contains(&pool), "{pools:?}");
+    assert!(
+        c.connect_list_all_storage_pools(ListStoragePoolsFlags::INACTIVE)
+            .await
+            .unwrap()
+            .iter()
+            .all(|p| p.name != "default-pool")
+    );
+    let pool_xml = c
+        .storage_pool_get_xml_desc(&pool, NoFlags::empty())
+        .await
+        .unwrap();
+    assert!(pool_xml.contains("<name>default-pool</name>"), "{pool_xml}");
     let name = common::unique("vol");
     let vol = c
         .storage_vol_create_xml(
@@ -182,6 +210,16 @@ async fn storage_procedures() {
     assert_eq!(vi.capacity, 1 << 20);
     let path = c.storage_vol_get_path(&vol).await.unwrap();
     assert!(path.ends_with(&format!("/{name}")), "{path}");
+    assert_eq!(c.storage_vol_lookup_by_path(&path).await.unwrap(), vol);
+    assert_eq!(c.storage_vol_lookup_by_key(&vol.key).await.unwrap(), vol);
+    let vol_xml = c
+        .storage_vol_get_xml_desc(&vol, NoFlags::empty())
+        .await
+        .unwrap();
+    assert!(
+        vol_xml.contains(&format!("<name>{name}</name>")),
+        "{vol_xml}"
+    );
     let copy_name = common::unique("copy");
     let copy = c
         .storage_vol_create_xml_from(
