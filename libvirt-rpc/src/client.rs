@@ -156,12 +156,7 @@ impl Client {
         let io = tokio::net::UnixStream::connect(path)
             .await
             .map_err(|e| Error::Disconnected(DisconnectReason::Io(Arc::new(e))))?;
-        if let Some(n) = std::env::var("LVRPC_SNDBUF")
-            .ok()
-            .and_then(|v| v.parse().ok())
-        {
-            let _ = socket2::SockRef::from(&io).set_send_buffer_size(n);
-        }
+        raise_send_buffer(&io, config.unix_send_buffer);
         Self::connect(io, uri, flags, config).await
     }
 
@@ -367,5 +362,44 @@ pub(crate) fn daemon_error(procedure: i32, p: &Packet) -> Error {
     match xdr::from_bytes::<WireError>(&p.payload) {
         Ok(e) => Error::Libvirt(LibvirtError::from(e)),
         Err(source) => Error::Decode { procedure, source },
+    }
+}
+
+/// Raises `io`'s send buffer to `bytes` (0: leave the system default). Best
+/// effort: the kernel caps it at `net.core.wmem_max`, and a smaller buffer
+/// only costs daemon CPU, not correctness.
+fn raise_send_buffer(io: &tokio::net::UnixStream, bytes: usize) {
+    if bytes > 0 {
+        let _ = socket2::SockRef::from(io).set_send_buffer_size(bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wmem_max() -> usize {
+        std::fs::read_to_string("/proc/sys/net/core/wmem_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(usize::MAX)
+    }
+
+    #[tokio::test]
+    async fn the_configured_send_buffer_is_applied() {
+        let (a, _b) = tokio::net::UnixStream::pair().unwrap();
+        let want = Config::default().unix_send_buffer;
+        raise_send_buffer(&a, want);
+        // Linux doubles the request for its bookkeeping, capped at wmem_max.
+        let got = socket2::SockRef::from(&a).send_buffer_size().unwrap();
+        assert!(got >= 2 * want.min(wmem_max()), "send buffer {got}");
+
+        let (c, _d) = tokio::net::UnixStream::pair().unwrap();
+        let before = socket2::SockRef::from(&c).send_buffer_size().unwrap();
+        raise_send_buffer(&c, 0);
+        assert_eq!(
+            socket2::SockRef::from(&c).send_buffer_size().unwrap(),
+            before
+        );
     }
 }

@@ -376,7 +376,10 @@ impl<T: Encode> Encode for Vec<T> {
 impl<T: Decode> Decode for Vec<T> {
     fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
         let len = r.list_len(u32::MAX as usize)?;
-        let mut v = Vec::with_capacity(len);
+        // Reserve no more than the bytes left could fill: an element's
+        // in-memory size may be many times its 4-byte minimum on the wire.
+        let fits = r.remaining() / std::mem::size_of::<T>().max(1);
+        let mut v = Vec::with_capacity(len.min(fits));
         for _ in 0..len {
             v.push(T::decode(r)?);
         }
