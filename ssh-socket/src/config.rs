@@ -162,10 +162,20 @@ impl Keepalive {
         }
     }
 
+    /// The interval in force: [`interval`](Self::interval) clamped to
+    /// [100 ms, 1 day].
+    pub fn effective_interval(&self) -> Duration {
+        self.interval
+            .clamp(Duration::from_millis(100), Duration::from_secs(24 * 3600))
+    }
+
     /// Silence after which the link is declared dead:
-    /// `interval × (max_missed + 1)`.
+    /// `interval × (max_missed + 1)` (with the interval clamped as in
+    /// [`effective_interval`](Self::effective_interval), at most 1,000 days).
     pub fn dead_after(&self) -> Duration {
-        self.interval.max(Duration::from_millis(100)) * self.max_missed.saturating_add(1)
+        self.effective_interval()
+            .saturating_mul(self.max_missed.saturating_add(1))
+            .min(Duration::from_secs(1000 * 24 * 3600))
     }
 }
 
@@ -193,6 +203,16 @@ impl fmt::Debug for Passphrase {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_keepalive_settings_do_not_overflow() {
+        let k = Keepalive {
+            interval: Duration::MAX,
+            max_missed: u32::MAX,
+        };
+        assert_eq!(k.effective_interval(), Duration::from_secs(24 * 3600));
+        assert_eq!(k.dead_after(), Duration::from_secs(1000 * 24 * 3600));
+    }
 
     #[test]
     fn default_keepalive_detects_a_frozen_peer_within_20s() {

@@ -3,7 +3,6 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use russh::keys::PrivateKeyWithHashAlg;
 use tokio::net::TcpStream;
@@ -254,7 +253,7 @@ async fn dial_stages(
 fn russh_config(config: &SshConfig) -> Arc<russh::client::Config> {
     let keepalive = config.keepalive;
     Arc::new(russh::client::Config {
-        keepalive_interval: Some(keepalive.interval.max(Duration::from_millis(100))),
+        keepalive_interval: Some(keepalive.effective_interval()),
         keepalive_max: usize::try_from(keepalive.max_missed).unwrap_or(usize::MAX),
         // A backstop behind the supervisor's own watchdog: it also bounds
         // russh's flushes to a peer that stopped reading.

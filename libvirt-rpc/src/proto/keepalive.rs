@@ -35,6 +35,10 @@ pub enum Action {
     Dead,
 }
 
+const MIN_INTERVAL: Duration = Duration::from_millis(2);
+const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+const MAX_COUNT: u32 = 1000;
+
 /// Keepalive state for one connection.
 #[derive(Debug, Clone)]
 pub struct Keepalive {
@@ -47,13 +51,13 @@ pub struct Keepalive {
 
 impl Keepalive {
     /// Starts tracking at `now` (as if a packet had just arrived).
-    /// `interval` must be non-zero (a zero interval is treated as two
-    /// milliseconds) and `count` at least 1 (0 is treated as 1).
+    /// `interval` is clamped to [2 ms, 1 day] and `count` to [1, 1000], so
+    /// that no deadline overflows the clock.
     pub fn new(interval: Duration, count: u32, now: Instant) -> Self {
-        let interval = interval.max(Duration::from_millis(2));
+        let interval = interval.clamp(MIN_INTERVAL, MAX_INTERVAL);
         Self {
             interval,
-            count: count.max(1),
+            count: count.clamp(1, MAX_COUNT),
             last_rx: now,
             unanswered: 0,
             next: now + interval / 2,
@@ -108,6 +112,19 @@ impl Keepalive {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_settings_are_clamped_instead_of_overflowing() {
+        let t0 = Instant::now();
+        let mut ka = Keepalive::new(Duration::MAX, u32::MAX, t0);
+        assert_eq!(ka.dead_at(), t0 + MAX_INTERVAL * MAX_COUNT);
+        assert_eq!(ka.poll(t0), Action::Wait);
+        ka.received(t0 + Duration::from_secs(1));
+        assert_eq!(
+            ka.deadline(),
+            t0 + Duration::from_secs(1) + MAX_INTERVAL / 2
+        );
+    }
 
     const S: Duration = Duration::from_secs(1);
 
