@@ -395,7 +395,12 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
     fn dispatch(&mut self, p: Packet) {
         match p.header.program {
             KEEPALIVE_PROGRAM => {
-                if p.header.procedure == KEEPALIVE_PING {
+                // A peer that floods PINGs while not reading would grow the
+                // queue without bound: one PONG behind a full queue is as
+                // good as many, so none is added then.
+                if p.header.procedure == KEEPALIVE_PING
+                    && self.outq_bytes < self.config.outgoing_buffer
+                {
                     let h = keepalive_header(KEEPALIVE_PONG);
                     if let Ok(pong) = packet::encode_raw(&h, &[]) {
                         self.queue(pong);

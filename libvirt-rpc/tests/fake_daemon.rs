@@ -251,3 +251,73 @@ async fn download_data_ahead_of_its_reply_is_kept_in_order() {
     drop(daemon.await.unwrap());
     drop(c);
 }
+
+#[tokio::test]
+async fn a_ping_flood_from_a_peer_that_does_not_read_queues_few_pongs() {
+    // The client's writes back up after 64 KiB in the pipe; its own queue
+    // holds 64 KiB more.
+    let (io, b) = tokio::io::duplex(64 << 10);
+    let mut fake = Fake {
+        io: b,
+        buf: BytesMut::new(),
+    };
+    let mut config = Config::default();
+    config.outgoing_buffer = 64 << 10;
+    let c = Client::new(io, config);
+    let ping = packet::encode_raw(
+        &Header {
+            program: KEEPALIVE_PROGRAM,
+            version: KEEPALIVE_VERSION,
+            procedure: KEEPALIVE_PING,
+            kind: MessageType::Message,
+            serial: 0,
+            status: Status::Ok,
+        },
+        &[],
+    )
+    .unwrap();
+    const PINGS: usize = 100_000;
+    let flood: Vec<u8> = ping
+        .iter()
+        .copied()
+        .cycle()
+        .take(ping.len() * PINGS)
+        .collect();
+    // Write the whole flood without reading a byte.
+    let (mut rd, mut wr) = tokio::io::split(fake.io);
+    tokio::time::timeout(Duration::from_secs(10), wr.write_all(&flood))
+        .await
+        .expect("the client keeps reading")
+        .unwrap();
+    // Now drain what the client queued: a bounded number of PONGs.
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    while let Ok(Ok(n)) =
+        tokio::time::timeout(Duration::from_millis(300), rd.read(&mut chunk)).await
+    {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+    let pongs = out.len() / ping.len();
+    assert!(pongs > 0, "PINGs are answered");
+    assert!(
+        pongs < PINGS / 10,
+        "{pongs} PONGs queued for {PINGS} PINGs: the queue grew with the flood"
+    );
+    // The link still works.
+    fake.io = rd.unsplit(wr);
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.connect_get_lib_version().await })
+    };
+    let req = loop {
+        let p = fake.read().await.unwrap();
+        if p.header.program != KEEPALIVE_PROGRAM {
+            break p;
+        }
+    };
+    fake.reply(&req.header, Status::Ok, &11_003_000u64).await;
+    assert_eq!(call.await.unwrap().unwrap(), 11_003_000);
+}
