@@ -67,7 +67,9 @@ pub(crate) enum Command {
 /// subscription, sent from `Drop` where waiting is impossible).
 pub(crate) enum Control {
     /// A stream's owner went away before the stream ended: abort it on the
-    /// wire and drop its packets.
+    /// wire and drop its packets. Before the daemon's REPLY has opened the
+    /// stream an abort would be ignored (libvirtd drops stream packets for
+    /// a serial it has not registered), so it is sent when that REPLY comes.
     AbortStream(u32),
     /// A subscription ended: stop routing its events, and deregister on the
     /// wire when its owner could not (drop).
@@ -80,8 +82,20 @@ pub(crate) enum Control {
 
 enum Pending {
     Call(ReplyTx),
-    Stream(mpsc::Sender<Packet>, i32),
+    Stream(StreamEntry),
     Subscribe(ReplyTx, Subscriber),
+}
+
+/// A stream the daemon may be sending on.
+struct StreamEntry {
+    /// Where its packets go (a closed channel once aborted).
+    tx: mpsc::Sender<Packet>,
+    procedure: i32,
+    /// The daemon's REPLY / OK arrived: the stream exists on its side.
+    opened: bool,
+    /// Its owner is gone: packets are dropped, and the abort is (or will be,
+    /// once opened) on the wire.
+    aborted: bool,
 }
 
 /// Shared between the task and its handles.
@@ -275,6 +289,12 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
         self.outq.push_back((b, permit));
     }
 
+    fn queue_abort(&mut self, procedure: i32, serial: u32) {
+        if let Ok(p) = abort_packet(procedure, serial, "stream cancelled by the client") {
+            self.queue(p);
+        }
+    }
+
     fn command(&mut self, c: Command) {
         match c {
             Command::Call {
@@ -291,8 +311,15 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                 packet,
                 packets,
             } => {
-                self.pending
-                    .insert(serial, Pending::Stream(packets, procedure));
+                self.pending.insert(
+                    serial,
+                    Pending::Stream(StreamEntry {
+                        tx: packets,
+                        procedure,
+                        opened: false,
+                        aborted: false,
+                    }),
+                );
                 self.queue(packet);
             }
             Command::Subscribe {
@@ -312,15 +339,16 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
     fn control(&mut self, c: Control) {
         match c {
             Control::AbortStream(serial) => {
-                if let Some(&Pending::Stream(_, procedure)) = self.pending.get(&serial) {
-                    // Keep an entry whose consumer is gone: later packets are
+                if let Some(Pending::Stream(entry)) = self.pending.get_mut(&serial)
+                    && !entry.aborted
+                {
+                    // Keep the entry, its consumer gone: later packets are
                     // dropped until the daemon's terminal answer removes it.
-                    let (gone, _) = mpsc::channel(1);
-                    self.pending
-                        .insert(serial, Pending::Stream(gone, procedure));
-                    if let Ok(p) = abort_packet(procedure, serial, "stream cancelled by the client")
-                    {
-                        self.queue(p);
+                    entry.aborted = true;
+                    entry.tx = mpsc::channel(1).0;
+                    if entry.opened {
+                        let procedure = entry.procedure;
+                        self.queue_abort(procedure, serial);
                     }
                 }
             }
@@ -429,11 +457,18 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                 }
                 let _ = tx.send(p);
             }
-            Pending::Stream(tx, procedure) => {
+            Pending::Stream(mut entry) => {
                 let terminal = is_terminal(&p.header);
+                if p.header.kind == MessageType::Reply && p.header.status == Status::Ok {
+                    entry.opened = true;
+                    if entry.aborted {
+                        // Its owner left while the open was in flight.
+                        self.queue_abort(entry.procedure, serial);
+                    }
+                }
+                let tx = entry.tx.clone();
                 if !terminal {
-                    self.pending
-                        .insert(serial, Pending::Stream(tx.clone(), procedure));
+                    self.pending.insert(serial, Pending::Stream(entry));
                 }
                 match tx.try_send(p) {
                     Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}

@@ -130,7 +130,7 @@ impl StreamCore {
             serial,
             rx,
             early: VecDeque::new(),
-            done: true, // nothing to abort until the call succeeded
+            done: true, // nothing to abort until the call is on its way
         };
         client
             .submit(Command::OpenStream {
@@ -140,22 +140,27 @@ impl StreamCore {
                 packets: tx,
             })
             .await?;
+        // From here on, dropping `core` (this future cancelled, a deadline,
+        // an error below) aborts the stream; the connection holds the abort
+        // until the daemon's REPLY has opened it.
+        core.done = false;
         let after = client.call_timeout();
         let deadline = tokio::time::Instant::now() + after;
         let reply = loop {
             match tokio::time::timeout_at(deadline, core.rx.recv()).await {
-                Err(_) => {
-                    // The daemon may still open the stream: abort it if it does.
-                    client.control(Control::AbortStream(serial));
-                    return Err(Error::Timeout { procedure, after });
+                // The daemon may still open the stream: the drop aborts it
+                // if it does.
+                Err(_) => return Err(Error::Timeout { procedure, after }),
+                Ok(None) => {
+                    core.done = true;
+                    return Err(client.disconnected());
                 }
-                Ok(None) => return Err(client.disconnected()),
                 Ok(Some(p))
                     if p.header.kind == MessageType::Stream
                         && p.header.status == Status::Continue =>
                 {
                     if core.early.len() >= EARLY_MAX {
-                        core.done = false; // the drop aborts it
+                        // The drop aborts it.
                         return Err(Error::Protocol(format!(
                             "stream {procedure}: more than {EARLY_MAX} data packets before the reply"
                         )));
@@ -168,16 +173,16 @@ impl StreamCore {
         match (reply.header.kind, reply.header.status) {
             (MessageType::Reply, Status::Ok) => {
                 decode_reply::<()>(procedure, &reply)?;
-                core.done = false;
                 Ok(core)
             }
-            (_, Status::Error) => Err(daemon_error(procedure, &reply)),
-            (kind, status) => {
-                core.done = false;
-                Err(Error::Protocol(format!(
-                    "stream {procedure}: unexpected {kind:?}/{status:?} before the reply"
-                )))
+            (_, Status::Error) => {
+                // Not opened: nothing to abort.
+                core.done = true;
+                Err(daemon_error(procedure, &reply))
             }
+            (kind, status) => Err(Error::Protocol(format!(
+                "stream {procedure}: unexpected {kind:?}/{status:?} before the reply"
+            ))),
         }
     }
 

@@ -321,3 +321,114 @@ async fn a_ping_flood_from_a_peer_that_does_not_read_queues_few_pongs() {
     fake.reply(&req.header, Status::Ok, &11_003_000u64).await;
     assert_eq!(call.await.unwrap().unwrap(), 11_003_000);
 }
+
+fn vol() -> StorageVol {
+    StorageVol {
+        pool: "p".into(),
+        name: "v".into(),
+        key: "/p/v".into(),
+    }
+}
+
+/// Asserts that no stream packet for `serial` arrives for a while: an abort
+/// sent before the daemon's REPLY is useless (libvirtd drops stream packets
+/// for a serial it has not registered).
+async fn expect_no_early_abort(fake: &mut Fake, serial: u32) {
+    let early = tokio::time::timeout(Duration::from_millis(300), async {
+        loop {
+            let p = fake.read().await.expect("link open");
+            if p.header.serial == serial && p.header.kind == MessageType::Stream {
+                break p;
+            }
+        }
+    })
+    .await;
+    assert!(early.is_err(), "stream packet before the open: {early:?}");
+}
+
+/// Reads packets until one is a STREAM / ERROR (an abort) for `serial`.
+async fn expect_abort(fake: &mut Fake, serial: u32) {
+    let abort = tokio::time::timeout(Duration::from_secs(2), async {
+        loop {
+            let p = fake.read().await.expect("link open");
+            if p.header.serial == serial && p.header.kind == MessageType::Stream {
+                break p;
+            }
+        }
+    })
+    .await
+    .expect("the stream is aborted once the daemon has opened it");
+    assert_eq!(abort.header.status, Status::Error);
+}
+
+#[tokio::test]
+async fn an_upload_dropped_before_the_daemon_opened_it_is_aborted_once_it_opens() {
+    let (io, mut fake) = Fake::new();
+    let c = Client::new(io, Config::default());
+    let upload = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.storage_vol_upload(
+                &vol(),
+                0,
+                10,
+                StorageVolStreamFlags::empty(),
+                &b"0123456789"[..],
+            )
+            .await
+        })
+    };
+    let call = fake.read().await.unwrap();
+    assert_eq!(call.header.procedure, proc_num::STORAGE_VOL_UPLOAD);
+    // The caller goes away (an outer timeout, a select!) while the open is
+    // in flight; then the daemon opens the stream.
+    upload.abort();
+    let _ = upload.await;
+    expect_no_early_abort(&mut fake, call.header.serial).await;
+    fake.reply(&call.header, Status::Ok, &()).await;
+    expect_abort(&mut fake, call.header.serial).await;
+}
+
+#[tokio::test]
+async fn a_download_whose_open_timed_out_is_aborted_once_it_opens() {
+    let (io, mut fake) = Fake::new();
+    let c = Client::new(
+        io,
+        Config::default().call_timeout(Duration::from_millis(100)),
+    );
+    let download = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.storage_vol_download(
+                &vol(),
+                0,
+                0,
+                StorageVolStreamFlags::empty(),
+                tokio::io::sink(),
+            )
+            .await
+        })
+    };
+    let call = fake.read().await.unwrap();
+    assert!(matches!(
+        download.await.unwrap(),
+        Err(Error::Timeout { .. })
+    ));
+    expect_no_early_abort(&mut fake, call.header.serial).await;
+    // The daemon answers late: the stream exists on its side now.
+    fake.reply(&call.header, Status::Ok, &()).await;
+    expect_abort(&mut fake, call.header.serial).await;
+    // The link is fine.
+    let next = {
+        let c = c.clone();
+        tokio::spawn(async move { c.connect_get_lib_version().await })
+    };
+    let req = loop {
+        let p = fake.read().await.unwrap();
+        if p.header.procedure == proc_num::CONNECT_GET_LIB_VERSION {
+            break p;
+        }
+    };
+    fake.reply(&req.header, Status::Ok, &1u64).await;
+    assert_eq!(next.await.unwrap().unwrap(), 1);
+}
