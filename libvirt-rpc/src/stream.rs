@@ -352,11 +352,21 @@ impl Upload {
         let chunk = self.inner.client.config().stream_chunk.max(1);
         let head = LEN_SIZE + HEADER_SIZE;
         loop {
-            let mut buf = BytesMut::with_capacity(head + chunk);
+            // With a declared length, read at most one byte past it: enough
+            // to know the source is too long without sending any of it
+            // (libvirtd answers an overflow by dropping the connection).
+            let cap = match expected {
+                Some(declared) => {
+                    let left = declared.saturating_sub(self.sent).saturating_add(1);
+                    usize::try_from(left).unwrap_or(usize::MAX).min(chunk)
+                }
+                None => chunk,
+            };
+            let mut buf = BytesMut::with_capacity(head + cap);
             buf.put_bytes(0, head);
             let mut eof = false;
-            while buf.len() < head + chunk {
-                let room = (head + chunk - buf.len()) as u64;
+            while buf.len() < head + cap {
+                let room = (head + cap - buf.len()) as u64;
                 let mut limited = (&mut source).take(room);
                 let read = tokio::select! {
                     biased;
@@ -380,6 +390,17 @@ impl Upload {
                 }
             }
             let data_len = buf.len() - head;
+            if let Some(declared) = expected
+                && self.sent + data_len as u64 > declared
+            {
+                self.inner
+                    .abort("upload source is longer than the declared length")
+                    .await;
+                return Err(Error::LengthMismatch {
+                    declared,
+                    got: self.sent + data_len as u64,
+                });
+            }
             if data_len > 0 {
                 let total = buf.len() as u32;
                 buf[..LEN_SIZE].copy_from_slice(&total.to_be_bytes());

@@ -432,3 +432,47 @@ async fn a_download_whose_open_timed_out_is_aborted_once_it_opens() {
     fake.reply(&req.header, Status::Ok, &1u64).await;
     assert_eq!(next.await.unwrap().unwrap(), 1);
 }
+
+#[tokio::test]
+async fn an_upload_source_longer_than_declared_sends_nothing_past_the_length() {
+    let (io, mut fake) = Fake::new();
+    let c = Client::new(io, Config::default());
+    let source = vec![7u8; 3 << 20];
+    let upload = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.storage_vol_upload(&vol(), 0, 10, StorageVolStreamFlags::empty(), &source[..])
+                .await
+        })
+    };
+    let call = fake.read().await.unwrap();
+    fake.reply(&call.header, Status::Ok, &()).await;
+    let mut data = 0usize;
+    let abort = loop {
+        let p = fake.read().await.unwrap();
+        if p.header.kind != MessageType::Stream {
+            continue;
+        }
+        match p.header.status {
+            Status::Continue => data += p.payload.len(),
+            _ => break p,
+        }
+    };
+    assert_eq!(abort.header.status, Status::Error, "aborted, not finished");
+    assert!(data <= 10, "{data} bytes sent for a declared 10");
+    // The daemon's answer to the abort.
+    let answer = Header {
+        kind: MessageType::Stream,
+        status: Status::Error,
+        ..call.header
+    };
+    let err = libvirt_rpc::proto::remote_error::WireError::new(1, 18, "stream aborted");
+    fake.io
+        .write_all(&packet::encode_packet(&answer, &err).unwrap())
+        .await
+        .unwrap();
+    match upload.await.unwrap() {
+        Err(Error::LengthMismatch { declared, got }) => assert_eq!((declared, got), (10, 11)),
+        other => panic!("{other:?}"),
+    }
+}
