@@ -289,6 +289,12 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
         self.outq.push_back((b, permit));
     }
 
+    fn queue_ping(&mut self) {
+        if let Ok(p) = packet::encode_raw(&keepalive_header(KEEPALIVE_PING), &[]) {
+            self.queue(p);
+        }
+    }
+
     fn queue_abort(&mut self, procedure: i32, serial: u32) {
         if let Ok(p) = abort_packet(procedure, serial, "stream cancelled by the client") {
             self.queue(p);
@@ -386,17 +392,20 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
         let paused = self.parked.is_some();
         let ka = self.keepalive.as_mut()?;
         if paused {
-            // We chose not to read; silence is ours, not the peer's.
+            // We chose not to read; silence is ours, not the peer's. The
+            // daemon's keepalive, though, counts *our* silence (it drops a
+            // client it has heard nothing from for interval × count, 30 s by
+            // default): a PING every half interval keeps a link whose reader
+            // only waits for a slow stream consumer. Its PONGs wait in the
+            // socket until reading resumes.
             ka.received(now);
+            self.queue_ping();
             return None;
         }
         match ka.poll(now) {
             Action::Wait => None,
             Action::SendPing => {
-                let h = keepalive_header(KEEPALIVE_PING);
-                if let Ok(p) = packet::encode_raw(&h, &[]) {
-                    self.queue(p);
-                }
+                self.queue_ping();
                 None
             }
             Action::Dead => Some(DisconnectReason::KeepaliveTimeout {

@@ -170,3 +170,35 @@ async fn volume_deleted_mid_upload_is_not_reported_by_libvirtd() {
     c.connect_get_lib_version().await.unwrap();
     assert!(common::alive_tasks() <= tasks_before);
 }
+
+/// A download whose consumer stalls stops the connection's reading (the
+/// stream queue is full); libvirtd's own keepalive counts the client's
+/// silence and drops it after interval × count. The connection keeps
+/// PINGing while paused, so the link outlives a stall longer than that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_whose_consumer_stalls_keeps_its_link() {
+    // The daemon drops a client it has heard nothing from for ~2 s.
+    let d = PrivateDaemon::start_with("keepalive_interval = 1\nkeepalive_count = 1\n");
+    drop(d.storage().await); // makes sure the pool exists
+    let mut config = libvirt_rpc::Config::default().keepalive(Duration::from_millis(400), 3);
+    config.stream_queue = 2;
+    let c = d.connect(common::private_daemon::STORAGE_URI, config).await;
+    let size = 16u64 << 20;
+    let vol = volume(&c, size).await;
+    let mut down = c
+        .storage_vol_download_stream(&vol, 0, size, StorageVolStreamFlags::empty())
+        .await
+        .unwrap();
+    let mut got = down.chunk().await.unwrap().map_or(0, |b| b.len() as u64);
+    // The consumer stalls for well over the daemon's patience.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    while let Some(chunk) = down.chunk().await.unwrap() {
+        got += chunk.len() as u64;
+    }
+    assert_eq!(got, size);
+    assert!(
+        c.connect_get_lib_version().await.is_ok(),
+        "the link is alive"
+    );
+    c.close().await;
+}

@@ -23,6 +23,11 @@ pub const POOL: &str = "lvrpc-private";
 
 impl PrivateDaemon {
     pub fn start() -> Self {
+        Self::start_with("")
+    }
+
+    /// Starts a daemon whose `libvirtd.conf` also holds `extra` lines.
+    pub fn start_with(extra: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("lvrpc-daemon-")
             .tempdir()
@@ -40,7 +45,7 @@ impl PrivateDaemon {
             p.join("libvirtd.conf"),
             format!(
                 "unix_sock_dir = \"{run}\"\nauth_unix_ro = \"none\"\nauth_unix_rw = \"none\"\n\
-                 max_client_requests = 64\nlog_outputs = \"3:file:{log}\"\n",
+                 max_client_requests = 64\nlog_outputs = \"3:file:{log}\"\n{extra}",
                 run = p.join("run").display(),
                 log = p.join("libvirtd.log").display()
             ),
