@@ -30,7 +30,12 @@
 //!   the same connection meanwhile: the task consuming a download must not
 //!   wait on another call *of the same connection* between chunks (it would
 //!   wait until that call's deadline), and big downloads are best given a
-//!   connection of their own. Uploads never pause the reader.
+//!   connection of their own. Uploads never pause the reader. While
+//!   paused, the connection keeps sending PINGs every half keepalive
+//!   interval, so libvirtd's keepalive (which drops a client silent for its
+//!   interval × count, 30 s by default) does not end the link; a transport
+//!   with liveness checks of its own (SSH keepalive) may still give up on a
+//!   stall longer than its dead time.
 //!
 //! ## What libvirtd 11.3 does when an upload overflows its declared length
 //! Its fd stream fails with ENOSPC ("cannot write to stream: No space left

@@ -54,8 +54,10 @@ type Writer = Pin<Box<dyn AsyncWrite + Send + Sync>>;
 /// per-channel back-pressure here: russh re-grants window at once). A
 /// reader that stays away while the server keeps sending for longer than
 /// [`Keepalive::dead_after`](crate::Keepalive::dead_after) gets the link
-/// declared dead. Protocol clients that always read (like libvirt's) never
-/// hit this.
+/// declared dead. libvirt-rpc reads continuously except while a stream
+/// download's consumer is behind (its queue full): a download consumer that
+/// stalls longer than `dead_after` (15 s by default) while the daemon keeps
+/// sending loses the link this way.
 ///
 /// # Liveness
 /// If nothing is received from the server for
