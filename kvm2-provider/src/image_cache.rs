@@ -323,7 +323,11 @@ async fn fill(
     debris: &mut FillDebris,
 ) -> Result<BaseImage, ApiError> {
     let host = conn.host();
-    let ops = PoolOps::open(host, conn.client(), pool).await?;
+    // The host-side copy (`CreateXMLFrom`) and the upload's finish answer
+    // only when the daemon is done with gigabytes: on this dedicated
+    // connection a call may take as long as the whole fill may.
+    let client = conn.client().with_call_timeout(shared.options.fill_budget);
+    let ops = PoolOps::open(host, &client, pool).await?;
     tracing::info!(%host, %pool, image = %key, "downloading base image");
     let download = shared
         .source
@@ -351,7 +355,7 @@ async fn fill(
     let sent = observed(
         host,
         "storage_vol_upload",
-        conn.client().storage_vol_upload(
+        client.storage_vol_upload(
             &upload,
             0,
             0,
