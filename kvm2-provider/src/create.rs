@@ -54,6 +54,23 @@ use crate::volumes::PoolOps;
 const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
 pub(crate) async fn create(inner: &Inner, req: &CreateRequest) -> Result<Instance, ApiError> {
+    // The contract has no NotFound for Create: something vanishing under a
+    // Create (a volume or domain removed concurrently) is worth a retry.
+    create_once(inner, req)
+        .await
+        .map_err(not_found_is_transient)
+}
+
+fn not_found_is_transient(e: ApiError) -> ApiError {
+    if e.is_not_found() {
+        let message = format!("{} (it vanished during the create)", e.message());
+        ApiError::wrap(ErrorClass::Transient, message, e)
+    } else {
+        e
+    }
+}
+
+async fn create_once(inner: &Inner, req: &CreateRequest) -> Result<Instance, ApiError> {
     let name = req.instance_name();
     // Two Creates for one owner at once would replace each other's volumes:
     // the second is turned away (Transient) while the first runs.
@@ -440,6 +457,16 @@ fn ranked<'a>(hosts: impl Iterator<Item = &'a Kvm2Host>, owner: &OwnerUid) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn create_never_answers_not_found() {
+        let gone = ApiError::not_found("host h1: path of volume x: no storage vol");
+        let e = not_found_is_transient(gone);
+        assert_eq!(e.class(), ErrorClass::Transient);
+        assert!(e.message().contains("no storage vol"), "{e}");
+        let other = not_found_is_transient(ApiError::permanent("bad"));
+        assert_eq!(other.class(), ErrorClass::Permanent);
+    }
     use provider_api::ProvidersConfig;
 
     #[test]

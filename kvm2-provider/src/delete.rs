@@ -34,16 +34,21 @@ pub(crate) async fn delete(inner: &Inner, id: &ProviderId) -> Result<(), ApiErro
     )
     .await
     {
-        Ok(dom) => {
-            let mark = read_mark(&conn, &dom).await?;
-            if mark.is_none_or(|m| m.entry() != &inner.name) {
-                return Err(ApiError::permanent(format!(
-                    "host {h}: domain {name} does not carry the mark of provider {}; not deleted",
-                    inner.name
-                )));
+        Ok(dom) => match read_mark(&conn, &dom).await {
+            // Gone since the lookup: on to its volumes, as for a domain
+            // that was already gone.
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+            Ok(mark) => {
+                if mark.is_none_or(|m| m.entry() != &inner.name) {
+                    return Err(ApiError::permanent(format!(
+                        "host {h}: domain {name} does not carry the mark of provider {}; not deleted",
+                        inner.name
+                    )));
+                }
+                remove_domain(h, client, name).await?;
             }
-            remove_domain(h, client, name).await?;
-        }
+        },
         Err(e) if e.is_not_found() => {}
         Err(e) => {
             return Err(to_provider_error(
