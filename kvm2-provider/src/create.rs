@@ -417,20 +417,22 @@ async fn choose_host<'a>(
         _ => ranked(config.hosts.iter(), owner),
     };
     let mut first_error = None;
+    let mut all_permanent = true;
     for host in candidates {
         match inner.hosts.shared(&host.name).await {
             Ok(conn) => return Ok((host, conn)),
             Err(e) => {
                 tracing::debug!(host = %host.name, error = %e, "host unusable for create");
+                all_permanent &= e.class() == ErrorClass::Permanent;
                 first_error.get_or_insert(e);
             }
         }
     }
+    // Permanent only when no host could become usable by waiting (every one
+    // refused our key or host key); one host merely down is worth a retry.
     Err(first_error
         .map(|e| {
-            let class = if e.class() == ErrorClass::Permanent
-                && matches!(placement, Placement::Require(_))
-            {
+            let class = if all_permanent {
                 ErrorClass::Permanent
             } else {
                 ErrorClass::Transient

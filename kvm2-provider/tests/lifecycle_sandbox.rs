@@ -403,3 +403,45 @@ async fn too_many_tags_are_refused_before_anything_is_made() {
     let (defined, _) = env.virsh(&["dominfo", name_from_uid(&owner).as_str()]);
     assert!(!defined, "no domain was defined");
 }
+
+#[tokio::test]
+async fn create_is_permanent_only_when_every_host_refuses_for_good() {
+    let env = Env::new();
+    let image = Image::unreachable("tiny");
+    // No host key is known: the (only) host refuses, Permanent, also for a
+    // placement of Any.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("known_hosts");
+    std::fs::write(&empty, "").unwrap();
+    let empty = empty.display().to_string();
+    let yaml = env.yaml(
+        &[env.host("host1")],
+        std::slice::from_ref(&image),
+        Some(&empty),
+    );
+    let provider = env.provider(&yaml, env.options());
+    let err = provider
+        .create(&env.request(env.owner(), Placement::Any))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Permanent, "{err:?}");
+
+    // One of them merely down (nothing listens): worth a retry.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let hosts = [
+        env.host("host1"),
+        provider_env::Host {
+            port,
+            ..env.host("host2")
+        },
+    ];
+    let yaml = env.yaml(&hosts, &[image], Some(&empty));
+    let provider = env.provider(&yaml, env.options());
+    let err = provider
+        .create(&env.request(env.owner(), Placement::Any))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
+}
