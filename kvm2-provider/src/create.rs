@@ -192,6 +192,20 @@ async fn build_and_start(
     let created_at = Timestamp::from_system_time(now)
         .ok_or_else(|| ApiError::permanent("the clock is before 1970"))?;
 
+    // An overlay smaller than its image would cut the guest's disk short
+    // (a partition table running past the device's end): refused.
+    let base_vol = ops.find(&base.name).await?.ok_or_else(|| {
+        ApiError::transient(format!("host {h}: base volume {} vanished", base.name))
+    })?;
+    let image_size = ops.capacity(&base_vol).await?;
+    if image_size > machine.disk.bytes() {
+        return Err(ApiError::permanent(format!(
+            "the image's disk is {image_size} bytes, larger than the machine type's disk of {} bytes; \
+             raise the machine type's disk",
+            machine.disk.bytes()
+        )));
+    }
+
     // Leftovers of a cancelled Create for this owner (the domain does not
     // exist, and the names are this owner's) are replaced.
     made.overlay = true;

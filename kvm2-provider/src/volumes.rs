@@ -130,6 +130,19 @@ impl<'a> PoolOps<'a> {
         .map_err(|e| self.err(format!("path of volume {}", vol.name), e))
     }
 
+    /// The volume's capacity: the size of the disk it holds (a qcow2
+    /// image's virtual size, as libvirt probes it).
+    pub(crate) async fn capacity(&self, vol: &StorageVol) -> Result<u64, ApiError> {
+        observed(
+            self.host,
+            "storage_vol_get_info",
+            self.client.storage_vol_get_info(vol),
+        )
+        .await
+        .map(|info| info.capacity)
+        .map_err(|e| self.err(format!("capacity of volume {}", vol.name), e))
+    }
+
     /// The volume's length on the host (a file's size, whatever format
     /// libvirt probed it as).
     pub(crate) async fn physical(&self, vol: &StorageVol) -> Result<u64, ApiError> {

@@ -21,13 +21,13 @@ use provider_api::{
 };
 use provider_env::{Env, Image};
 
-fn qcow2_image() -> Arc<Vec<u8>> {
+fn qcow2_image(virtual_size: &str) -> Arc<Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("base.qcow2");
     let out = Command::new("qemu-img")
         .args(["create", "-q", "-f", "qcow2"])
         .arg(&path)
-        .arg("64M")
+        .arg(virtual_size)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -47,7 +47,7 @@ fn isoinfo(args: &[&str], iso: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
     let env = Env::new();
-    let body = qcow2_image();
+    let body = qcow2_image("64M");
     let server = common::serve_body(&body).await;
     let image = Image::served(&server, "debian", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
@@ -444,4 +444,28 @@ async fn create_is_permanent_only_when_every_host_refuses_for_good() {
         .await
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_larger_than_the_machine_types_disk_is_refused() {
+    let env = Env::new();
+    // 3 GiB of virtual disk in a tiny file; the machine type's disk is 1 GiB.
+    let body = qcow2_image("3G");
+    let server = common::serve_body(&body).await;
+    let image = Image::served(&server, "big", &body, "qcow2");
+    let yaml = env.yaml(&[env.host("host1")], &[image], None);
+    let provider = env.provider(&yaml, env.options());
+    let owner = env.owner();
+    let err = provider
+        .create(&env.request(owner.clone(), Placement::Any))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Permanent, "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("larger than the machine type's disk"),
+        "{err}"
+    );
+    let (defined, _) = env.virsh(&["dominfo", name_from_uid(&owner).as_str()]);
+    assert!(!defined, "no domain was defined");
 }
