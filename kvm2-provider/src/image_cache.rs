@@ -32,7 +32,8 @@
 //! **Concurrency.** Callers needing the same (host, key) share one job
 //! ([`SingleFlight`]): five cold Creates start one download. The job runs in
 //! the callers' futures (no task is spawned); if every caller is dropped
-//! the job pauses and the next caller resumes it. Within one process no two
+//! the job is dropped with them (its dedicated connection closes, its
+//! upload is aborted) and the next caller starts afresh. Within one process no two
 //! fills of a key run at once, so any temporary volume of that key found
 //! when a fill starts is debris and is deleted.
 //!
@@ -136,7 +137,7 @@ impl ImageCache {
         self.shared.options.cleanup_budget
     }
 
-    /// Fills in progress (or paused), by (host, key).
+    /// Fills in progress, by (host, key).
     pub fn in_flight(&self) -> usize {
         self.flights.in_flight()
     }
@@ -155,8 +156,9 @@ impl ImageCache {
     ///
     /// # Cancel safety
     /// Cancel safe: the fill belongs to every caller waiting on it and
-    /// continues while one of them is polled; if all are dropped it pauses
-    /// and the next `ensure` for the same (host, key) resumes it.
+    /// continues while one of them is polled; if all are dropped it is
+    /// dropped too (nothing of it outlives its callers), and its temporary
+    /// volume is swept by the next fill of the same (host, key).
     pub async fn ensure(
         &self,
         host: &Kvm2Host,

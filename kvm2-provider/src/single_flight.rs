@@ -6,10 +6,11 @@
 //!
 //! No task is spawned: the job is a shared future that every waiting caller
 //! polls. If the caller that started it is cancelled, the others keep
-//! driving it; if all of them are cancelled, the job pauses (it is not
-//! polled) and the next caller for that key resumes it. A finished job is
-//! forgotten, so the next call runs the job again (which for the cache means
-//! a cheap "already there" check).
+//! driving it; when the last waiter is cancelled the job is dropped (for the
+//! cache: its connection closed, its upload aborted), so nothing outlives
+//! the callers, and the next caller for that key starts afresh. A finished
+//! job is forgotten, so the next call runs the job again (which for the
+//! cache means a cheap "already there" check).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,7 +22,46 @@ use futures::future::{BoxFuture, Shared};
 
 /// Runs at most one job per key at a time; see the [module docs](self).
 pub struct SingleFlight<K, T: Clone> {
-    inflight: Mutex<HashMap<K, Shared<BoxFuture<'static, T>>>>,
+    inflight: Mutex<HashMap<K, Flight<T>>>,
+}
+
+/// A job and how many callers wait for it.
+struct Flight<T: Clone> {
+    job: Shared<BoxFuture<'static, T>>,
+    waiters: usize,
+}
+
+impl<K: Eq + Hash, T: Clone> SingleFlight<K, T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, Flight<T>>> {
+        self.inflight.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One caller's share of a job: when the last unfinished caller goes away,
+/// the job goes with it.
+struct Waiter<'a, K: Eq + Hash, T: Clone> {
+    flight: &'a SingleFlight<K, T>,
+    key: &'a K,
+    job: &'a Shared<BoxFuture<'static, T>>,
+    finished: bool,
+}
+
+impl<K: Eq + Hash, T: Clone> Drop for Waiter<'_, K, T> {
+    fn drop(&mut self) {
+        let mut map = self.flight.lock();
+        let Some(flight) = map.get_mut(self.key) else {
+            return;
+        };
+        if !flight.job.ptr_eq(self.job) {
+            return; // a newer job for the key: not ours to count
+        }
+        flight.waiters = flight.waiters.saturating_sub(1);
+        // Finished: forget it (the next call runs afresh). Abandoned by
+        // every caller: drop it, so it holds nothing.
+        if self.finished || flight.waiters == 0 {
+            map.remove(self.key);
+        }
+    }
 }
 
 impl<K, T: Clone> Default for SingleFlight<K, T> {
@@ -48,33 +88,36 @@ where
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the returned future leaves the job to the other
-    /// waiters (or paused, for the next caller to resume).
+    /// waiters; dropping the last one drops the job.
     pub async fn run<F, Fut>(&self, key: K, job: F) -> T
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = T> + Send + 'static,
     {
         let shared = {
-            let mut map = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
-            map.entry(key.clone())
-                .or_insert_with(|| job().boxed().shared())
-                .clone()
+            let mut map = self.lock();
+            let flight = map.entry(key.clone()).or_insert_with(|| Flight {
+                job: job().boxed().shared(),
+                waiters: 0,
+            });
+            flight.waiters += 1;
+            flight.job.clone()
+        };
+        let mut waiter = Waiter {
+            flight: self,
+            key: &key,
+            job: &shared,
+            finished: false,
         };
         let result = shared.clone().await;
-        let mut map = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
-        // Forget it unless a newer job has replaced it meanwhile.
-        if map.get(&key).is_some_and(|current| current.ptr_eq(&shared)) {
-            map.remove(&key);
-        }
+        waiter.finished = true;
+        drop(waiter);
         result
     }
 
-    /// Keys with a job in flight (or paused).
+    /// Keys with a job in flight.
     pub fn in_flight(&self) -> usize {
-        self.inflight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.lock().len()
     }
 }
 
@@ -124,6 +167,52 @@ mod tests {
             flight.run(2, || async { 20 })
         );
         assert_eq!((a, b), (10, 20));
+    }
+
+    /// Sets its flag when dropped.
+    struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_job_every_caller_abandoned_is_dropped_and_the_next_call_starts_afresh() {
+        let flight = Arc::new(SingleFlight::<&str, u8>::new());
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let (flight, dropped) = (flight.clone(), dropped.clone());
+                tokio::spawn(async move {
+                    flight
+                        .run("k", move || async move {
+                            // Holds a resource (here a flag) until dropped.
+                            let _held = DropFlag(dropped);
+                            std::future::pending::<u8>().await
+                        })
+                        .await
+                })
+            })
+            .collect();
+        while flight.in_flight() == 0 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        callers[0].abort();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            !dropped.load(Ordering::SeqCst),
+            "one waiter still drives it"
+        );
+        assert_eq!(flight.in_flight(), 1);
+        callers[1].abort();
+        for c in callers {
+            let _ = c.await;
+        }
+        assert!(dropped.load(Ordering::SeqCst), "the job was dropped");
+        assert_eq!(flight.in_flight(), 0);
+        assert_eq!(flight.run("k", || async { 3 }).await, 3);
     }
 
     #[tokio::test]
