@@ -336,10 +336,14 @@ async fn fill(
         .open(&image.url, image.sha256)
         .await
         .map_err(ApiError::from)?;
-    // The declared length, or the cap when the server declared none.
+    // The declared length, or the cap when the server declared none, twice:
+    // the upload and its published copy exist at once until the upload is
+    // deleted. (A compressed qcow2 may still grow in the copy, which
+    // qemu-img writes uncompressed.)
     let needed = download
         .declared_len()
-        .unwrap_or(shared.source.limits().max_bytes);
+        .unwrap_or(shared.source.limits().max_bytes)
+        .saturating_mul(2);
     check_pool_space(
         host,
         pool,
@@ -349,8 +353,10 @@ async fn fill(
     )?;
 
     let upload_name = names.upload(nonce());
-    let upload_xml =
-        raw_volume(&upload_name, download.declared_len().unwrap_or(0)).map_err(ApiError::from)?;
+    // Created empty, so that its length afterwards is what the daemon wrote:
+    // a `dir` pool sizes a new file to its capacity at once, which would
+    // make the length check below pass whatever arrived.
+    let upload_xml = raw_volume(&upload_name, 0).map_err(ApiError::from)?;
     let upload = ops.create(&upload_name, &upload_xml).await?;
     debris.upload = Some(upload_name.clone());
     let mut reader = download.into_async_read();
