@@ -336,11 +336,36 @@ impl Client {
                 reply: tx,
             })
             .await?;
-            rx.await.map_err(|_| self.disconnected())
+            // Abandoned from here on (deadline, or the caller dropped this
+            // future): the connection forgets the call, so a reply that
+            // never comes holds nothing.
+            let mut pending = PendingCall {
+                client: self,
+                serial,
+                answered: false,
+            };
+            let reply = rx.await.map_err(|_| self.disconnected());
+            pending.answered = true;
+            reply
         };
         tokio::time::timeout(after, work)
             .await
             .map_err(|_| Error::Timeout { procedure, after })?
+    }
+}
+
+/// A submitted call whose reply has not been taken yet.
+struct PendingCall<'a> {
+    client: &'a Client,
+    serial: u32,
+    answered: bool,
+}
+
+impl Drop for PendingCall<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.client.control(Control::ForgetCall(self.serial));
+        }
     }
 }
 

@@ -74,6 +74,9 @@ pub(crate) enum Control {
     /// A subscription ended: stop routing its events, and deregister on the
     /// wire when its owner could not (drop).
     Unsubscribe { callback_id: i32, deregister: bool },
+    /// A call's caller went away (deadline or drop): stop waiting for its
+    /// reply (one that comes later is discarded).
+    ForgetCall(u32),
     /// Start sending our own PINGs (the daemon speaks keepalive).
     EnableKeepalive,
     /// Close the connection.
@@ -373,6 +376,11 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                     if let Ok(p) = packet::encode_packet(&h, &callback_id) {
                         self.queue(p);
                     }
+                }
+            }
+            Control::ForgetCall(serial) => {
+                if matches!(self.pending.get(&serial), Some(Pending::Call(_))) {
+                    self.pending.remove(&serial);
                 }
             }
             Control::EnableKeepalive => {
