@@ -370,17 +370,15 @@ impl Cleanup<'_> {
         self.domains.lock().unwrap().push(name.to_owned());
     }
 
-    /// Destroys and undefines the recorded domains and deletes their
-    /// overlay and seed volumes.
+    /// Destroys and undefines the recorded domains (their overlay and seed
+    /// volumes carry the entry's name: the needles remove them).
     fn domains(&self) {
         for name in self.domains.lock().unwrap().drain(..) {
             let _ = virsh_local(self.d, &["destroy", &name]);
             let _ = virsh_local(self.d, &["undefine", "--nvram", &name]);
-            if let Ok(id) = Identifier::parse(&name) {
-                for vol in kvm2_provider::volume_names::VmVolumes::new(&id).all() {
-                    let _ = virsh_local(self.d, &["vol-delete", "--pool", &self.d.pool.name, &vol]);
-                }
-            }
+        }
+        for needle in &self.needles {
+            delete_volumes(self.d, &format!("{needle}ep-"));
         }
     }
 }
@@ -402,6 +400,7 @@ async fn direct_create(
     client: &libvirt_rpc::Client,
     pool_name: &str,
     base: &kvm2_provider::volume_names::BaseNames,
+    entry: &Identifier,
     name: &Identifier,
     seed: &[u8],
     bridge: &str,
@@ -410,7 +409,6 @@ async fn direct_create(
     use kvm2_provider::ownership_mark::OwnerMark;
     use kvm2_provider::volume_names::VmVolumes;
     use libvirt_rpc::{DomainCreateFlags, DomainDefineFlags, NoFlags};
-    const STORAGE_VOL_GET_PATH: i32 = 100;
 
     assert!(client.domain_lookup_by_name(name.as_str()).await.is_err());
     // The base and its marker.
@@ -429,13 +427,10 @@ async fn direct_create(
         .storage_vol_download(&marker, 0, 0, StorageVolStreamFlags::empty(), &mut text)
         .await
         .unwrap();
-    let base_path: String = client
-        .call(STORAGE_VOL_GET_PATH, &(&base_vol,))
-        .await
-        .unwrap();
+    let base_path = client.storage_vol_get_path(&base_vol).await.unwrap();
     // Overlay and seed.
     let pool = client.storage_pool_lookup_by_name(pool_name).await.unwrap();
-    let vols = VmVolumes::new(name);
+    let vols = VmVolumes::new(entry, name);
     assert!(
         client
             .storage_vol_lookup_by_name(&pool, &vols.overlay())
@@ -453,10 +448,7 @@ async fn direct_create(
         .storage_vol_create_xml(&pool, &overlay_xml, StorageVolCreateFlags::empty())
         .await
         .unwrap();
-    let overlay_path: String = client
-        .call(STORAGE_VOL_GET_PATH, &(&overlay,))
-        .await
-        .unwrap();
+    let overlay_path = client.storage_vol_get_path(&overlay).await.unwrap();
     assert!(
         client
             .storage_vol_lookup_by_name(&pool, &vols.seed())
@@ -481,10 +473,7 @@ async fn direct_create(
         )
         .await
         .unwrap();
-    let seed_path: String = client
-        .call(STORAGE_VOL_GET_PATH, &(&seed_vol,))
-        .await
-        .unwrap();
+    let seed_path = client.storage_vol_get_path(&seed_vol).await.unwrap();
     // Define, start, one state read.
     let xml = render(&DomainSpec {
         virt_type: VirtType::Qemu,
@@ -632,6 +621,7 @@ async fn create_bench(d: &Descriptor) {
                         conn.client(),
                         &d.pool.name,
                         &base_names,
+                        &Identifier::parse(&entry).unwrap(),
                         name,
                         seed,
                         &d.bridge,

@@ -188,7 +188,7 @@ async fn build_and_start(
 ) -> Result<(), ApiError> {
     let h = &host.name;
     let ops = PoolOps::open(h, client, &host.pool).await?;
-    let vols = VmVolumes::new(name);
+    let vols = VmVolumes::new(&inner.name, name);
     let created_at = Timestamp::from_system_time(now)
         .ok_or_else(|| ApiError::permanent("the clock is before 1970"))?;
 
@@ -334,7 +334,7 @@ async fn undo(inner: &Inner, host: &Kvm2Host, name: &Identifier, made: &Made) {
             crate::delete::remove_domain(h, client, name).await?;
         }
         let ops = PoolOps::open(h, client, &host.pool).await?;
-        let vols = VmVolumes::new(name);
+        let vols = VmVolumes::new(&inner.name, name);
         if made.seed {
             ops.remove(&vols.seed()).await?;
         }

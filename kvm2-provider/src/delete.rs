@@ -59,7 +59,7 @@ pub(crate) async fn delete(inner: &Inner, id: &ProviderId) -> Result<(), ApiErro
     }
 
     let ops = PoolOps::open(h, client, &host.pool).await?;
-    for vol in VmVolumes::new(name).all() {
+    for vol in VmVolumes::new(&inner.name, name).all() {
         ops.remove(&vol).await?;
     }
     Ok(())

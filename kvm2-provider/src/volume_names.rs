@@ -77,28 +77,33 @@ impl BaseNames {
     }
 }
 
-/// The per-VM volumes of one domain.
+/// The per-VM volumes of one domain made by one provider entry. The entry is
+/// part of the names (H4): two entries sharing a pool never touch each
+/// other's volumes, even for the same owner (the same domain name).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct VmVolumes {
+    entry: Identifier,
     domain: Identifier,
 }
 
 impl VmVolumes {
-    /// Names for the volumes of domain `domain`.
-    pub fn new(domain: &Identifier) -> Self {
+    /// Names for the volumes of domain `domain` made by entry `entry`.
+    pub fn new(entry: &Identifier, domain: &Identifier) -> Self {
         Self {
+            entry: entry.clone(),
             domain: domain.clone(),
         }
     }
 
-    /// The qcow2 overlay backed by the base: `vm-<domain>.overlay.qcow2`.
+    /// The qcow2 overlay backed by the base:
+    /// `vm-<entry>.<domain>.overlay.qcow2`.
     pub fn overlay(&self) -> String {
-        format!("vm-{}.overlay.qcow2", self.domain)
+        format!("vm-{}.{}.overlay.qcow2", self.entry, self.domain)
     }
 
-    /// The cloud-init seed ISO: `vm-<domain>.seed.iso`.
+    /// The cloud-init seed ISO: `vm-<entry>.<domain>.seed.iso`.
     pub fn seed(&self) -> String {
-        format!("vm-{}.seed.iso", self.domain)
+        format!("vm-{}.{}.seed.iso", self.entry, self.domain)
     }
 
     /// Every volume this domain owns, in deletion order.
@@ -136,9 +141,12 @@ mod tests {
 
     #[test]
     fn vm_volume_names() {
-        let v = VmVolumes::new(&id("ep-0123456789abcdef"));
-        assert_eq!(v.overlay(), "vm-ep-0123456789abcdef.overlay.qcow2");
-        assert_eq!(v.seed(), "vm-ep-0123456789abcdef.seed.iso");
+        let v = VmVolumes::new(&id("kvm2-home"), &id("ep-0123456789abcdef"));
+        assert_eq!(
+            v.overlay(),
+            "vm-kvm2-home.ep-0123456789abcdef.overlay.qcow2"
+        );
+        assert_eq!(v.seed(), "vm-kvm2-home.ep-0123456789abcdef.seed.iso");
         assert_eq!(v.all(), [v.overlay(), v.seed()]);
     }
 
@@ -159,6 +167,21 @@ mod tests {
             prop_assert_eq!(x.marker() == y.marker(), same);
             prop_assert_eq!(x.upload(1) == y.upload(1), same);
             prop_assert_eq!(y.is_upload(&x.upload(9)), same);
+        }
+
+        // H4 for the per-VM volumes: distinct (entry, domain) never share one.
+        #[test]
+        fn vm_names_are_injective(
+            a in "[a-z0-9]{1,3}(-[a-z0-9]{1,3}){0,2}",
+            b in "[a-z0-9]{1,3}(-[a-z0-9]{1,3}){0,2}",
+            c in "[a-z0-9]{1,3}(-[a-z0-9]{1,3}){0,2}",
+            d in "[a-z0-9]{1,3}(-[a-z0-9]{1,3}){0,2}",
+        ) {
+            let x = VmVolumes::new(&id(&a), &id(&b));
+            let y = VmVolumes::new(&id(&c), &id(&d));
+            let same = a == c && b == d;
+            prop_assert_eq!(x.overlay() == y.overlay(), same);
+            prop_assert_eq!(x.seed() == y.seed(), same);
         }
     }
 }

@@ -80,8 +80,8 @@ async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
     // The domain XML: file disks on the pool's volumes, the bridge, the mark.
     let (_, xml) = env.virsh(&["dumpxml", name.as_str()]);
     let pool_dir = env.sandbox.pool.dir.display().to_string();
-    let overlay = format!("{pool_dir}/vm-{name}.overlay.qcow2");
-    let seed = format!("{pool_dir}/vm-{name}.seed.iso");
+    let overlay = format!("{pool_dir}/vm-{}.{name}.overlay.qcow2", env.entry);
+    let seed = format!("{pool_dir}/vm-{}.{name}.seed.iso", env.entry);
     assert!(xml.contains("<domain type='qemu'"), "{xml}");
     assert!(xml.contains(&format!("<source file='{overlay}'")), "{xml}");
     assert!(xml.contains(&format!("<source file='{seed}'")), "{xml}");
@@ -159,7 +159,12 @@ async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
     assert!(provider.get(&id).await.unwrap_err().is_not_found());
 
     // Half-deleted (domain gone, a volume left): finished, not an error.
-    env.virsh(&["vol-create-as", &pool, &format!("vm-{name}.seed.iso"), "1M"]);
+    env.virsh(&[
+        "vol-create-as",
+        &pool,
+        &format!("vm-{}.{name}.seed.iso", env.entry),
+        "1M",
+    ]);
     provider.delete(&id).await.unwrap();
     assert_eq!(
         env.our_volumes(&pool),
@@ -169,8 +174,8 @@ async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
     // The reverse (volumes gone, domain left) is finished too.
     provider.create(&req).await.unwrap();
     for vol in [
-        format!("vm-{name}.overlay.qcow2"),
-        format!("vm-{name}.seed.iso"),
+        format!("vm-{}.{name}.overlay.qcow2", env.entry),
+        format!("vm-{}.{name}.seed.iso", env.entry),
     ] {
         let (ok, out) = env.virsh(&["vol-delete", "--pool", &pool, &vol]);
         assert!(ok, "{out}");

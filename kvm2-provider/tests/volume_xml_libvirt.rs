@@ -158,7 +158,7 @@ fn base_marker_overlay_and_seed_in_a_real_pool() {
 
     // Overlay backed by the base, bigger than it.
     let domain = Identifier::parse(&format!("ep-{suffix}")).unwrap();
-    let vm = VmVolumes::new(&domain);
+    let vm = VmVolumes::new(&entry, &domain);
     let overlay = vm.overlay();
     vols.create(
         &overlay,

@@ -236,17 +236,14 @@ impl Env {
             .collect()
     }
 
-    /// Volumes in the sandbox pool that belong to this test (its entry or
-    /// its domains).
+    /// Volumes in the sandbox pool that belong to this test: every name the
+    /// provider derives carries the entry (`base-<entry>.`, `tmp-<entry>.`,
+    /// `vm-<entry>.`).
     pub fn our_volumes(&self, pool: &str) -> Vec<String> {
-        let domains = self.domains.lock().unwrap().clone();
         let mut v: Vec<String> = self
             .volumes(pool)
             .into_iter()
-            .filter(|v| {
-                v.contains(&format!("-{}.", self.entry))
-                    || domains.iter().any(|d| v.starts_with(&format!("vm-{d}.")))
-            })
+            .filter(|v| v.contains(&format!("-{}.", self.entry)))
             .collect();
         v.sort();
         v
