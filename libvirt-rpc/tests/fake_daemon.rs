@@ -82,19 +82,23 @@ async fn sasl_only_daemon_gives_unsupported_auth() {
     daemon.await.unwrap();
 }
 
-#[tokio::test]
-async fn daemon_ping_is_answered_with_pong() {
-    let (io, mut fake) = Fake::new();
-    let c = Client::new(io, Config::default());
-    let ping = Header {
+/// A keepalive PING, as the daemon sends it.
+fn ping_header() -> Header {
+    Header {
         program: KEEPALIVE_PROGRAM,
         version: KEEPALIVE_VERSION,
         procedure: KEEPALIVE_PING,
         kind: MessageType::Message,
         serial: 0,
         status: Status::Ok,
-    };
-    fake.send_raw(ping, &[]).await;
+    }
+}
+
+#[tokio::test]
+async fn daemon_ping_is_answered_with_pong() {
+    let (io, mut fake) = Fake::new();
+    let c = Client::new(io, Config::default());
+    fake.send_raw(ping_header(), &[]).await;
     let pong = tokio::time::timeout(Duration::from_secs(1), fake.read())
         .await
         .unwrap()
@@ -264,18 +268,7 @@ async fn a_ping_flood_from_a_peer_that_does_not_read_queues_few_pongs() {
     let mut config = Config::default();
     config.outgoing_buffer = 64 << 10;
     let c = Client::new(io, config);
-    let ping = packet::encode_raw(
-        &Header {
-            program: KEEPALIVE_PROGRAM,
-            version: KEEPALIVE_VERSION,
-            procedure: KEEPALIVE_PING,
-            kind: MessageType::Message,
-            serial: 0,
-            status: Status::Ok,
-        },
-        &[],
-    )
-    .unwrap();
+    let ping = packet::encode_raw(&ping_header(), &[]).unwrap();
     const PINGS: usize = 100_000;
     let flood: Vec<u8> = ping
         .iter()
