@@ -51,8 +51,7 @@ async fn a_corrupted_download_is_permanent_and_publishes_nothing() {
     let mut img = raw_image("tiny", &server, "/tiny.raw", &body);
     // The config expects other bytes than the server sends.
     img.sha256 = digest(b"something else").to_string();
-    let yaml = env.yaml(&[env.host("host1")], &[img], None);
-    let provider = env.provider(&yaml, env.options());
+    let provider = env.one_host_provider(img);
 
     let err = provider
         .create(&env.request(env.owner(), Placement::Any))
@@ -85,8 +84,7 @@ async fn a_download_dying_mid_way_leaves_nothing_and_the_next_create_succeeds() 
     })
     .await;
     let img = raw_image("tiny", &server, "/tiny.raw", &body);
-    let yaml = env.yaml(&[env.host("host1")], &[img], None);
-    let provider = env.provider(&yaml, env.options());
+    let provider = env.one_host_provider(img);
     let owner = env.owner();
     let req = env.request(owner.clone(), Placement::Any);
 
@@ -132,8 +130,7 @@ async fn five_concurrent_creates_on_a_cold_image_download_it_once() {
     let body = image(8 << 20);
     let server = common::serve_body(&body).await;
     let img = raw_image("tiny", &server, "/tiny.raw", &body);
-    let yaml = env.yaml(&[env.host("host1")], &[img], None);
-    let provider = env.provider(&yaml, env.options());
+    let provider = env.one_host_provider(img);
     let owners: Vec<_> = (0..5).map(|_| env.owner()).collect();
     let reqs: Vec<_> = owners
         .iter()

@@ -50,8 +50,7 @@ async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
     let body = qcow2_image("64M");
     let server = common::serve_body(&body).await;
     let image = Image::served(&server, "debian", &body, "qcow2");
-    let yaml = env.yaml(&[env.host("host1")], &[image], None);
-    let provider = env.provider(&yaml, env.options());
+    let provider = env.one_host_provider(image);
     let owner = env.owner();
     let name = name_from_uid(&owner);
     let mut req = env.request(owner.clone(), Placement::Any);
@@ -220,8 +219,7 @@ async fn a_foreign_domain_with_the_target_name_is_refused_and_untouched() {
     let body = common::image(1 << 20);
     let server = common::serve_body(&body).await;
     let image = Image::served(&server, "tiny", &body, "raw");
-    let yaml = env.yaml(&[env.host("host1")], &[image], None);
-    let provider = env.provider(&yaml, env.options());
+    let provider = env.one_host_provider(image);
     let entry = Identifier::parse(&env.entry).unwrap();
 
     // No mark at all, and another owner's mark.
@@ -392,8 +390,7 @@ async fn too_many_tags_are_refused_before_anything_is_made() {
     let env = Env::new();
     // Reaching the image download would fail Transient, not Permanent.
     let image = Image::unreachable("tiny");
-    let yaml = env.yaml(&[env.host("host1")], &[image], None);
-    let provider = env.provider(&yaml, env.options());
+    let provider = env.one_host_provider(image);
     let owner = env.owner();
     let mut req = env.request(owner.clone(), Placement::Any);
     for i in 0..40 {
@@ -458,8 +455,7 @@ async fn an_image_larger_than_the_machine_types_disk_is_refused() {
     let body = qcow2_image("3G");
     let server = common::serve_body(&body).await;
     let image = Image::served(&server, "big", &body, "qcow2");
-    let yaml = env.yaml(&[env.host("host1")], &[image], None);
-    let provider = env.provider(&yaml, env.options());
+    let provider = env.one_host_provider(image);
     let owner = env.owner();
     let err = provider
         .create(&env.request(owner.clone(), Placement::Any))

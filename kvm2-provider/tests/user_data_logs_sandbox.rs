@@ -45,8 +45,7 @@ async fn user_data_never_reaches_logs_or_errors_of_create_and_delete() {
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
     let image = Image::served(&server, "tiny", &body, "raw");
-    let yaml = env.yaml(&[env.host("host1")], &[image], None);
-    let provider = env.provider(&yaml, env.options());
+    let provider = env.one_host_provider(image);
     let secret = format!("SECRET-{}", provider_env::random_hex());
     let mut req = env.request(env.owner(), Placement::Any);
     req.user_data = Some(SecretString::new(format!("#cloud-config\n# {secret}\n")));

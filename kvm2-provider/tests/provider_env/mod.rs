@@ -189,6 +189,13 @@ impl Env {
         options
     }
 
+    /// A provider with the sandbox as its only host (`host1`), `image` as
+    /// its only image and the test options.
+    pub fn one_host_provider(&self, image: Image) -> Kvm2Provider {
+        let yaml = self.yaml(&[self.host("host1")], &[image], None);
+        self.provider(&yaml, self.options())
+    }
+
     pub fn provider(&self, yaml: &str, options: ProviderOptions) -> Kvm2Provider {
         Kvm2Provider::with_options(
             Identifier::parse(&self.entry).unwrap(),
