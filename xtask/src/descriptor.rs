@@ -1,7 +1,10 @@
 //! The sandbox descriptor: what `cargo xtask sandbox up` started and where.
 
 use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -22,10 +25,16 @@ pub struct Descriptor {
     pub remote_socket: PathBuf,
     /// The `dir` storage pool dedicated to tests (on `qemu:///system`).
     pub pool: PoolInfo,
-    /// An isolated Linux bridge (no uplink, no address) that test domains'
-    /// NICs attach to. Guest traffic on it reaches nothing outside it.
+    /// The Linux bridge guests' NICs attach to (`<source bridge=.../>`): the
+    /// one inside the guest network namespace ([`GuestNet::bridge`]), where
+    /// libvirtd creates domains' taps. It has no uplink: guest traffic on it
+    /// reaches the namespace and nothing outside it.
     #[serde(default)]
     pub bridge: String,
+    /// The guests' network: a network namespace holding the bridge, DHCP and
+    /// an upstream HTTPS server.
+    #[serde(default)]
+    pub guest_net: GuestNet,
 }
 
 /// The sandbox's libvirtd (the monolithic daemon).
@@ -74,6 +83,153 @@ pub struct PoolInfo {
     pub name: String,
     /// Directory backing the pool.
     pub dir: PathBuf,
+}
+
+/// The guests' network: a network namespace of the sandbox's own in which
+/// libvirtd runs, so domains' taps, the guests' bridge, DHCP and the
+/// upstream HTTPS server all live there. The namespace has no route to any
+/// other network (no veth to the host, no default route, no forwarding);
+/// code that must reach guests joins it ([`GuestNet::connect`],
+/// [`GuestNet::command`], [`crate::in_netns`]).
+///
+/// Address plan (fixed): [`GuestNet::gateway`] is the bridge's own address
+/// (DHCP, DNS and the upstream server listen there); DHCP hands out
+/// [`GuestNet::dhcp_first`]..=[`GuestNet::dhcp_last`]; the rest of the
+/// subnet is free for addresses tests assign themselves.
+///
+/// Every field has a default (empty or unspecified), so a descriptor written
+/// before a field existed still loads.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct GuestNet {
+    /// Name of the network namespace (`ip netns` name, pinned at
+    /// `/run/netns/NAME`), e.g. `kvm2-sbx`.
+    pub netns: String,
+    /// The guests' bridge inside the namespace (same as [`Descriptor::bridge`]).
+    pub bridge: String,
+    /// The bridge's address: the guests' gateway, DHCP and DNS server, and
+    /// the upstream server's address.
+    pub gateway: Ipv4Addr,
+    /// The subnet's network address, e.g. `10.213.7.0`.
+    pub network: Ipv4Addr,
+    /// The subnet's prefix length, e.g. `24`.
+    pub prefix_len: u8,
+    /// First address DHCP hands out.
+    pub dhcp_first: Ipv4Addr,
+    /// Last address DHCP hands out.
+    pub dhcp_last: Ipv4Addr,
+    /// dnsmasq's leases file (one lease a line: expiry, MAC, IP, hostname,
+    /// client id); see [`GuestNet::leases`].
+    pub leases_file: PathBuf,
+    /// The upstream HTTPS server inside the namespace (what a CONNECT
+    /// through a guest's Squid targets), e.g. `10.213.7.1:443`.
+    pub upstream: SocketAddr,
+    /// The DNS name in the upstream's certificate; the namespace's DNS
+    /// (dnsmasq, which DHCP announces) resolves it to the upstream's address.
+    pub upstream_name: String,
+    /// The exact body the upstream answers every `GET` with.
+    pub upstream_body: String,
+    /// The sandbox CA's certificate (PEM) that signed the upstream's.
+    pub ca_cert: PathBuf,
+}
+
+impl Default for GuestNet {
+    fn default() -> Self {
+        Self {
+            netns: String::new(),
+            bridge: String::new(),
+            gateway: Ipv4Addr::UNSPECIFIED,
+            network: Ipv4Addr::UNSPECIFIED,
+            prefix_len: 0,
+            dhcp_first: Ipv4Addr::UNSPECIFIED,
+            dhcp_last: Ipv4Addr::UNSPECIFIED,
+            leases_file: PathBuf::new(),
+            upstream: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+            upstream_name: String::new(),
+            upstream_body: String::new(),
+            ca_cert: PathBuf::new(),
+        }
+    }
+}
+
+impl GuestNet {
+    /// The subnet in CIDR notation, e.g. `10.213.7.0/24`.
+    pub fn cidr(&self) -> String {
+        format!("{}/{}", self.network, self.prefix_len)
+    }
+
+    /// Whether `ip` is in the guests' subnet.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        let mask = u32::MAX
+            .checked_shl(32 - u32::from(self.prefix_len.min(32)))
+            .unwrap_or(0);
+        u32::from(ip) & mask == u32::from(self.network) & mask
+    }
+
+    /// Whether DHCP may hand out `ip`.
+    pub fn in_dhcp_range(&self, ip: Ipv4Addr) -> bool {
+        (self.dhcp_first..=self.dhcp_last).contains(&ip)
+    }
+
+    /// The current DHCP leases.
+    ///
+    /// # Errors
+    /// The leases file cannot be read. Lines that are not leases are skipped.
+    pub fn leases(&self) -> std::io::Result<Vec<Lease>> {
+        Ok(Lease::parse_file(&std::fs::read_to_string(
+            &self.leases_file,
+        )?))
+    }
+
+    /// Opens a TCP connection from inside the namespace (see
+    /// [`crate::connect_in`]).
+    ///
+    /// # Errors
+    /// The namespace cannot be joined, or the connect fails or times out.
+    pub fn connect(&self, addr: SocketAddr, timeout: Duration) -> std::io::Result<TcpStream> {
+        crate::connect_in(&self.netns, addr, timeout)
+    }
+
+    /// A command that runs `program` inside the namespace (see
+    /// [`crate::command_in`]).
+    pub fn command(&self, program: &str) -> Command {
+        crate::command_in(&self.netns, program)
+    }
+}
+
+/// One line of dnsmasq's leases file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// When the lease expires, in seconds since the Unix epoch (0: never).
+    pub expires: u64,
+    /// The client's MAC address, lower case, as dnsmasq writes it.
+    pub mac: String,
+    /// The leased address.
+    pub ip: Ipv4Addr,
+    /// The hostname the client sent, if any.
+    pub hostname: Option<String>,
+}
+
+impl Lease {
+    /// Parses a leases file; lines that are not IPv4 leases (dnsmasq's
+    /// `duid` line, IPv6 leases, garbage) are skipped.
+    pub fn parse_file(text: &str) -> Vec<Self> {
+        text.lines().filter_map(Self::parse_line).collect()
+    }
+
+    fn parse_line(line: &str) -> Option<Self> {
+        let mut fields = line.split_whitespace();
+        let expires = fields.next()?.parse().ok()?;
+        let mac = fields.next()?.to_ascii_lowercase();
+        let ip = fields.next()?.parse().ok()?;
+        let hostname = fields.next().filter(|h| *h != "*").map(str::to_owned);
+        Some(Self {
+            expires,
+            mac,
+            ip,
+            hostname,
+        })
+    }
 }
 
 /// Why the descriptor could not be read.
@@ -196,6 +352,7 @@ mod tests {
                 dir: "/s/pool".into(),
             },
             bridge: "kvm2-sbx0".into(),
+            guest_net: guest_net(),
         };
         assert_eq!(
             d.virsh_uri("qemu:///system"),
@@ -207,5 +364,82 @@ mod tests {
         );
         let json = serde_json::to_string(&d).unwrap();
         assert_eq!(serde_json::from_str::<Descriptor>(&json).unwrap(), d);
+
+        // A descriptor written before `guest_net` existed still loads.
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        value.as_object_mut().unwrap().remove("guest_net");
+        let old: Descriptor = serde_json::from_value(value).unwrap();
+        assert_eq!(old.guest_net, GuestNet::default());
+    }
+
+    fn guest_net() -> GuestNet {
+        GuestNet {
+            netns: "kvm2-sbx".into(),
+            bridge: "kvm2-sbx0".into(),
+            gateway: Ipv4Addr::new(10, 213, 7, 1),
+            network: Ipv4Addr::new(10, 213, 7, 0),
+            prefix_len: 24,
+            dhcp_first: Ipv4Addr::new(10, 213, 7, 100),
+            dhcp_last: Ipv4Addr::new(10, 213, 7, 199),
+            leases_file: "/s/dnsmasq.leases".into(),
+            upstream: "10.213.7.1:443".parse().unwrap(),
+            upstream_name: "upstream.kvm2-sandbox.test".into(),
+            upstream_body: "reached\n".into(),
+            ca_cert: "/s/ca.crt".into(),
+        }
+    }
+
+    #[test]
+    fn guest_net_fields_default_one_by_one() {
+        let mut value = serde_json::to_value(guest_net()).unwrap();
+        value.as_object_mut().unwrap().remove("upstream_body");
+        let net: GuestNet = serde_json::from_value(value).unwrap();
+        assert_eq!(net.upstream_body, "");
+        assert_eq!(net.netns, "kvm2-sbx");
+    }
+
+    #[test]
+    fn guest_net_subnet_and_dhcp_range() {
+        let net = guest_net();
+        assert_eq!(net.cidr(), "10.213.7.0/24");
+        assert!(net.contains(Ipv4Addr::new(10, 213, 7, 0)));
+        assert!(net.contains(Ipv4Addr::new(10, 213, 7, 255)));
+        assert!(!net.contains(Ipv4Addr::new(10, 213, 8, 1)));
+        assert!(!net.contains(Ipv4Addr::new(10, 213, 6, 255)));
+        assert!(net.in_dhcp_range(Ipv4Addr::new(10, 213, 7, 100)));
+        assert!(net.in_dhcp_range(Ipv4Addr::new(10, 213, 7, 199)));
+        assert!(!net.in_dhcp_range(Ipv4Addr::new(10, 213, 7, 99)));
+        assert!(!net.in_dhcp_range(Ipv4Addr::new(10, 213, 7, 200)));
+        let everything = GuestNet {
+            prefix_len: 0,
+            ..guest_net()
+        };
+        assert!(everything.contains(Ipv4Addr::new(192, 0, 2, 1)));
+    }
+
+    #[test]
+    fn leases_parse_dnsmasq_lines_and_skip_the_rest() {
+        let text = "1796240856 AE:4c:5c:45:7d:b3 10.213.7.173 * 01:ae:4c:5c:45:7d:b3\n\
+                    1796240857 52:54:00:84:fc:4c 10.213.7.118 proxy-a 01:52:54:00:84:fc:4c\n\
+                    duid 00:01:00:01:2c:aa:bb:cc\n\
+                    1796240858 1234 fd00::5 * 00:01\n\
+                    \n";
+        assert_eq!(
+            Lease::parse_file(text),
+            vec![
+                Lease {
+                    expires: 1796240856,
+                    mac: "ae:4c:5c:45:7d:b3".into(),
+                    ip: Ipv4Addr::new(10, 213, 7, 173),
+                    hostname: None,
+                },
+                Lease {
+                    expires: 1796240857,
+                    mac: "52:54:00:84:fc:4c".into(),
+                    ip: Ipv4Addr::new(10, 213, 7, 118),
+                    hostname: Some("proxy-a".into()),
+                },
+            ]
+        );
     }
 }

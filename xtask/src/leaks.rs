@@ -1,38 +1,78 @@
-//! Finds daemons that tests started and left running.
+//! Finds daemons and network namespaces that tests started and left behind.
 //!
 //! Tests may start daemons of their own (an sshd with another config, a
-//! private libvirtd, an `ssh -L` forward); each must stop them. After the
-//! tests, any such process that is not part of the sandbox is reported.
+//! private libvirtd, an `ssh -L` forward, a QEMU domain, a throwaway network
+//! namespace for a DHCP client); each must stop or remove them. After the
+//! tests, any such process that is not part of the sandbox, and any
+//! `kvm2-*` network namespace that was not there before, is reported.
 
 use std::collections::HashSet;
+use std::fmt;
 use std::time::{Duration, Instant};
 
-/// Program names (as in `/proc/PID/comm`) that tests must never leave behind.
-const WATCHED: &[&str] = &["sshd", "libvirtd", "virtlogd", "ssh", "dnsmasq"];
+/// Program names (as in `/proc/PID/comm`, at most 15 bytes) that tests must
+/// never leave behind.
+const WATCHED: &[&str] = &[
+    "sshd",
+    "libvirtd",
+    "virtlogd",
+    "ssh",
+    "dnsmasq",
+    "qemu-system-x86",
+];
+/// Network namespaces (`ip netns` names) with this prefix are the project's.
+const NETNS_PREFIX: &str = "kvm2-";
+const NETNS_DIR: &str = "/run/netns";
 /// How long a process that is already exiting gets before it counts.
 const GRACE: Duration = Duration::from_secs(5);
 
-/// A leftover process.
-pub struct Leftover {
-    pub pid: u32,
-    pub comm: String,
-    pub cmdline: String,
+/// What ran before the tests.
+pub struct Snapshot {
+    pids: HashSet<u32>,
+    namespaces: HashSet<String>,
 }
 
-/// The watched processes running now.
-pub fn snapshot() -> HashSet<u32> {
-    watched().into_iter().map(|(pid, _)| pid).collect()
+/// Something the tests left behind.
+pub enum Leftover {
+    /// A watched process.
+    Process {
+        pid: u32,
+        comm: String,
+        cmdline: String,
+    },
+    /// A `kvm2-*` network namespace.
+    Netns(String),
 }
 
-/// Watched processes that were not running at `before`, and descend from
-/// none of `sandbox` (the sandbox's own daemons and their session children).
-pub fn leftovers(before: &HashSet<u32>, sandbox: &[u32]) -> Vec<Leftover> {
+impl fmt::Display for Leftover {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Process { pid, comm, cmdline } => {
+                write!(f, "a process running: {comm} (pid {pid}): {cmdline}")
+            }
+            Self::Netns(name) => write!(f, "a network namespace: {name} ({NETNS_DIR}/{name})"),
+        }
+    }
+}
+
+/// The watched processes and the project's network namespaces present now.
+pub fn snapshot() -> Snapshot {
+    Snapshot {
+        pids: watched().into_iter().map(|(pid, _)| pid).collect(),
+        namespaces: namespaces(),
+    }
+}
+
+/// Watched processes that were not running at `before` and descend from
+/// none of `sandbox` (the sandbox's own daemons and their session
+/// children), and `kvm2-*` network namespaces that were not there.
+pub fn leftovers(before: &Snapshot, sandbox: &[u32]) -> Vec<Leftover> {
     let deadline = Instant::now() + GRACE;
     loop {
-        let found: Vec<Leftover> = watched()
+        let mut found: Vec<Leftover> = watched()
             .into_iter()
-            .filter(|(pid, _)| !before.contains(pid) && !descends_from(*pid, sandbox))
-            .map(|(pid, comm)| Leftover {
+            .filter(|(pid, _)| !before.pids.contains(pid) && !descends_from(*pid, sandbox))
+            .map(|(pid, comm)| Leftover::Process {
                 pid,
                 comm,
                 cmdline: std::fs::read(format!("/proc/{pid}/cmdline"))
@@ -40,6 +80,12 @@ pub fn leftovers(before: &HashSet<u32>, sandbox: &[u32]) -> Vec<Leftover> {
                     .unwrap_or_default(),
             })
             .collect();
+        let mut new_namespaces: Vec<String> = namespaces()
+            .difference(&before.namespaces)
+            .cloned()
+            .collect();
+        new_namespaces.sort();
+        found.extend(new_namespaces.into_iter().map(Leftover::Netns));
         if found.is_empty() || Instant::now() >= deadline {
             return found;
         }
@@ -57,8 +103,31 @@ fn watched() -> Vec<(u32, String)> {
         .filter_map(|pid| {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
             let comm = comm.trim().to_owned();
-            WATCHED.contains(&comm.as_str()).then_some((pid, comm))
+            (WATCHED.contains(&comm.as_str()) && !zombie(pid)).then_some((pid, comm))
         })
+        .collect()
+}
+
+/// An exited process its parent has not reaped yet runs nothing.
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|i| stat.get(i + 1..))
+            .and_then(|rest| rest.split_whitespace().next())
+            == Some("Z")
+    })
+}
+
+/// Names of the project's network namespaces (`ip netns add` pins each
+/// under [`NETNS_DIR`]).
+fn namespaces() -> HashSet<String> {
+    let Ok(entries) = std::fs::read_dir(NETNS_DIR) else {
+        return HashSet::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|name| name.starts_with(NETNS_PREFIX))
         .collect()
 }
 

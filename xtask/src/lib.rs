@@ -3,7 +3,9 @@
 //!
 //! `cargo xtask sandbox up` starts real services — libvirtd (serving
 //! `qemu:///system` and `test:///default`), virtlogd, a `dir` storage pool
-//! and OpenSSH's sshd on 127.0.0.1 — and writes a JSON descriptor of them.
+//! and OpenSSH's sshd on 127.0.0.1, and the guests' network ([`GuestNet`]: a
+//! network namespace with the guests' bridge, DHCP and an upstream HTTPS
+//! server, libvirtd running inside it) — and writes a JSON descriptor of them.
 //! The descriptor's path reaches tests through the [`ENV_VAR`] environment
 //! variable. Integration tests call [`Descriptor::require`], which fails the
 //! test (never skips it) when no sandbox is up.
@@ -13,7 +15,16 @@
 //! println!("libvirt socket: {}", sandbox.libvirt.socket.display());
 //! println!("sshd: {}:{}", sandbox.ssh.host, sandbox.ssh.port);
 //! ```
+//!
+//! Guests are reachable only from inside the guest network namespace:
+//! [`connect_in`] and [`in_netns`] make sockets there, [`command_in`] runs a
+//! program there.
 
 mod descriptor;
 
 pub use descriptor::{Descriptor, DescriptorError, ENV_VAR, LibvirtService, PoolInfo, SshService};
+pub use descriptor::{GuestNet, Lease};
+
+mod netns;
+
+pub use netns::{command_in, connect_in, in_netns, netns_path};

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo xtask setup                   install what tests need (apt), fast no-op when present
-//! cargo xtask sandbox up|down|status  real libvirtd + virtlogd + pool + sshd for tests
+//! cargo xtask sandbox up|down|status  real libvirtd + virtlogd + pool + sshd + guest network for tests
 //! cargo xtask test [ARGS]             setup → sandbox up → cargo test --workspace → sandbox down
 //! cargo xtask ci                      fmt --check, clippy -D warnings, then test
 //! cargo xtask bench CRATE [ARGS]      sandbox up → cargo bench -p CRATE (benchmarks print ratios)
@@ -11,6 +11,7 @@
 
 mod cmd;
 mod fuzz;
+mod guest_net;
 mod leaks;
 mod sandbox;
 mod setup;
@@ -94,10 +95,7 @@ fn against_sandbox(mut c: std::process::Command, what: &str) -> Result<ExitCode>
     let result = status(&mut c);
     let leftovers = leaks::leftovers(&before, &sandbox::recorded_pids());
     for l in &leftovers {
-        eprintln!(
-            "xtask: the {what} left a process running: {} (pid {}): {}",
-            l.comm, l.pid, l.cmdline
-        );
+        eprintln!("xtask: the {what} left {l}");
     }
     if was_up.is_none() {
         sandbox::down()?;
@@ -106,7 +104,9 @@ fn against_sandbox(mut c: std::process::Command, what: &str) -> Result<ExitCode>
     }
     let status = result?;
     if !leftovers.is_empty() {
-        eprintln!("xtask: {what} must stop every process they start");
+        eprintln!(
+            "xtask: {what} must stop every process and remove every network namespace they start"
+        );
         return Ok(ExitCode::FAILURE);
     }
     Ok(if status.success() {

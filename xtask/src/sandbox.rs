@@ -7,6 +7,13 @@
 //! free port with fresh keys. It waits until each answers, then writes the
 //! [`Descriptor`]. `down` stops only the processes `up` recorded, after
 //! removing the domains, volumes and pools created since `up`.
+//!
+//! The guests' network comes first ([`crate::guest_net`]): a network
+//! namespace with the guests' bridge, dnsmasq and an upstream HTTPS server.
+//! libvirtd runs inside it, so the taps it makes for domains' NICs land on
+//! that bridge, while its socket stays in the run directory where sshd (on
+//! the host's loopback) forwards to it. `down` stops what is left inside
+//! the namespace (QEMU) and deletes it with its bridge and taps.
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
@@ -18,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use xtask::{Descriptor, LibvirtService, PoolInfo, SshService};
 
 use crate::cmd::{cmd, output, read};
+use crate::guest_net;
 
 /// Where run directories live. One sandbox runs per machine at a time: its
 /// libvirtd is the machine's root QEMU driver.
@@ -27,8 +35,6 @@ const CURRENT: &str = "/tmp/kvm2-sandbox/current";
 /// Where libvirt's QEMU driver looks for virtlogd when running as root.
 const VIRTLOGD_SOCK: &str = "/run/libvirt/virtlogd-sock";
 const POOL_NAME: &str = "kvm2-sandbox";
-/// The isolated bridge test domains attach to: no uplink, no address.
-const BRIDGE: &str = "kvm2-sbx0";
 const READY_BUDGET: Duration = Duration::from_secs(15);
 const STOP_BUDGET: Duration = Duration::from_secs(10);
 
@@ -47,10 +53,7 @@ struct Record {
 pub fn current() -> Option<PathBuf> {
     let dir = std::fs::read_link(CURRENT).ok()?;
     let record = load_record(&dir).ok()?;
-    record
-        .processes
-        .iter()
-        .all(|(name, pid)| alive(*pid, name))
+    (record.processes.iter().all(|(name, pid)| alive(*pid, name)) && guest_net::present())
         .then(|| dir.join("sandbox.json"))
 }
 
@@ -137,6 +140,7 @@ fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
             .push(("virtlogd".into(), wait_pid_file(&pid_file)?));
     }
 
+    let guest_net = guest_net::start(dir, &mut record.processes)?;
     let libvirt = start_libvirtd(dir, record)?;
     let uri = format!("qemu+unix:///system?socket={}", libvirt.socket.display());
     record.domains_before = names(&uri, &["list", "--all", "--name"])?;
@@ -158,10 +162,10 @@ fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
         ],
     ))?;
 
-    ensure_bridge()?;
     let ssh = start_sshd(dir, record)?;
     Ok(Descriptor {
-        bridge: BRIDGE.into(),
+        bridge: guest_net.bridge.clone(),
+        guest_net,
         state_dir: dir.to_owned(),
         remote_socket: libvirt.socket.clone(),
         libvirt,
@@ -192,16 +196,15 @@ fn start_libvirtd(dir: &Path, record: &mut Record) -> Result<LibvirtService> {
             dir = dir.display()
         ),
     )?;
-    read(cmd(
-        "/usr/sbin/libvirtd",
-        [
-            "-d".as_ref(),
-            "-f".as_ref(),
-            config.as_os_str(),
-            "-p".as_ref(),
-            pid_file.as_os_str(),
-        ],
-    ))?;
+    // Inside the guests' namespace: the taps it creates join the bridge there.
+    let mut daemon = guest_net::command("/usr/sbin/libvirtd");
+    daemon
+        .arg("-d")
+        .arg("-f")
+        .arg(&config)
+        .arg("-p")
+        .arg(&pid_file);
+    read(daemon)?;
     record
         .processes
         .push(("libvirtd".into(), wait_pid_file(&pid_file)?));
@@ -343,14 +346,14 @@ pub fn down() -> Result<()> {
             eprintln!("sandbox: cleanup incomplete: {e:#}");
         }
     }
-    // Stop in reverse start order: sshd, libvirtd, virtlogd.
+    // Stop in reverse start order: sshd, libvirtd, the guest network's
+    // servers, virtlogd.
     for (name, pid) in record.processes.iter().rev() {
         stop(name, *pid);
     }
     let _ = std::fs::remove_dir_all(dir.join("pool"));
-    if Path::new(&format!("/sys/class/net/{BRIDGE}")).exists() {
-        let _ = output(cmd("ip", ["link", "del", BRIDGE]));
-    }
+    // QEMU left inside, then the namespace with its bridge and taps.
+    guest_net::remove();
     let _ = std::fs::remove_file(CURRENT);
     eprintln!("sandbox: down (logs kept in {})", dir.display());
     Ok(())
@@ -418,6 +421,7 @@ pub fn status() -> Result<bool> {
         );
         println!("  sshd      {}@{}:{}", d.ssh.user, d.ssh.host, d.ssh.port);
         println!("  pool      {} at {}", d.pool.name, d.pool.dir.display());
+        guest_net::print_status(&d.guest_net);
         println!(
             "export {}={}",
             xtask::ENV_VAR,
@@ -425,16 +429,6 @@ pub fn status() -> Result<bool> {
         );
     }
     Ok(all)
-}
-
-/// Creates the isolated bridge (or adopts one a killed run left behind: the
-/// name is ours).
-fn ensure_bridge() -> Result<()> {
-    if !Path::new(&format!("/sys/class/net/{BRIDGE}")).exists() {
-        read(cmd("ip", ["link", "add", BRIDGE, "type", "bridge"]))?;
-    }
-    read(cmd("ip", ["link", "set", BRIDGE, "up"]))?;
-    Ok(())
 }
 
 fn names(uri: &str, args: &[&str]) -> Result<Vec<String>> {
@@ -473,11 +467,23 @@ fn save_record(dir: &Path, record: &Record) -> Result<()> {
     Ok(())
 }
 
-/// Whether `pid` runs and is the program we started (guards against pid reuse).
+/// Whether `pid` runs and is the program we started (guards against pid
+/// reuse). A zombie (exited, not yet reaped by its parent) does not run.
 fn alive(pid: u32, name: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|comm| comm.trim() == name)
-        .unwrap_or(false)
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) state ...`: comm may hold spaces and parentheses.
+    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        return false;
+    };
+    let comm = stat.get(open + 1..close).unwrap_or("");
+    let state = stat
+        .get(close + 1..)
+        .unwrap_or("")
+        .split_whitespace()
+        .next();
+    comm == name && state != Some("Z")
 }
 
 /// SIGTERM, a bounded wait, then SIGKILL.
@@ -496,7 +502,8 @@ fn stop(name: &str, pid: u32) {
     }
 }
 
-fn wait_pid_file(path: &Path) -> Result<u32> {
+/// Waits (bounded) for a daemon's pid file and returns the pid in it.
+pub(crate) fn wait_pid_file(path: &Path) -> Result<u32> {
     let mut pid = None;
     wait_until(&path.display().to_string(), || {
         pid = std::fs::read_to_string(path)

@@ -48,6 +48,14 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     ("/usr/bin/isoinfo", "genisoimage", Source::Main),
     ("/usr/bin/curl", "curl", Source::Main),
     ("/usr/share/OVMF/OVMF_CODE_4M.fd", "ovmf", Source::Main),
+    // The guests' network namespace: DHCP (dnsmasq), the upstream HTTPS
+    // server (Debian's python3) and its certificates, `ip netns`; busybox's
+    // udhcpc is the real DHCP client its tests run.
+    ("/usr/sbin/dnsmasq", "dnsmasq-base", Source::Main),
+    ("/usr/bin/python3", "python3", Source::Main),
+    ("/usr/bin/openssl", "openssl", Source::Main),
+    ("/bin/ip", "iproute2", Source::Main),
+    ("/bin/busybox", "busybox", Source::Main),
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,392 @@
+//! The guests' network: a network namespace of the sandbox's own.
+//!
+//! ```text
+//!  host namespace                 │  namespace kvm2-sbx (no route out)
+//!                                 │
+//!  sshd 127.0.0.1 ─┐              │   libvirtd ── taps vnetN ─┐
+//!  virsh, tests ───┴─ unix socket ┼─▶ (socket in the run dir) │
+//!                    in the run dir│                  bridge kvm2-sbx0 10.213.7.1/24
+//!                                 │        dnsmasq: DHCP .100-.199, DNS, no upstream
+//!                                 │        upstream HTTPS :443 (python3 ssl + http.server)
+//! ```
+//!
+//! `start` creates the namespace (loopback up, the bridge with the gateway
+//! address, forwarding off, no other interface, no default route), a sandbox
+//! CA and a certificate for the upstream signed by it, dnsmasq serving DHCP
+//! on the bridge (leases file in the run dir, `--no-resolv`: no upstream
+//! DNS), and the upstream HTTPS server. The sandbox then starts libvirtd
+//! inside the namespace ([`command`]), so the taps it creates for domains'
+//! NICs attach to the bridge here, while its unix socket stays on the
+//! filesystem where the host-side sshd forwards to it. `remove` stops what
+//! is left inside the namespace (QEMU processes) and deletes it, which takes
+//! the bridge and taps with it.
+//!
+//! Address plan for 10.213.7.0/24 (a private /24 unlikely to clash with a
+//! real network; it never leaves the namespace anyway): `.1` the bridge
+//! (gateway, DHCP, DNS, upstream :443); `.100`–`.199` DHCP; `.2`–`.99` and
+//! `.200`–`.254` free for addresses tests assign themselves.
+
+use std::fs::File;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use xtask::GuestNet;
+
+use crate::cmd::{cmd, output, read};
+use crate::sandbox::wait_pid_file;
+
+/// The namespace's name (`ip netns`): ours by its `kvm2-` prefix.
+pub const NETNS: &str = "kvm2-sbx";
+/// The guests' bridge inside the namespace.
+const BRIDGE: &str = "kvm2-sbx0";
+const NETWORK: Ipv4Addr = Ipv4Addr::new(10, 213, 7, 0);
+const PREFIX_LEN: u8 = 24;
+const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 213, 7, 1);
+/// The bridge's own MAC (locally administered), set once so it never
+/// follows its ports' as taps come and go: guests' ARP entries for the
+/// gateway stay right.
+const BRIDGE_MAC: &str = "02:6b:76:32:07:01";
+const DHCP_FIRST: Ipv4Addr = Ipv4Addr::new(10, 213, 7, 100);
+const DHCP_LAST: Ipv4Addr = Ipv4Addr::new(10, 213, 7, 199);
+const LEASE_TIME: &str = "1h";
+const UPSTREAM_PORT: u16 = 443;
+/// The DNS domain dnsmasq answers for (`.test` is reserved: RFC 6761).
+const SANDBOX_DOMAIN: &str = "kvm2-sandbox.test";
+const UPSTREAM_NAME: &str = "upstream.kvm2-sandbox.test";
+const UPSTREAM_BODY: &str = "kvm2-sandbox upstream: reached\n";
+const UPSTREAM_SCRIPT: &str = include_str!("upstream_https.py");
+const PYTHON: &str = "/usr/bin/python3";
+/// How long processes left in the namespace get after SIGTERM, and again
+/// after SIGKILL.
+const STOP_BUDGET: Duration = Duration::from_secs(10);
+
+/// Creates the namespace and starts dnsmasq and the upstream server in it,
+/// pushing their (comm, pid) onto `processes`. A namespace of the same name
+/// left by a killed run is removed first: the name is ours.
+pub fn start(dir: &Path, processes: &mut Vec<(String, u32)>) -> Result<GuestNet> {
+    remove();
+    let net_dir = dir.join("guest-net");
+    std::fs::create_dir_all(&net_dir)
+        .with_context(|| format!("cannot create {}", net_dir.display()))?;
+    create_namespace()?;
+    let ca_cert = certificates(&net_dir)?;
+    let leases_file = net_dir.join("dnsmasq.leases");
+    processes.push(("dnsmasq".into(), start_dnsmasq(&net_dir, &leases_file)?));
+    processes.push(("python3".into(), start_upstream(&net_dir)?));
+    let net = GuestNet {
+        netns: NETNS.into(),
+        bridge: BRIDGE.into(),
+        gateway: GATEWAY,
+        network: NETWORK,
+        prefix_len: PREFIX_LEN,
+        dhcp_first: DHCP_FIRST,
+        dhcp_last: DHCP_LAST,
+        leases_file,
+        upstream: SocketAddr::from((GATEWAY, UPSTREAM_PORT)),
+        upstream_name: UPSTREAM_NAME.into(),
+        upstream_body: UPSTREAM_BODY.into(),
+        ca_cert,
+    };
+    check_upstream(&net)?;
+    Ok(net)
+}
+
+/// A command that runs `program` inside the guest network namespace.
+pub fn command(program: &str) -> Command {
+    xtask::command_in(NETNS, program)
+}
+
+/// Whether the namespace exists.
+pub fn present() -> bool {
+    xtask::netns_path(NETNS).exists()
+}
+
+/// Stops every process still inside the namespace (what the sandbox's
+/// libvirtd started: QEMU) and deletes the namespace, its bridge and taps
+/// with it. Bounded; reports what it could not do.
+pub fn remove() {
+    if !present() {
+        return;
+    }
+    let left = pids_inside();
+    if !left.is_empty() {
+        for pid in &left {
+            eprintln!(
+                "sandbox: stopping {} (pid {pid}) left in network namespace {NETNS}",
+                comm(*pid)
+            );
+        }
+        signal_all(&left, "-TERM");
+        if !wait_empty(STOP_BUDGET) {
+            let still = pids_inside();
+            eprintln!("sandbox: {still:?} ignored SIGTERM for {STOP_BUDGET:?}; killing them");
+            signal_all(&still, "-KILL");
+            if !wait_empty(STOP_BUDGET) {
+                eprintln!(
+                    "sandbox: processes {:?} are still in {NETNS}; it goes away with them",
+                    pids_inside()
+                );
+            }
+        }
+    }
+    match output(cmd("ip", ["netns", "delete", NETNS])) {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => eprintln!(
+            "sandbox: cannot delete network namespace {NETNS}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => eprintln!("sandbox: cannot delete network namespace {NETNS}: {e:#}"),
+    }
+}
+
+/// Lines for `sandbox status`.
+pub fn print_status(net: &GuestNet) {
+    let state = if present() { "present" } else { "MISSING" };
+    println!("  netns     {} ({state})", net.netns);
+    println!(
+        "  bridge    {} {}/{} (gateway)",
+        net.bridge, net.gateway, net.prefix_len
+    );
+    println!(
+        "  dhcp      {}-{} leases {}",
+        net.dhcp_first,
+        net.dhcp_last,
+        net.leases_file.display()
+    );
+    println!(
+        "  upstream  https://{} ({}), CA {}",
+        net.upstream,
+        net.upstream_name,
+        net.ca_cert.display()
+    );
+}
+
+fn create_namespace() -> Result<()> {
+    read(cmd("ip", ["netns", "add", NETNS]))?;
+    let ip = |args: &[&str]| {
+        let mut c = cmd("ip", ["-n", NETNS]);
+        c.args(args);
+        read(c)
+    };
+    ip(&["link", "set", "lo", "up"])?;
+    ip(&[
+        "link",
+        "add",
+        BRIDGE,
+        "address",
+        BRIDGE_MAC,
+        "type",
+        "bridge",
+        "stp_state",
+        "0",
+        "forward_delay",
+        "0",
+    ])?;
+    ip(&[
+        "address",
+        "add",
+        &format!("{GATEWAY}/{PREFIX_LEN}"),
+        "dev",
+        BRIDGE,
+    ])?;
+    ip(&["link", "set", BRIDGE, "up"])?;
+    // A fresh namespace may inherit the host's IPv4 forwarding setting.
+    for knob in [
+        "/proc/sys/net/ipv4/ip_forward",
+        "/proc/sys/net/ipv6/conf/all/forwarding",
+    ] {
+        xtask::in_netns(NETNS, move || std::fs::write(knob, "0"))
+            .with_context(|| format!("cannot turn off {knob} in {NETNS}"))?;
+    }
+    Ok(())
+}
+
+/// A sandbox CA and the upstream's certificate (ECDSA P-256), made with
+/// OpenSSL's command line. Returns the CA certificate's path.
+fn certificates(dir: &Path) -> Result<PathBuf> {
+    let ca_cert = dir.join("ca.crt");
+    let ca_key = dir.join("ca.key");
+    let key = dir.join("upstream.key");
+    let csr = dir.join("upstream.csr");
+    let ext = dir.join("upstream.ext");
+    let cert = dir.join("upstream.crt");
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+    let mut c = cmd("openssl", ["req", "-x509", "-nodes", "-days", "30"]);
+    c.args(ec)
+        .args(["-subj", "/CN=kvm2-sandbox guest network CA"])
+        .args(["-addext", "basicConstraints=critical,CA:TRUE"])
+        .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        .arg("-keyout")
+        .arg(&ca_key)
+        .arg("-out")
+        .arg(&ca_cert);
+    read(c)?;
+    let mut c = cmd("openssl", ["req", "-new", "-nodes"]);
+    c.args(ec)
+        .args(["-subj", &format!("/CN={UPSTREAM_NAME}")])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&csr);
+    read(c)?;
+    std::fs::write(
+        &ext,
+        format!(
+            "basicConstraints=critical,CA:FALSE\n\
+             keyUsage=critical,digitalSignature\n\
+             extendedKeyUsage=serverAuth\n\
+             subjectAltName=DNS:{UPSTREAM_NAME},IP:{GATEWAY}\n"
+        ),
+    )?;
+    let mut c = cmd("openssl", ["x509", "-req", "-days", "30", "-in"]);
+    c.arg(&csr)
+        .arg("-CA")
+        .arg(&ca_cert)
+        .arg("-CAkey")
+        .arg(&ca_key)
+        .arg("-CAcreateserial")
+        .arg("-extfile")
+        .arg(&ext)
+        .arg("-out")
+        .arg(&cert);
+    read(c)?;
+    Ok(ca_cert)
+}
+
+fn start_dnsmasq(dir: &Path, leases_file: &Path) -> Result<u32> {
+    let pid_file = dir.join("dnsmasq.pid");
+    let mut c = command("/usr/sbin/dnsmasq");
+    c.args([
+        // No configuration file, no /etc/hosts, no upstream servers.
+        "--conf-file=/dev/null",
+        "--no-hosts",
+        "--no-resolv",
+        "--no-poll",
+        "--user=root",
+        "--group=root",
+        &format!("--interface={BRIDGE}"),
+        "--except-interface=lo",
+        "--bind-interfaces",
+        &format!("--host-record={UPSTREAM_NAME},{GATEWAY}"),
+        // Names in the sandbox's domain are answered here, never forwarded.
+        &format!("--local=/{SANDBOX_DOMAIN}/"),
+        &format!("--dhcp-range={DHCP_FIRST},{DHCP_LAST},255.255.255.0,{LEASE_TIME}"),
+        "--dhcp-authoritative",
+        // Leases at once: every address in the range is ours to hand out.
+        "--no-ping",
+        "--log-dhcp",
+    ])
+    .arg(format!("--dhcp-leasefile={}", leases_file.display()))
+    .arg(format!("--pid-file={}", pid_file.display()))
+    .arg(format!(
+        "--log-facility={}",
+        dir.join("dnsmasq.log").display()
+    ));
+    // dnsmasq forks into the background; its parent exits once it serves.
+    read(c)?;
+    wait_pid_file(&pid_file)
+}
+
+fn start_upstream(dir: &Path) -> Result<u32> {
+    let script = dir.join("upstream_https.py");
+    std::fs::write(&script, UPSTREAM_SCRIPT)?;
+    let (cert, key) = (dir.join("upstream.crt"), dir.join("upstream.key"));
+    let pid_file = dir.join("upstream.pid");
+    let log = dir.join("upstream.log");
+    let log_file =
+        File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    // `setsid -f` forks it into a session of its own: no terminal signal
+    // (Ctrl-C in `cargo xtask test`) reaches it, and it outlives `up`.
+    let mut c = command("setsid");
+    c.args(["-f", PYTHON, "-I", "-u"])
+        .arg(&script)
+        .args(["--bind", &GATEWAY.to_string()])
+        .args(["--port", &UPSTREAM_PORT.to_string()])
+        .arg("--cert")
+        .arg(&cert)
+        .arg("--key")
+        .arg(&key)
+        .args(["--body", UPSTREAM_BODY])
+        .arg("--pid-file")
+        .arg(&pid_file)
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file);
+    let status = c.status().context("cannot run setsid python3")?;
+    if !status.success() {
+        bail!(
+            "the upstream server did not start ({status}): see {}",
+            log.display()
+        );
+    }
+    // It writes its pid file once it listens.
+    wait_pid_file(&pid_file).with_context(|| {
+        format!(
+            "the upstream server did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default().trim()
+        )
+    })
+}
+
+/// One real HTTPS request from inside the namespace, verified with the CA,
+/// by name and by address.
+fn check_upstream(net: &GuestNet) -> Result<()> {
+    for url in [
+        format!("https://{}/", net.upstream_name),
+        format!("https://{}/", net.upstream),
+    ] {
+        let mut c = command("curl");
+        c.args(["--silent", "--show-error", "--max-time", "10"])
+            .arg("--resolve")
+            .arg(format!(
+                "{}:{}:{}",
+                net.upstream_name, UPSTREAM_PORT, net.gateway
+            ))
+            .arg("--cacert")
+            .arg(&net.ca_cert)
+            .arg(&url);
+        let body = read(c)?;
+        if body != net.upstream_body {
+            bail!("the upstream server at {url} answered {body:?}");
+        }
+    }
+    Ok(())
+}
+
+/// Pids of the processes inside the namespace (zombies excluded: they have
+/// left every namespace).
+fn pids_inside() -> Vec<u32> {
+    read(cmd("ip", ["netns", "pids", NETNS]))
+        .map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn wait_empty(budget: Duration) -> bool {
+    let deadline = Instant::now() + budget;
+    while Instant::now() < deadline {
+        if pids_inside().is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    pids_inside().is_empty()
+}
+
+fn signal_all(pids: &[u32], signal: &str) {
+    let mut c = cmd("kill", [signal]);
+    c.args(pids.iter().map(u32::to_string));
+    let _ = output(c);
+}
+
+fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "?".into())
+}
