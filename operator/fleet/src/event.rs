@@ -1,0 +1,98 @@
+//! [`Event`]: what the reconciler asks the operator to record as a
+//! Kubernetes Event on the `Proxy`.
+
+/// Normal or Warning, as Kubernetes Events have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Something expected happened.
+    Normal,
+    /// Something needs attention.
+    Warning,
+}
+
+/// Why an event is recorded: a stable CamelCase word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EventReason {
+    /// An instance was created.
+    Created,
+    /// A failed instance is being deleted to be made again.
+    Replacing,
+    /// The instance vanished; it is made again.
+    InstanceGone,
+    /// Replacements reached the cap; the proxy waits.
+    ReplaceLimitReached,
+    /// A running instance lost its address past the grace period.
+    AddressLost,
+    /// The spec, the Secret or the provider entry is wrong.
+    InvalidInput,
+    /// The spec was edited after the instance was made; the edit is ignored.
+    SpecImmutable,
+    /// The provider has no capacity now.
+    QuotaWait,
+    /// The provider refused for good (Permanent).
+    ProviderRejected,
+    /// The provider failed transiently several times in a row.
+    ProviderUnavailable,
+    /// The instance was deleted with the Proxy.
+    Deleted,
+    /// The instance cannot be deleted: its provider entry is unknown, or the
+    /// provider refuses (Permanent). The finalizer stays until the abandon
+    /// annotation is set.
+    DeleteBlocked,
+    /// The finalizer was released without deleting the instance (abandon
+    /// annotation).
+    Abandoned,
+}
+
+impl EventReason {
+    /// The stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventReason::Created => "Created",
+            EventReason::Replacing => "Replacing",
+            EventReason::InstanceGone => "InstanceGone",
+            EventReason::ReplaceLimitReached => "ReplaceLimitReached",
+            EventReason::AddressLost => "AddressLost",
+            EventReason::InvalidInput => "InvalidInput",
+            EventReason::SpecImmutable => "SpecImmutable",
+            EventReason::QuotaWait => "QuotaWait",
+            EventReason::ProviderRejected => "ProviderRejected",
+            EventReason::ProviderUnavailable => "ProviderUnavailable",
+            EventReason::Deleted => "Deleted",
+            EventReason::DeleteBlocked => "DeleteBlocked",
+            EventReason::Abandoned => "Abandoned",
+        }
+    }
+}
+
+/// One event to record on the `Proxy` (the message carries no secrets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Normal or Warning.
+    pub kind: EventKind,
+    /// Why.
+    pub reason: EventReason,
+    /// Details for humans.
+    pub message: String,
+}
+
+impl Event {
+    /// A Normal event.
+    pub fn normal(reason: EventReason, message: impl Into<String>) -> Self {
+        Event {
+            kind: EventKind::Normal,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// A Warning event.
+    pub fn warning(reason: EventReason, message: impl Into<String>) -> Self {
+        Event {
+            kind: EventKind::Warning,
+            reason,
+            message: message.into(),
+        }
+    }
+}

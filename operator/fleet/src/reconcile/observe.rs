@@ -1,0 +1,239 @@
+//! The poll path: Get, the instance's state, the H3 grace, replacing a
+//! failed instance and re-creating a vanished one.
+
+use std::net::{IpAddr, SocketAddr};
+
+use provider_api::{Error as ProviderError, Instance, InstanceState, ProviderId};
+
+use super::draft::Draft;
+use super::{Call, GraceStart, Next, Step, create};
+use crate::event::{Event, EventReason};
+use crate::reason::Reason;
+use crate::replace_cap::CapVerdict;
+use crate::status::{ConditionType, Phase};
+
+/// An instance is recorded: read it (or report why it cannot be).
+pub(super) fn start(d: Draft<'_>, id: &str) -> Step {
+    match d.known_id(id) {
+        Ok(id) => d.finish(Next::Call(Call::Get(id))),
+        Err(msg) => d.input_error(Reason::UnknownProvider, msg),
+    }
+}
+
+/// Get answered.
+pub(super) fn after_get(d: Draft<'_>, result: Result<Instance, ProviderError>) -> Step {
+    match result {
+        Ok(instance) => self::instance(d, instance),
+        Err(e) if e.is_not_found() => gone(d),
+        Err(e) => {
+            let what = format!("read instance {}", recorded_id(&d));
+            d.provider_error(&what, &e, true)
+        }
+    }
+}
+
+/// The provider reported `instance`: act on its state.
+pub(super) fn instance(mut d: Draft<'_>, instance: Instance) -> Step {
+    d.memory.failures = 0;
+    d.status.host = Some(instance.host.to_string());
+    match (&instance.state, instance.ip) {
+        (InstanceState::Running, Some(ip)) => running(d, &instance.id, ip),
+        (InstanceState::Failed { reason }, _) => {
+            let what = format!("failed ({reason})");
+            failed(d, instance.id, &what)
+        }
+        (InstanceState::Stopped, _) => failed(d, instance.id, "stopped"),
+        // Provisioning, Running without an address (a contract slip), Unknown
+        // and states added later: never destructive.
+        (state, _) => no_address(d, &instance.id, state.as_str()),
+    }
+}
+
+/// The instance Create just returned. One that is already failed or
+/// stopped is judged on the next pass's Get, so a pass never chains more
+/// than [`MAX_CALLS_PER_PASS`](super::MAX_CALLS_PER_PASS) calls.
+pub(super) fn created(mut d: Draft<'_>, instance: Instance) -> Step {
+    let what = match &instance.state {
+        InstanceState::Failed { reason } => format!("failed ({reason})"),
+        InstanceState::Stopped => "stopped".to_owned(),
+        _ => return self::instance(d, instance),
+    };
+    d.memory.failures = 0;
+    d.status.ip = None;
+    d.status.phase = Some(Phase::Provisioning);
+    let msg = format!(
+        "instance {} {what} right after Create; checking again",
+        instance.id
+    );
+    d.not_provisioned(Reason::InstanceFailed, msg);
+    let next = d.poll(false);
+    d.finish(next)
+}
+
+fn running(mut d: Draft<'_>, id: &ProviderId, ip: IpAddr) -> Step {
+    d.memory.grace = None;
+    let port = d.r.policy.proxy_port;
+    d.status.phase = Some(Phase::Running);
+    d.status.ip = Some(ip);
+    d.status.port = Some(port);
+    let msg = format!("instance {id} runs at {}", SocketAddr::new(ip, port));
+    d.provisioned(true, Reason::Running, msg.clone());
+    d.ready(true, Reason::Running, msg);
+    let next = d.poll(true);
+    d.finish(next)
+}
+
+/// No address. A proxy that was running keeps its address and conditions
+/// through the H3 grace (address sources restart, reads race reconnects);
+/// only past both of its bounds is it demoted.
+fn no_address(mut d: Draft<'_>, id: &ProviderId, state: &str) -> Step {
+    let had_address = d.status.phase == Some(Phase::Running) && d.status.ip.is_some();
+    if had_address {
+        let bounds = d.r.policy.address_grace;
+        let now = d.now;
+        let grace = d.memory.grace.get_or_insert(GraceStart {
+            since: now,
+            polls: 0,
+        });
+        grace.polls = grace.polls.saturating_add(1);
+        let (polls, elapsed) = (grace.polls, now.since(grace.since));
+        if polls <= bounds.polls || elapsed < bounds.duration {
+            let next = d.poll(false);
+            return d.finish(next);
+        }
+        let msg = format!(
+            "instance {id} ({state}) has reported no address for {polls} polls over {}s; \
+             its address was withdrawn",
+            elapsed.as_secs()
+        );
+        d.memory.grace = None;
+        d.status.ip = None;
+        d.status.phase = Some(Phase::Provisioning);
+        d.events
+            .push(Event::warning(EventReason::AddressLost, msg.clone()));
+        d.not_provisioned(Reason::AddressLost, msg);
+        let next = d.poll(false);
+        return d.finish(next);
+    }
+    d.memory.grace = None;
+    d.status.ip = None;
+    d.status.phase = Some(Phase::Provisioning);
+    // After a demotion, keep saying why until the address is back.
+    if d.status.condition_reason(ConditionType::Provisioned) != Some(Reason::AddressLost) {
+        let msg = format!("instance {id} is {state}; no address yet");
+        d.not_provisioned(Reason::Provisioning, msg);
+    }
+    let next = d.poll(false);
+    d.finish(next)
+}
+
+/// The instance failed or stopped: delete it to make it again, unless the
+/// replacement cap holds.
+fn failed(mut d: Draft<'_>, id: ProviderId, what: &str) -> Step {
+    d.memory.grace = None;
+    d.status.ip = None;
+    let cap = d.r.policy.replace_cap;
+    match cap.check(&d.status.recent_replacements, d.now) {
+        CapVerdict::Allowed => {
+            let msg = format!("instance {id} {what}; replacing it");
+            d.events
+                .push(Event::warning(EventReason::Replacing, msg.clone()));
+            d.status.phase = Some(Phase::Pending);
+            d.provisioned(false, Reason::InstanceFailed, msg.clone());
+            d.ready(false, Reason::Replacing, msg);
+            d.finish(Next::Call(Call::Delete(id)))
+        }
+        CapVerdict::Held { until } => {
+            let msg = format!("instance {id} {what}; {}", held(&d, until));
+            d.warn_once(
+                Reason::ReplaceLimitReached,
+                EventReason::ReplaceLimitReached,
+                &msg,
+            );
+            d.status.phase = Some(Phase::Failed);
+            d.provisioned(false, Reason::InstanceFailed, msg.clone());
+            d.ready(false, Reason::ReplaceLimitReached, msg);
+            let next = d.requeue_at(until);
+            d.finish(next)
+        }
+    }
+}
+
+/// Get answered NotFound: the instance vanished. Make it again (the cap
+/// applies); until then the stale ID stays recorded, so the next pass asks
+/// again rather than creating outside the cap.
+fn gone(mut d: Draft<'_>) -> Step {
+    let id = recorded_id(&d);
+    let cap = d.r.policy.replace_cap;
+    match cap.check(&d.status.recent_replacements, d.now) {
+        CapVerdict::Allowed => {
+            let msg = format!("instance {id} no longer exists; making a new one");
+            d.events
+                .push(Event::warning(EventReason::InstanceGone, msg.clone()));
+            remade(d, msg)
+        }
+        CapVerdict::Held { until } => {
+            let msg = format!("instance {id} no longer exists; {}", held(&d, until));
+            d.warn_once(
+                Reason::ReplaceLimitReached,
+                EventReason::ReplaceLimitReached,
+                &msg,
+            );
+            d.memory.grace = None;
+            d.status.ip = None;
+            d.status.phase = Some(Phase::Failed);
+            d.provisioned(false, Reason::InstanceGone, msg.clone());
+            d.ready(false, Reason::ReplaceLimitReached, msg);
+            let next = d.requeue_at(until);
+            d.finish(next)
+        }
+    }
+}
+
+/// Delete of a failed instance answered.
+pub(super) fn after_replace_delete(d: Draft<'_>, result: Result<(), ProviderError>) -> Step {
+    match result {
+        Ok(()) => {
+            let msg = format!("instance {} deleted; making a new one", recorded_id(&d));
+            remade(d, msg)
+        }
+        Err(e) if e.is_not_found() => {
+            let msg = format!("instance {} is gone; making a new one", recorded_id(&d));
+            remade(d, msg)
+        }
+        Err(e) => {
+            let what = format!("delete failed instance {}", recorded_id(&d));
+            d.provider_error(&what, &e, true)
+        }
+    }
+}
+
+/// Counts a replacement, forgets the old instance and goes on to Create.
+fn remade(mut d: Draft<'_>, msg: String) -> Step {
+    let cap = d.r.policy.replace_cap;
+    d.status.replacements = d.status.replacements.saturating_add(1);
+    d.status.recent_replacements = cap.record(&d.status.recent_replacements, d.now);
+    d.clear_instance();
+    // Progress again: the create that follows reports Creating.
+    d.ready(false, Reason::Replacing, msg);
+    create::start(d)
+}
+
+fn held(d: &Draft<'_>, until: Option<crate::Timestamp>) -> String {
+    let cap = d.r.policy.replace_cap;
+    match until {
+        Some(t) => format!(
+            "{} instances were made in the last {}s (the cap); the next is allowed at {t}",
+            cap.max(),
+            cap.window().as_secs()
+        ),
+        None => "replacements are disabled (cap 0)".to_owned(),
+    }
+}
+
+fn recorded_id(d: &Draft<'_>) -> String {
+    d.status
+        .provider_id
+        .clone()
+        .unwrap_or_else(|| "(none recorded)".to_owned())
+}

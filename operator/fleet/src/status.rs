@@ -1,0 +1,383 @@
+//! The `Proxy` status as plain serde data: [`ProxyStatus`], [`Phase`],
+//! [`Condition`].
+//!
+//! Field names are the CRD's (camelCase, `providerID`); absent values are
+//! omitted, so a server-side apply of a status releases the fields it no
+//! longer sets. Two writers share the status: the reconciler owns every
+//! field but the `Healthy` condition, which the health engine owns (separate
+//! field managers; [`ProxyStatus::without_condition`] gives each its part).
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::reason::Reason;
+use crate::spec::ProxySpec;
+use crate::time::Timestamp;
+
+/// A `Proxy`'s status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxyStatus {
+    /// The summary (printer column); absent before the first reconcile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// The instance's provider ID (`kvm2://entry/host/name`), recorded as
+    /// soon as Create returns.
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub provider_id: Option<String>,
+    /// The host (target) the instance runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The proxy's address, once known (kept through the address grace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<IpAddr>,
+    /// The port the proxy listens on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// When the current instance was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Timestamp>,
+    /// How many instances were made after the first (replacements of failed
+    /// instances and re-creations of vanished ones).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replacements: u32,
+    /// When the replacements inside the current cap window happened, oldest
+    /// first (at most the cap's count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_replacements: Vec<Timestamp>,
+    /// The `metadata.generation` last reconciled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The spec the instance was made from (the immutability reference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_spec: Option<ProxySpec>,
+    /// `Provisioned`, `Ready` (the reconciler's) and `Healthy` (the health
+    /// engine's), keyed by type.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The summary of a `Proxy`'s state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Phase {
+    /// No instance yet (creating, or waiting for input or capacity).
+    Pending,
+    /// The instance exists and has no address yet.
+    Provisioning,
+    /// The instance runs and has an address.
+    Running,
+    /// The instance failed and the replacement cap holds it.
+    Failed,
+    /// The Proxy is being deleted.
+    Deleting,
+}
+
+impl Phase {
+    /// `Pending`, `Provisioning`, `Running`, `Failed`, `Deleting`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Provisioning => "Provisioning",
+            Phase::Running => "Running",
+            Phase::Failed => "Failed",
+            Phase::Deleting => "Deleting",
+        }
+    }
+}
+
+/// The condition types of a `Proxy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConditionType {
+    /// An instance exists and has an address (reconciler).
+    Provisioned,
+    /// The spec is realized and nothing is pending (reconciler).
+    Ready,
+    /// The CONNECT probe verdict, with hysteresis (health engine).
+    Healthy,
+}
+
+impl ConditionType {
+    /// `Provisioned`, `Ready`, `Healthy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Provisioned => "Provisioned",
+            ConditionType::Ready => "Ready",
+            ConditionType::Healthy => "Healthy",
+        }
+    }
+}
+
+/// A condition's status, as Kubernetes spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConditionStatus {
+    /// The condition holds.
+    True,
+    /// The condition does not hold.
+    False,
+    /// Not known (yet).
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// `True` or `False`.
+    pub fn from_bool(b: bool) -> Self {
+        if b {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        }
+    }
+}
+
+/// One condition, in the shape of Kubernetes' `metav1.Condition`.
+///
+/// `type` and `reason` are text on the wire (another writer may add types
+/// this crate does not know); this crate writes them from
+/// [`ConditionType`] and [`Reason`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// The type (`Provisioned`, `Ready`, `Healthy`).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Whether it holds.
+    pub status: ConditionStatus,
+    /// Why, as one CamelCase word (a [`Reason`]).
+    pub reason: String,
+    /// Details for humans (no secrets).
+    #[serde(default)]
+    pub message: String,
+    /// When `status` last changed.
+    pub last_transition_time: Timestamp,
+    /// The `metadata.generation` it was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+impl Condition {
+    /// The reason as a [`Reason`], if it is one this crate knows.
+    pub fn known_reason(&self) -> Option<Reason> {
+        Reason::parse(&self.reason)
+    }
+}
+
+impl ProxyStatus {
+    /// The condition of type `t`, if present.
+    pub fn condition(&self, t: ConditionType) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == t.as_str())
+    }
+
+    /// The status of the condition of type `t` (`None` when absent).
+    pub fn condition_status(&self, t: ConditionType) -> Option<ConditionStatus> {
+        self.condition(t).map(|c| c.status)
+    }
+
+    /// The known reason of the condition of type `t`.
+    pub fn condition_reason(&self, t: ConditionType) -> Option<Reason> {
+        self.condition(t).and_then(Condition::known_reason)
+    }
+
+    /// Whether the `Healthy` condition is `True`.
+    pub fn is_healthy(&self) -> bool {
+        self.condition_status(ConditionType::Healthy) == Some(ConditionStatus::True)
+    }
+
+    /// Sets the condition of type `t`. Its transition time becomes `now` only
+    /// when its status changes (or it is new); reason, message and
+    /// generation are updated in place, so setting the same values twice
+    /// changes nothing.
+    pub fn set_condition(&mut self, t: ConditionType, update: ConditionUpdate, now: Timestamp) {
+        let fresh = Condition {
+            type_: t.as_str().to_owned(),
+            status: update.status,
+            reason: update.reason.as_str().to_owned(),
+            message: update.message,
+            last_transition_time: now,
+            observed_generation: update.generation,
+        };
+        match self.conditions.iter_mut().find(|c| c.type_ == fresh.type_) {
+            Some(c) => {
+                let since = if c.status == fresh.status {
+                    c.last_transition_time
+                } else {
+                    now
+                };
+                *c = Condition {
+                    last_transition_time: since,
+                    ..fresh
+                };
+            }
+            None => self.conditions.push(fresh),
+        }
+    }
+
+    /// A copy without the condition of type `t` (e.g. the reconciler's part
+    /// of the status is `without_condition(ConditionType::Healthy)`).
+    pub fn without_condition(&self, t: ConditionType) -> ProxyStatus {
+        let mut s = self.clone();
+        s.conditions.retain(|c| c.type_ != t.as_str());
+        s
+    }
+}
+
+/// The new value of a condition (see [`ProxyStatus::set_condition`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConditionUpdate {
+    /// Whether it holds.
+    pub status: ConditionStatus,
+    /// Why.
+    pub reason: Reason,
+    /// Details for humans.
+    pub message: String,
+    /// The generation it was computed for.
+    pub generation: Option<i64>,
+}
+
+impl ConditionUpdate {
+    /// An update from its parts.
+    pub fn new(
+        status: ConditionStatus,
+        reason: Reason,
+        message: impl Into<String>,
+        generation: Option<i64>,
+    ) -> Self {
+        ConditionUpdate {
+            status,
+            reason,
+            message: message.into(),
+            generation,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::from_unix_seconds(secs)
+    }
+
+    fn up(status: ConditionStatus, reason: Reason, msg: &str) -> ConditionUpdate {
+        ConditionUpdate::new(status, reason, msg, Some(1))
+    }
+
+    #[test]
+    fn transition_time_moves_only_when_status_changes() {
+        let mut s = ProxyStatus::default();
+        s.set_condition(
+            ConditionType::Ready,
+            up(ConditionStatus::False, Reason::Creating, "a"),
+            t(10),
+        );
+        s.set_condition(
+            ConditionType::Ready,
+            up(ConditionStatus::False, Reason::Provisioning, "b"),
+            t(20),
+        );
+        let c = s.condition(ConditionType::Ready).unwrap();
+        assert_eq!(
+            (c.last_transition_time, c.reason.as_str()),
+            (t(10), "Provisioning")
+        );
+        s.set_condition(
+            ConditionType::Ready,
+            up(ConditionStatus::True, Reason::Running, ""),
+            t(30),
+        );
+        assert_eq!(
+            s.condition(ConditionType::Ready)
+                .unwrap()
+                .last_transition_time,
+            t(30)
+        );
+        assert_eq!(s.conditions.len(), 1);
+    }
+
+    #[test]
+    fn setting_the_same_values_changes_nothing() {
+        let mut s = ProxyStatus::default();
+        let u = up(ConditionStatus::True, Reason::Running, "ok");
+        s.set_condition(ConditionType::Provisioned, u.clone(), t(1));
+        let before = s.clone();
+        s.set_condition(ConditionType::Provisioned, u, t(99));
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn healthy_is_read_from_its_condition_and_split_off() {
+        let mut s = ProxyStatus::default();
+        assert!(!s.is_healthy());
+        s.set_condition(
+            ConditionType::Healthy,
+            up(ConditionStatus::True, Reason::ProbeSucceeded, ""),
+            t(1),
+        );
+        s.set_condition(
+            ConditionType::Ready,
+            up(ConditionStatus::True, Reason::Running, ""),
+            t(1),
+        );
+        assert!(s.is_healthy());
+        let r = s.without_condition(ConditionType::Healthy);
+        assert_eq!(r.conditions.len(), 1);
+        assert!(!r.is_healthy());
+        assert_eq!(
+            r.condition_reason(ConditionType::Ready),
+            Some(Reason::Running)
+        );
+    }
+
+    #[test]
+    fn wire_form_matches_the_crd() {
+        let mut s = ProxyStatus {
+            phase: Some(Phase::Running),
+            provider_id: Some("kvm2://e/h/ep-1".into()),
+            ip: Some("10.0.0.5".parse().unwrap()),
+            port: Some(3128),
+            ..ProxyStatus::default()
+        };
+        s.set_condition(
+            ConditionType::Ready,
+            up(ConditionStatus::True, Reason::Running, ""),
+            t(0),
+        );
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "phase": "Running",
+                "providerID": "kvm2://e/h/ep-1",
+                "ip": "10.0.0.5",
+                "port": 3128,
+                "conditions": [{
+                    "type": "Ready", "status": "True", "reason": "Running", "message": "",
+                    "lastTransitionTime": "1970-01-01T00:00:00Z", "observedGeneration": 1
+                }]
+            })
+        );
+        let back: ProxyStatus = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
+        let empty: ProxyStatus = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty, ProxyStatus::default());
+    }
+
+    #[test]
+    fn foreign_condition_types_survive_a_round_trip() {
+        let json = r#"{"conditions":[{"type":"Custom","status":"False","reason":"Whatever",
+            "lastTransitionTime":"2025-01-01T00:00:00Z"}]}"#;
+        let s: ProxyStatus = serde_json::from_str(json).unwrap();
+        assert_eq!(s.conditions[0].type_, "Custom");
+        assert_eq!(s.conditions[0].known_reason(), None);
+        assert_eq!(s.condition(ConditionType::Ready), None);
+    }
+}
