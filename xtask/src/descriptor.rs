@@ -35,6 +35,43 @@ pub struct Descriptor {
     /// an upstream HTTPS server.
     #[serde(default)]
     pub guest_net: GuestNet,
+    /// The Kubernetes control plane (etcd + kube-apiserver), when started.
+    #[serde(default)]
+    pub kube: Option<KubeService>,
+}
+
+/// The sandbox's Kubernetes API server (v1.20, TLS on loopback, RBAC on) and
+/// the etcd behind it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KubeService {
+    /// The API server's URL, e.g. `https://127.0.0.1:6443`.
+    pub server: String,
+    /// A kubeconfig for an administrator (group `system:masters`).
+    pub kubeconfig: PathBuf,
+    /// The sandbox CA: it signed the server's certificate and is the client CA.
+    pub ca_cert: PathBuf,
+    /// The CA's private key (to issue client certificates for other users).
+    pub ca_key: PathBuf,
+    /// The API server's version, e.g. `v1.20.2`.
+    pub version: String,
+    /// etcd's client URL.
+    pub etcd: String,
+    /// The issuer of service-account tokens (`TokenRequest` works).
+    pub service_account_issuer: String,
+}
+
+impl KubeService {
+    /// A kubeconfig (JSON, which kubectl and kube-rs read as YAML) that
+    /// authenticates with a bearer token, e.g. a ServiceAccount's from
+    /// `kubectl create token`.
+    pub fn kubeconfig_with_token(&self, user: &str, token: &str) -> String {
+        crate::kubeconfig::render(
+            &self.server,
+            &self.ca_cert,
+            user,
+            crate::kubeconfig::Credentials::Token(token),
+        )
+    }
 }
 
 /// The sandbox's libvirtd (the monolithic daemon).
@@ -353,6 +390,7 @@ mod tests {
             },
             bridge: "kvm2-sbx0".into(),
             guest_net: guest_net(),
+            kube: None,
         };
         assert_eq!(
             d.virsh_uri("qemu:///system"),

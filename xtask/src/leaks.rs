@@ -19,6 +19,8 @@ const WATCHED: &[&str] = &[
     "ssh",
     "dnsmasq",
     "qemu-system-x86",
+    "etcd",
+    "kube-apiserver",
 ];
 /// Network namespaces (`ip netns` names) with this prefix are the project's.
 const NETNS_PREFIX: &str = "kvm2-";

@@ -21,8 +21,11 @@
 //! program there.
 
 mod descriptor;
+pub mod kubeconfig;
 
-pub use descriptor::{Descriptor, DescriptorError, ENV_VAR, LibvirtService, PoolInfo, SshService};
+pub use descriptor::{
+    Descriptor, DescriptorError, ENV_VAR, KubeService, LibvirtService, PoolInfo, SshService,
+};
 pub use descriptor::{GuestNet, Lease};
 
 mod netns;

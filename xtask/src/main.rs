@@ -10,9 +10,12 @@
 //! ```
 
 mod cmd;
+mod control_plane;
 mod fuzz;
 mod guest_net;
+mod kube_build;
 mod leaks;
+mod pki;
 mod sandbox;
 mod setup;
 
@@ -81,7 +84,7 @@ fn test(extra: &[&str]) -> Result<ExitCode> {
 /// is missing, starts the sandbox and stops it afterwards, also when `c`
 /// fails. A sandbox that was already up is used and left up.
 fn against_sandbox(mut c: std::process::Command, what: &str) -> Result<ExitCode> {
-    if !setup::missing().is_empty() {
+    if setup::needed() {
         setup::setup()?;
     }
     let was_up = sandbox::current();

@@ -3,10 +3,12 @@
 //! `up` starts, as root, in a fresh run directory under [`BASE`]:
 //! virtlogd (unless one already serves libvirt's virtlogd socket), libvirtd
 //! (the monolithic daemon, so one socket serves both `qemu:///system` and
-//! `test:///default`), a transient `dir` pool, and sshd on 127.0.0.1 at a
-//! free port with fresh keys. It waits until each answers, then writes the
-//! [`Descriptor`]. `down` stops only the processes `up` recorded, after
-//! removing the domains, volumes and pools created since `up`.
+//! `test:///default`), a transient `dir` pool, sshd on 127.0.0.1 at a free
+//! port with fresh keys, and the Kubernetes control plane ([`control_plane`]:
+//! etcd + kube-apiserver with TLS and RBAC). It waits until each answers,
+//! then writes the [`Descriptor`]. `down` stops only the processes `up`
+//! recorded, after removing the domains, volumes and pools created since
+//! `up`, and deletes etcd's data.
 //!
 //! The guests' network comes first ([`crate::guest_net`]): a network
 //! namespace with the guests' bridge, dnsmasq and an upstream HTTPS server.
@@ -25,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use xtask::{Descriptor, LibvirtService, PoolInfo, SshService};
 
 use crate::cmd::{cmd, output, read};
+use crate::control_plane;
 use crate::guest_net;
 
 /// Where run directories live. One sandbox runs per machine at a time: its
@@ -47,6 +50,9 @@ struct Record {
     domains_before: Vec<String>,
     /// Pools on `qemu:///system` that existed before `up` (never touched).
     pools_before: Vec<String>,
+    /// Directories outside the run directory that `down` removes (etcd's data).
+    #[serde(default)]
+    scratch: Vec<PathBuf>,
 }
 
 /// The descriptor path of the running sandbox, if one is up.
@@ -99,6 +105,7 @@ pub fn up() -> Result<PathBuf> {
         processes: Vec::new(),
         domains_before: Vec::new(),
         pools_before: Vec::new(),
+        scratch: Vec::new(),
     };
     let result = start_all(&dir, &mut record);
     // The record is written whatever happened, so `down` can stop what did start.
@@ -163,7 +170,9 @@ fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
     ))?;
 
     let ssh = start_sshd(dir, record)?;
+    let kube = control_plane::start(dir, &mut record.processes, &mut record.scratch)?;
     Ok(Descriptor {
+        kube: Some(kube),
         bridge: guest_net.bridge.clone(),
         guest_net,
         state_dir: dir.to_owned(),
@@ -334,6 +343,7 @@ pub fn down() -> Result<()> {
         processes: Vec::new(),
         domains_before: Vec::new(),
         pools_before: Vec::new(),
+        scratch: Vec::new(),
     });
     let socket = dir.join("libvirt-sock");
     let libvirtd_alive = record
@@ -352,6 +362,9 @@ pub fn down() -> Result<()> {
         stop(name, *pid);
     }
     let _ = std::fs::remove_dir_all(dir.join("pool"));
+    for scratch in &record.scratch {
+        let _ = std::fs::remove_dir_all(scratch);
+    }
     // QEMU left inside, then the namespace with its bridge and taps.
     guest_net::remove();
     let _ = std::fs::remove_file(CURRENT);
@@ -422,6 +435,10 @@ pub fn status() -> Result<bool> {
         println!("  sshd      {}@{}:{}", d.ssh.user, d.ssh.host, d.ssh.port);
         println!("  pool      {} at {}", d.pool.name, d.pool.dir.display());
         guest_net::print_status(&d.guest_net);
+        if let Some(k) = &d.kube {
+            println!("  kube      {} ({})", k.server, k.version);
+            println!("export KUBECONFIG={}", k.kubeconfig.display());
+        }
         println!(
             "export {}={}",
             xtask::ENV_VAR,
@@ -514,20 +531,30 @@ pub(crate) fn wait_pid_file(path: &Path) -> Result<u32> {
     pid.context("pid file vanished")
 }
 
-fn wait_until(what: &str, mut ready: impl FnMut() -> Result<bool>) -> Result<()> {
-    let deadline = Instant::now() + READY_BUDGET;
+fn wait_until(what: &str, ready: impl FnMut() -> Result<bool>) -> Result<()> {
+    wait_until_within(what, READY_BUDGET, ready)
+}
+
+/// Polls `ready` every 25 ms until it answers true or `budget` runs out.
+pub(crate) fn wait_until_within(
+    what: &str,
+    budget: Duration,
+    mut ready: impl FnMut() -> Result<bool>,
+) -> Result<()> {
+    let deadline = Instant::now() + budget;
     loop {
         if ready()? {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            bail!("{what} not ready within {READY_BUDGET:?}");
+            bail!("{what} not ready within {budget:?}");
         }
         std::thread::sleep(Duration::from_millis(25));
     }
 }
 
-fn free_port() -> Result<u16> {
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub(crate) fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 

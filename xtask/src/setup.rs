@@ -11,6 +11,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use crate::cmd::{cmd, run};
+use crate::kube_build;
 
 /// A file whose presence proves a package is installed, and that package.
 const REQUIRED: &[(&str, &str, Source)] = &[
@@ -48,6 +49,19 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     ("/usr/bin/isoinfo", "genisoimage", Source::Main),
     ("/usr/bin/curl", "curl", Source::Main),
     ("/usr/share/OVMF/OVMF_CODE_4M.fd", "ovmf", Source::Main),
+    // The Kubernetes control plane: etcd, and what builds kube-apiserver.
+    ("/usr/bin/etcd", "etcd-server", Source::Main),
+    ("/usr/bin/openssl", "openssl", Source::Main),
+    ("/usr/lib/go-1.19/bin/go", "golang-1.19-go", Source::Main),
+    (
+        "/usr/share/gocode/src/github.com/modern-go/reflect2/reflect2.go",
+        "golang-github-modern-go-reflect2-dev",
+        Source::Main,
+    ),
+    ("/usr/bin/rsync", "rsync", Source::Main),
+    ("/usr/bin/make", "make", Source::Main),
+    ("/usr/bin/dpkg-source", "dpkg-dev", Source::Main),
+    ("/usr/bin/kubectl", "kubernetes-client", Source::Main),
     // The guests' network namespace: DHCP (dnsmasq), the upstream HTTPS
     // server (Debian's python3) and its certificates, `ip netns`; busybox's
     // udhcpc is the real DHCP client its tests run.
@@ -83,16 +97,29 @@ pub fn missing() -> Vec<(&'static str, bool)> {
     out
 }
 
-/// Installs what is missing; a fast no-op when nothing is.
+/// Whether `setup` has anything to do.
+pub fn needed() -> bool {
+    !missing().is_empty() || !kube_build::apiserver_path().exists()
+}
+
+/// Installs what is missing and builds kube-apiserver unless cached; a fast
+/// no-op when nothing is missing.
 pub fn setup() -> Result<()> {
+    let started = Instant::now();
+    install_packages()?;
+    kube_build::ensure_apiserver()?;
+    eprintln!(
+        "setup: everything is installed ({} checks, {:.0?})",
+        REQUIRED.len(),
+        started.elapsed()
+    );
+    Ok(())
+}
+
+fn install_packages() -> Result<()> {
     let started = Instant::now();
     let missing = missing();
     if missing.is_empty() {
-        eprintln!(
-            "setup: everything is installed ({} checks, {:.0?})",
-            REQUIRED.len(),
-            started.elapsed()
-        );
         return Ok(());
     }
     let names: Vec<&str> = missing.iter().map(|(p, _)| *p).collect();
@@ -105,8 +132,14 @@ pub fn setup() -> Result<()> {
         std::fs::write(BACKPORTS_LIST, BACKPORTS_SOURCE)
             .with_context(|| format!("cannot write {BACKPORTS_LIST} (run as root)"))?;
     }
-    run(cmd("apt-get", ["update", "-q"]))?;
-    let mut install = cmd("apt-get", ["install", "-y", "-q"]);
+    run(cmd(
+        "apt-get",
+        ["-o", "DPkg::Lock::Timeout=600", "update", "-q"],
+    ))?;
+    let mut install = cmd(
+        "apt-get",
+        ["-o", "DPkg::Lock::Timeout=600", "install", "-y", "-q"],
+    );
     install.env("DEBIAN_FRONTEND", "noninteractive");
     if bookworm && missing.iter().any(|(_, bp)| *bp) {
         install.args(["-t", "bookworm-backports"]);
@@ -119,7 +152,7 @@ pub fn setup() -> Result<()> {
         "setup: still missing after install: {}",
         still.join(", ")
     );
-    eprintln!("setup: done in {:.1?}", started.elapsed());
+    eprintln!("setup: packages installed in {:.1?}", started.elapsed());
     Ok(())
 }
 
