@@ -62,6 +62,11 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     ("/usr/bin/make", "make", Source::Main),
     ("/usr/bin/dpkg-source", "dpkg-dev", Source::Main),
     ("/usr/bin/kubectl", "kubernetes-client", Source::Main),
+    // The real tools that read what the provider renders, for host-side
+    // checks: cloud-init's schema validator (never run at boot here: see
+    // CLOUD_INIT_DISABLED) and Squid's parser (its daemon is not started).
+    ("/usr/bin/cloud-init", "cloud-init", Source::Main),
+    ("/usr/sbin/squid", "squid", Source::Main),
     // The guests' network namespace: DHCP (dnsmasq), the upstream HTTPS
     // server (Debian's python3) and its certificates, `ip netns`; busybox's
     // udhcpc is the real DHCP client its tests run.
@@ -71,6 +76,9 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     ("/bin/ip", "iproute2", Source::Main),
     ("/bin/busybox", "busybox", Source::Main),
 ];
+
+/// cloud-init's own switch: with this file present it does nothing at boot.
+const CLOUD_INIT_DISABLED: &str = "/etc/cloud/cloud-init.disabled";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Source {
@@ -146,6 +154,13 @@ fn install_packages() -> Result<()> {
     }
     install.args(&names);
     run(install)?;
+    // cloud-init is here for `cloud-init schema` only: it must never
+    // configure this machine at its next boot.
+    if Path::new("/usr/bin/cloud-init").exists() {
+        std::fs::create_dir_all("/etc/cloud")?;
+        std::fs::write(CLOUD_INIT_DISABLED, "")
+            .with_context(|| format!("cannot write {CLOUD_INIT_DISABLED}"))?;
+    }
     let still = missing_after();
     anyhow::ensure!(
         still.is_empty(),

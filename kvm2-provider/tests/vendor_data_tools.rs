@@ -1,0 +1,104 @@
+//! The vendor data the provider renders is checked by the real tools that
+//! will read it: cloud-init's own schema validator and Squid's own parser
+//! (both installed on the host by `cargo xtask setup`). The same checks run
+//! inside a booted guest in `guest_e2e_sandbox.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::process::Command;
+
+use kvm2_provider::vendor_data::{ClientRange, ProxySettings, SQUID_CONFIG_PATH, render};
+
+fn settings() -> ProxySettings {
+    ProxySettings {
+        port: 3128,
+        allowed_clients: vec![
+            ClientRange::parse("10.0.0.0/8").unwrap(),
+            ClientRange::parse("192.168.0.0/16").unwrap(),
+            ClientRange::parse("fd00::/8").unwrap(),
+        ],
+    }
+}
+
+/// The `content: |` block of the Squid file, unindented.
+fn squid_conf(vendor_data: &str) -> String {
+    let mut lines = vendor_data
+        .lines()
+        .skip_while(|l| !l.contains(SQUID_CONFIG_PATH))
+        .skip_while(|l| !l.trim_end().ends_with("content: |"))
+        .skip(1)
+        .take_while(|l| l.starts_with("      "))
+        .map(|l| &l[6..])
+        .collect::<Vec<_>>()
+        .join("\n");
+    lines.push('\n');
+    lines
+}
+
+#[test]
+fn cloud_init_schema_accepts_the_vendor_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vendor-data");
+    std::fs::write(&path, render(&settings()).unwrap()).unwrap();
+    let out = Command::new("cloud-init")
+        .args(["schema", "-c"])
+        .arg(&path)
+        .output()
+        .expect("cloud-init is installed by `cargo xtask setup`");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "cloud-init schema refused it: {text}");
+    assert!(text.contains("Valid cloud-config"), "{text}");
+}
+
+#[test]
+fn cloud_init_schema_is_a_real_check() {
+    // The same validator refuses a broken document, so the test above
+    // cannot pass by accident.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vendor-data");
+    let broken = render(&settings())
+        .unwrap()
+        .replace("package_update: true", "package_update: sometimes");
+    std::fs::write(&path, broken).unwrap();
+    let out = Command::new("cloud-init")
+        .args(["schema", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+#[test]
+fn squid_parses_the_rendered_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = squid_conf(&render(&settings()).unwrap());
+    assert!(conf.starts_with("# Written by the kvm2 provider"), "{conf}");
+    assert!(conf.contains("http_port 3128\n"), "{conf}");
+    let path = dir.path().join("squid.conf");
+    std::fs::write(&path, &conf).unwrap();
+    let out = Command::new("squid")
+        .args(["-k", "parse", "-f"])
+        .arg(&path)
+        .output()
+        .expect("squid is installed by `cargo xtask setup`");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "squid -k parse refused it: {text}");
+    assert!(!text.contains("ERROR"), "{text}");
+
+    // A directive Squid does not know fails the same parse.
+    std::fs::write(&path, format!("{conf}no_such_directive on\n")).unwrap();
+    let out = Command::new("squid")
+        .args(["-k", "parse", "-f"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() || text.contains("ERROR") || text.contains("WARNING"),
+        "an unknown directive was not reported: {text}"
+    );
+}
