@@ -92,7 +92,7 @@ pub(super) fn start(mut d: Draft<'_>) -> Step {
     }
     d.finish(Next::Call(Call::Create {
         provider: valid.provider,
-        request,
+        request: Box::new(request),
     }))
 }
 

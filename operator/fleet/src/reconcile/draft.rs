@@ -229,10 +229,10 @@ impl<'a> Draft<'a> {
         // Transition times compare with the stored status, not with values
         // set and overridden within this step.
         for c in &mut self.status.conditions {
-            if let Some(o) = self.inp.old.conditions.iter().find(|o| o.type_ == c.type_) {
-                if o.status == c.status {
-                    c.last_transition_time = o.last_transition_time;
-                }
+            if let Some(o) = self.inp.old.conditions.iter().find(|o| o.type_ == c.type_)
+                && o.status == c.status
+            {
+                c.last_transition_time = o.last_transition_time;
             }
         }
         Step {

@@ -104,7 +104,7 @@ pub enum Call {
         /// The provider entry.
         provider: Identifier,
         /// The request (its `Debug` redacts the user data).
-        request: CreateRequest,
+        request: Box<CreateRequest>,
     },
     /// `get` (the entry is the ID's provider).
     Get(ProviderId),

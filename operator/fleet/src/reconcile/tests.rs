@@ -1001,11 +1001,13 @@ fn no_pass_makes_more_than_the_documented_number_of_calls() {
 #[test]
 fn secret_to_read_follows_the_spec_in_force() {
     let r = Reconciler::new(Policy::default(), ClusterIdentity::parse("c").unwrap());
-    let mut spec = ProxySpec::default();
-    spec.cloud_init = Some(SecretRef {
-        name: "new".into(),
-        key: "user-data".into(),
-    });
+    let spec = ProxySpec {
+        cloud_init: Some(SecretRef {
+            name: "new".into(),
+            key: "user-data".into(),
+        }),
+        ..ProxySpec::default()
+    };
     let mut status = ProxyStatus::default();
     assert_eq!(r.secret_to_read(&spec, &status).unwrap().name, "new");
     let mut applied = spec.clone();
