@@ -14,6 +14,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use provider_api::Identifier;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, quoted};
@@ -21,7 +22,7 @@ use crate::spec::ProxySpec;
 use crate::status::{ConditionStatus, ConditionType, Phase, ProxyStatus};
 
 /// One proxy as discovery shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DiscoveredProxy {
     /// The Proxy's namespace.
@@ -140,7 +141,7 @@ impl DiscoveryQuery {
 }
 
 /// The discovery response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DiscoveryResponse {
     /// The matching proxies, by namespace then name.
     pub proxies: Vec<DiscoveredProxy>,

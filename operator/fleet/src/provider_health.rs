@@ -8,6 +8,7 @@
 use std::time::{Duration, SystemTime};
 
 use provider_api::TargetStatus;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
@@ -17,7 +18,7 @@ use crate::time::Timestamp;
 pub const LATENCY_TOLERANCE: Duration = Duration::from_millis(100);
 
 /// The status of one provider entry's `ProviderHealth` object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderHealthStatus {
     /// `n/m`: reachable targets of all targets (printer column).
@@ -35,7 +36,7 @@ pub struct ProviderHealthStatus {
 }
 
 /// One target's (host's) health.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TargetHealth {
     /// The host's name in the providers config.

@@ -6,6 +6,7 @@
 //! reconciler reports as a condition, never a panic.
 
 use provider_api::{Identifier, ObjectName, Placement};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The Secret key read for cloud-init user data when the reference names
@@ -17,7 +18,7 @@ pub const DEFAULT_USER_DATA_KEY: &str = "user-data";
 /// Immutable once an instance is made: the reconciler keeps using the spec
 /// recorded in the status (`appliedSpec`) and reports an edit as
 /// [`Reason::SpecImmutable`](crate::Reason::SpecImmutable).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProxySpec {
     /// The provider entry (a `name` in the providers config).
@@ -39,7 +40,7 @@ pub struct ProxySpec {
 }
 
 /// `spec.placement`: an optional host and how strictly to hold to it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementSpec {
     /// A host (target) of the provider entry; any host when absent.
@@ -58,7 +59,7 @@ impl PlacementSpec {
 }
 
 /// How strictly [`PlacementSpec::host`] is meant.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum PlacementPolicy {
     /// On that host if it is usable, elsewhere otherwise.
     #[default]
@@ -68,7 +69,7 @@ pub enum PlacementPolicy {
 }
 
 /// A reference to a key of a Secret in the Proxy's namespace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretRef {
     /// The Secret's name.

@@ -9,6 +9,7 @@
 
 use std::net::IpAddr;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::reason::Reason;
@@ -16,7 +17,7 @@ use crate::spec::ProxySpec;
 use crate::time::Timestamp;
 
 /// A `Proxy`'s status.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProxyStatus {
     /// The summary (printer column); absent before the first reconcile.
@@ -57,8 +58,10 @@ pub struct ProxyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_spec: Option<ProxySpec>,
     /// `Provisioned`, `Ready` (the reconciler's) and `Healthy` (the health
-    /// engine's), keyed by type.
+    /// engine's), keyed by type (a list-map, so each writer applies its
+    /// own entries).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
 
@@ -67,7 +70,7 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// The summary of a `Proxy`'s state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Phase {
     /// No instance yet (creating, or waiting for input or capacity).
     Pending,
@@ -117,7 +120,7 @@ impl ConditionType {
 }
 
 /// A condition's status, as Kubernetes spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum ConditionStatus {
     /// The condition holds.
     True,
@@ -143,7 +146,7 @@ impl ConditionStatus {
 /// `type` and `reason` are text on the wire (another writer may add types
 /// this crate does not know); this crate writes them from
 /// [`ConditionType`] and [`Reason`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     /// The type (`Provisioned`, `Ready`, `Healthy`).
@@ -369,6 +372,35 @@ mod tests {
         assert_eq!(back, s);
         let empty: ProxyStatus = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, ProxyStatus::default());
+    }
+
+    #[test]
+    fn the_schema_matches_the_wire_form() {
+        let schema = serde_json::to_value(schemars::schema_for!(ProxyStatus)).unwrap();
+        let props = &schema["properties"];
+        assert!(props.get("providerID").is_some(), "{schema}");
+        assert_eq!(props["createdAt"]["format"], "date-time");
+        assert_eq!(props["conditions"]["x-kubernetes-list-type"], "map");
+        assert_eq!(
+            props["conditions"]["x-kubernetes-list-map-keys"],
+            serde_json::json!(["type"])
+        );
+        let condition = &schema["$defs"]["Condition"];
+        let required = condition["required"].as_array().unwrap();
+        for field in ["type", "status", "reason", "lastTransitionTime"] {
+            assert!(
+                required.contains(&serde_json::json!(field)),
+                "{field}: {condition}"
+            );
+        }
+        assert_eq!(
+            condition["properties"]["lastTransitionTime"]["format"],
+            "date-time"
+        );
+        assert!(
+            schema.get("required").is_none(),
+            "every status field is optional"
+        );
     }
 
     #[test]

@@ -125,6 +125,22 @@ impl<'de> serde::Deserialize<'de> for Timestamp {
     }
 }
 
+/// A string with `format: date-time`, as Kubernetes schemas give
+/// `metav1.Time`.
+impl schemars::JsonSchema for Timestamp {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Timestamp".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "format": "date-time"})
+    }
+}
+
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian
 /// (H. Hinnant's `civil_from_days`).
 fn civil_from_days(z: i64) -> (i64, i64, i64) {
