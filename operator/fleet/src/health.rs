@@ -6,6 +6,11 @@
 //! so a rollout neither flaps a healthy proxy to Unknown nor promotes an
 //! unhealthy one on its first lucky probe. The condition's reason and
 //! message are fixed at each transition, so steady probing writes nothing.
+//!
+//! A tracker belongs to one endpoint: when a Proxy's address changes (a
+//! replacement), the health engine starts a fresh tracker
+//! ([`HealthTracker::default`]) rather than carry the old instance's counters
+//! over.
 
 use crate::probe::ProbeOutcome;
 use crate::reason::Reason;

@@ -132,7 +132,8 @@ pub use error::Error;
 pub use event::{Event, EventKind, EventReason};
 pub use health::{HealthTracker, Hysteresis};
 pub use probe::{
-    FailureKind, MAX_STATUS_LINE, ProbeFailure, ProbeOutcome, ProbeTarget, parse_status_line, probe,
+    FailureKind, MAX_PROBE_TIMEOUT, MAX_STATUS_LINE, ProbeFailure, ProbeOutcome, ProbeTarget,
+    parse_status_line, probe,
 };
 pub use provider_health::{LATENCY_TOLERANCE, ProviderHealthStatus, TargetHealth, provider_health};
 pub use reason::{Reason, ReasonCategory};

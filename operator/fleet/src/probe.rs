@@ -29,6 +29,9 @@ use crate::reason::Reason;
 /// Longest status line read before the answer is judged not HTTP.
 pub const MAX_STATUS_LINE: usize = 1024;
 
+/// The longest probe: larger timeouts are cut to this.
+pub const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// The `host:port` a CONNECT asks for: a DNS name or an IP address (IPv6 in
 /// brackets) and a non-zero port. Parsing refuses anything that could
 /// smuggle bytes into the request line.
@@ -165,7 +168,7 @@ fn fail(kind: FailureKind, detail: String) -> ProbeOutcome {
 }
 
 /// Probes the proxy at `proxy` with `CONNECT target`, within `timeout` in
-/// all.
+/// all (at most [`MAX_PROBE_TIMEOUT`]).
 ///
 /// Never fails as a whole: every failure is an
 /// [`Unhealthy`](ProbeOutcome::Unhealthy) outcome with its kind.
@@ -174,6 +177,7 @@ fn fail(kind: FailureKind, detail: String) -> ProbeOutcome {
 /// Cancel safe: dropping the future drops the socket (closed without
 /// waiting); nothing outlives it.
 pub async fn probe(proxy: SocketAddr, target: &ProbeTarget, timeout: Duration) -> ProbeOutcome {
+    let timeout = timeout.min(MAX_PROBE_TIMEOUT);
     let started = Instant::now();
     let deadline = started + timeout;
     let late = || format!("no verdict from {proxy} within {} ms", timeout.as_millis());

@@ -103,6 +103,12 @@ async fn status_200_is_healthy_and_the_request_is_a_connect_with_host() {
 }
 
 #[tokio::test]
+async fn an_endless_timeout_is_cut_not_a_panic() {
+    let (addr, _rx) = fake_proxy(answer(b"HTTP/1.1 200 OK\r\n\r\n")).await;
+    assert!(probe(addr, &target(), Duration::MAX).await.is_healthy());
+}
+
+#[tokio::test]
 async fn http_1_0_and_a_split_status_line_are_read() {
     assert!(
         run(answer(b"HTTP/1.0 200 Connection established\r\n\r\n"))
