@@ -1,13 +1,14 @@
 //! The guests' network: a network namespace of the sandbox's own.
 //!
 //! ```text
-//!  host namespace                 │  namespace kvm2-sbx (no route out)
-//!                                 │
-//!  sshd 127.0.0.1 ─┐              │   libvirtd ── taps vnetN ─┐
-//!  virsh, tests ───┴─ unix socket ┼─▶ (socket in the run dir) │
-//!                    in the run dir│                  bridge kvm2-sbx0 10.213.7.1/24
-//!                                 │        dnsmasq: DHCP .100-.199, DNS, no upstream
-//!                                 │        upstream HTTPS :443 (python3 ssl + http.server)
+//!  host namespace                   │ namespace kvm2-sbx (no route out)
+//!                                   │
+//!  sshd on 127.0.0.1 ─┐             │ libvirtd (its unix socket is in the run dir)
+//!  virsh, tests ──────┴─▶ libvirt's │   │ creates taps vnetN for domains' NICs
+//!                         socket    │   ▼
+//!                                   │ bridge kvm2-sbx0 10.213.7.1/24 ◀── guests
+//!                                   │   dnsmasq: DHCP .100-.199, DNS, no upstream
+//!                                   │   upstream HTTPS :443 (python3 ssl + http.server)
 //! ```
 //!
 //! `start` creates the namespace (loopback up, the bridge with the gateway
@@ -94,9 +95,19 @@ pub fn start(dir: &Path, processes: &mut Vec<(String, u32)>) -> Result<GuestNet>
     Ok(net)
 }
 
-/// A command that runs `program` inside the guest network namespace.
+/// A command that runs `program` inside the guest network namespace, and
+/// only there: `nsenter --net` keeps the host's mount namespace (where
+/// `ip netns exec` makes one of its own to remount `/sys`), so the daemons
+/// the sandbox starts see every mount made after they start — a test's
+/// pool on a tmpfs it mounts, for one. Their `/sys/class/net` describes the
+/// host's interfaces; libvirtd makes and attaches taps with ioctls and
+/// netlink, which act in the namespace.
 pub fn command(program: &str) -> Command {
-    xtask::command_in(NETNS, program)
+    let mut c = Command::new("nsenter");
+    c.arg(format!("--net={}", xtask::netns_path(NETNS).display()))
+        .arg("--")
+        .arg(program);
+    c
 }
 
 /// Whether the namespace exists.

@@ -123,6 +123,13 @@ fn libvirtd_runs_inside_the_guest_namespace() {
         ns,
         "tests run in the host namespace"
     );
+    // Only the network namespace differs: libvirtd sees the mounts tests
+    // make (a pool on a tmpfs a test mounts after `sandbox up`).
+    assert_eq!(
+        ns_id(format!("/proc/{}/ns/mnt", pid.trim())),
+        ns_id("/proc/self/ns/mnt"),
+        "libvirtd runs in a mount namespace of its own"
+    );
 }
 
 /// Destroys and undefines a domain when dropped, even if the test panics.
