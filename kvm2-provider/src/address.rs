@@ -36,27 +36,45 @@ use libvirt_rpc::{
     DomainInterface, DomainXmlFlags, Error as RpcError, InterfaceAddressesSource, NoFlags,
     proto::types::Domain,
 };
-use provider_api::Error as ApiError;
+use provider_api::{AddressSource, AddressSources, Error as ApiError};
 
 use crate::connection::Connection;
 use crate::observe::observed;
 
 /// The sources, in the order they are asked, with the procedure name each
-/// call is observed under.
-pub const SOURCES: [(InterfaceAddressesSource, &str); 3] = [
+/// call is observed under and the [`AddressSource`] it is reported as.
+///
+/// For the provider's own domains (a NIC on a plain bridge) only the agent
+/// and ARP can ever know an address: libvirt reads leases only for NICs on
+/// networks it manages, so the lease source answers an empty list
+/// (review finding K8; see [`AddressSource`]).
+pub const SOURCES: [(InterfaceAddressesSource, &str, AddressSource); 3] = [
     (
         InterfaceAddressesSource::Agent,
         "domain_interface_addresses(agent)",
+        AddressSource::GuestAgent,
     ),
     (
         InterfaceAddressesSource::Arp,
         "domain_interface_addresses(arp)",
+        AddressSource::Arp,
     ),
     (
         InterfaceAddressesSource::Lease,
         "domain_interface_addresses(lease)",
+        AddressSource::Lease,
     ),
 ];
+
+/// What an address lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Discovered {
+    /// The address, if a source knew one.
+    pub ip: Option<IpAddr>,
+    /// The sources that answered (a list, possibly empty) before the
+    /// lookup ended; failed sources are not in it.
+    pub answered: AddressSources,
+}
 
 /// What one source's answer means.
 #[derive(Debug)]
@@ -144,9 +162,9 @@ fn is_usable(ip: IpAddr) -> bool {
 /// Asks the sources in order (see the [module docs](self)) for `domain`'s
 /// address on `conn`.
 ///
-/// Returns `Ok(Some(ip))` from the first source that knows one, `Ok(None)`
-/// when at least one source answered and none knew an address ("no address
-/// yet").
+/// Returns the address from the first source that knows one, or none when
+/// at least one source answered and none knew an address ("no address
+/// yet"), with the sources that answered.
 ///
 /// # Errors
 /// Transient when the link is dead or a call hit its deadline (at once,
@@ -155,11 +173,12 @@ fn is_usable(ip: IpAddr) -> bool {
 ///
 /// # Cancel safety
 /// Cancel safe: read-only calls.
-pub async fn discover(conn: &Connection, domain: &Domain) -> Result<Option<IpAddr>, ApiError> {
+pub async fn discover(conn: &Connection, domain: &Domain) -> Result<Discovered, ApiError> {
     let host = conn.host();
     let mut failures = Vec::new();
+    let mut answered = AddressSources::empty();
     let mut macs: Option<Vec<String>> = None;
-    for (source, procedure) in SOURCES {
+    for (source, procedure, reported) in SOURCES {
         let call = conn
             .client()
             .domain_interface_addresses(domain, source, NoFlags::empty());
@@ -174,13 +193,19 @@ pub async fn discover(conn: &Connection, domain: &Domain) -> Result<Option<IpAdd
             *interfaces = only_nics(std::mem::take(interfaces), known);
         }
         match step(result) {
-            Step::Found(ip) => return Ok(Some(ip)),
-            Step::Nothing => {}
+            Step::Found(ip) => {
+                return Ok(Discovered {
+                    ip: Some(ip),
+                    answered: answered.with(reported),
+                });
+            }
+            Step::Nothing => answered.insert(reported),
             Step::SourceFailed(why) => failures.push(format!("{procedure}: {why}")),
             Step::LinkDead(e) => return Err(link_failed(conn, domain, e)),
         }
     }
     conclude(&domain.name, host.as_str(), failures, SOURCES.len())
+        .map(|ip| Discovered { ip, answered })
 }
 
 /// The domain's NIC MACs from its XML; empty (no filtering) when the XML

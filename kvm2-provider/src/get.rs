@@ -20,7 +20,9 @@
 use libvirt_rpc::{
     DomainModificationImpact, ErrorCode, MetadataType, NoFlags, proto::types::Domain,
 };
-use provider_api::{Error as ApiError, Identifier, Instance, ProviderId, ProviderType};
+use provider_api::{
+    AddressSources, Error as ApiError, Identifier, Instance, ProviderId, ProviderType,
+};
 
 use crate::address;
 use crate::connection::Connection;
@@ -35,7 +37,10 @@ use crate::state::{DomainPhase, classify};
 ///
 /// A running domain is [`Running`](provider_api::InstanceState::Running)
 /// with an address, or `Provisioning` while no source knows one yet; other
-/// states map through [`state::classify`](crate::state::classify).
+/// states map through [`state::classify`](crate::state::classify). The
+/// instance carries the address sources that answered
+/// ([`Instance::address_sources`]); its `proxy_port` is left to the caller
+/// (the provider sets it from its config).
 ///
 /// # Errors
 /// * Permanent: `id` is not a kvm2 ID of entry `entry`, names a host that is
@@ -86,19 +91,31 @@ pub async fn get(
     .await
     .map_err(|e| to_provider_error(format!("host {host}: state of domain {name}"), e))?;
     let verdict = classify(state.state.to_wire(), state.reason);
-    let (state, ip) = match verdict.phase {
-        DomainPhase::Running => match address::discover(&conn, &domain).await? {
-            Some(ip) => (provider_api::InstanceState::Running, Some(ip)),
-            None => (provider_api::InstanceState::Provisioning, None),
-        },
-        _ => (verdict.instance_state(), None),
+    let (state, ip, answered) = match verdict.phase {
+        DomainPhase::Running => {
+            let found = address::discover(&conn, &domain).await?;
+            match found.ip {
+                Some(ip) => (
+                    provider_api::InstanceState::Running,
+                    Some(ip),
+                    found.answered,
+                ),
+                None => (
+                    provider_api::InstanceState::Provisioning,
+                    None,
+                    found.answered,
+                ),
+            }
+        }
+        _ => (verdict.instance_state(), None, AddressSources::empty()),
     };
     Ok(Instance::new(
         id.clone(),
         state,
         ip,
         Some(mark.created_at().to_system_time()),
-    ))
+    )
+    .with_address_sources(answered))
 }
 
 /// Refuses an ID this provider entry did not issue: another provider type

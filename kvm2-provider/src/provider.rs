@@ -172,11 +172,17 @@ impl Provider for Kvm2Provider {
     }
 
     async fn create(&self, req: &CreateRequest) -> Result<Instance, ApiError> {
-        crate::create::create(&self.inner, req).await
+        let port = self.inner.config.proxy.port;
+        crate::create::create(&self.inner, req)
+            .await
+            .map(|i| i.with_proxy_port(port))
     }
 
     async fn get(&self, id: &ProviderId) -> Result<Instance, ApiError> {
-        crate::get::get(&self.inner.hosts, &self.inner.name, id).await
+        let port = self.inner.config.proxy.port;
+        crate::get::get(&self.inner.hosts, &self.inner.name, id)
+            .await
+            .map(|i| i.with_proxy_port(port))
     }
 
     async fn delete(&self, id: &ProviderId) -> Result<(), ApiError> {

@@ -148,7 +148,7 @@ pub use check::{CheckReason, Checker, TargetStatus};
 pub use config::{ConfigError, ConfigIssue, ProviderBlock, ProviderEntry, ProvidersConfig};
 pub use error::{BoxError, Error, ErrorClass, ResultExt};
 pub use ident::{Identifier, ObjectName, OwnerUid, ParseError, TagValue};
-pub use instance::{Instance, InstanceState, ListedInstance};
+pub use instance::{AddressSource, AddressSources, Instance, InstanceState, ListedInstance};
 pub use instance_name::name_from_uid;
 pub use metrics::{Metered, ProviderMetrics};
 pub use provider::Provider;

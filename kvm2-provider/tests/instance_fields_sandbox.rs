@@ -1,0 +1,66 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! What `Instance` carries beyond state and address: the proxy port (from
+//! the entry's `proxy.port`) and the address sources that answered on the
+//! last Get. A real QEMU domain on the sandbox's bridge, booting a blank
+//! disk: no guest agent ever answers, ARP and the lease source answer with
+//! nothing (a bridged NIC has no libvirt lease).
+
+mod common;
+mod provider_env;
+
+use std::process::Command;
+use std::sync::Arc;
+
+use provider_api::{AddressSource, InstanceState, Placement, Provider};
+use provider_env::{Env, Image};
+
+fn blank_qcow2() -> Arc<Vec<u8>> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("base.qcow2");
+    let out = Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2"])
+        .arg(&path)
+        .arg("64M")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    Arc::new(std::fs::read(&path).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_carry_the_proxy_port_and_the_sources_that_answered() {
+    let env = Env::new();
+    let body = blank_qcow2();
+    let server = common::serve_body(&body).await;
+    let image = Image::served(&server, "blank", &body, "qcow2");
+    let yaml = env.yaml(&[env.host("host1")], &[image], None);
+    let yaml = yaml.replace(
+        "      machine_types:",
+        "      proxy:\n        port: 8443\n      machine_types:",
+    );
+    let provider = env.provider(&yaml, env.options());
+    let owner = env.owner();
+
+    let created = provider
+        .create(&env.request(owner, Placement::Any))
+        .await
+        .unwrap();
+    assert_eq!(created.proxy_port, Some(8443));
+    assert!(
+        created.address_sources.is_empty(),
+        "create reads no address"
+    );
+
+    let got = provider.get(&created.id).await.unwrap();
+    assert_eq!(got.state, InstanceState::Provisioning);
+    assert_eq!(got.proxy_port, Some(8443));
+    let sources = got.address_sources;
+    assert!(
+        !sources.contains(AddressSource::GuestAgent),
+        "no agent runs in a blank guest: {sources:?}"
+    );
+    assert!(sources.contains(AddressSource::Arp), "{sources:?}");
+    assert!(sources.contains(AddressSource::Lease), "{sources:?}");
+
+    provider.delete(&created.id).await.unwrap();
+}
