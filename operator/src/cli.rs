@@ -1,0 +1,197 @@
+//! The command line: `run`, `crd`, `check`, `validate`. Every setting not in
+//! the providers config is a flag here (with an `EGRESS_*` environment
+//! variable for the Deployment).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// The egress-proxies operator.
+#[derive(Debug, Parser)]
+#[command(name = "operator", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the operator (controllers, GC, health, HTTP endpoints).
+    Run(Box<RunArgs>),
+    /// Print the CustomResourceDefinitions (YAML) this operator serves.
+    Crd {
+        /// Leave out the CEL rules (for API servers before 1.25, whose
+        /// kubectl validation refuses them); `deploy/crds/` holds this form.
+        #[arg(long)]
+        without_cel: bool,
+    },
+    /// Check every host of every provider entry: one row per host; exits 1
+    /// when any host fails.
+    Check {
+        /// The providers config file.
+        #[arg(long)]
+        config: PathBuf,
+        /// How long the whole check may take.
+        #[arg(long, default_value = "20s")]
+        timeout: Secs,
+    },
+    /// Validate a providers config: every problem at once; exits 1 when
+    /// there is any.
+    Validate {
+        /// The providers config file.
+        #[arg(long)]
+        config: PathBuf,
+    },
+}
+
+/// `operator run`'s flags.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The providers config file (mounted from the ConfigMap).
+    #[arg(long, env = "EGRESS_PROVIDERS_CONFIG")]
+    pub providers_config: PathBuf,
+    /// A kubeconfig file; without it, the standard inference (KUBECONFIG,
+    /// ~/.kube/config, in-cluster service account).
+    #[arg(long, env = "EGRESS_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch Proxies only in this namespace (all namespaces when absent).
+    #[arg(long, env = "EGRESS_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// This cluster's identity, tagged on every instance and scoping the GC;
+    /// default: the UID of the `kube-system` namespace.
+    #[arg(long, env = "EGRESS_CLUSTER_ID")]
+    pub cluster_id: Option<String>,
+    /// Proxies reconciled at once, and provider calls in flight at once.
+    #[arg(long, env = "EGRESS_CONCURRENCY", default_value_t = 16)]
+    pub concurrency: u16,
+    /// Deadline of a provider `create` (covers a cold base-image fill).
+    #[arg(long, default_value = "30m")]
+    pub create_timeout: Secs,
+    /// Deadline of a provider `get`, `delete` or `list_by_tag`.
+    #[arg(long, default_value = "60s")]
+    pub call_timeout: Secs,
+    /// How long one reconcile waits for a provider call before it lets the
+    /// call run on in its task (the Proxy is reconciled again when it ends).
+    #[arg(long, default_value = "5s")]
+    pub reconcile_wait: Secs,
+    /// The CONNECT target of the health probe (`host:port`); no probing when
+    /// absent.
+    #[arg(long, env = "EGRESS_PROBE_TARGET")]
+    pub probe_target: Option<String>,
+    /// Interval between health probes of each running proxy.
+    #[arg(long, default_value = "15s")]
+    pub probe_interval: Secs,
+    /// Deadline of one CONNECT probe.
+    #[arg(long, default_value = "5s")]
+    pub probe_timeout: Secs,
+    /// Interval between provider health checks.
+    #[arg(long, default_value = "60s")]
+    pub check_interval: Secs,
+    /// Deadline of one provider health check.
+    #[arg(long, default_value = "20s")]
+    pub check_timeout: Secs,
+    /// Interval between GC rounds.
+    #[arg(long, default_value = "5m")]
+    pub gc_interval: Secs,
+    /// Instances younger than this are never garbage-collected.
+    #[arg(long, default_value = "10m")]
+    pub gc_min_age: Secs,
+    /// The most instances one GC round deletes.
+    #[arg(long, default_value_t = 10)]
+    pub gc_max_deletes: usize,
+    /// The Lease used for leader election.
+    #[arg(
+        long,
+        env = "EGRESS_LEASE_NAME",
+        default_value = "egress-proxies-operator"
+    )]
+    pub lease_name: String,
+    /// The Lease's namespace (default: the pod's namespace from
+    /// EGRESS_POD_NAMESPACE, else `egress-proxies-system`).
+    #[arg(
+        long,
+        env = "EGRESS_POD_NAMESPACE",
+        default_value = "egress-proxies-system"
+    )]
+    pub lease_namespace: String,
+    /// How long a Lease holds without renewal.
+    #[arg(long, default_value = "15s")]
+    pub lease_duration: Secs,
+    /// This replica's identity in the Lease (default: host name + pid).
+    #[arg(long, env = "EGRESS_POD_NAME")]
+    pub identity: Option<String>,
+    /// The HTTP listen address (/metrics, /healthz, /readyz, /proxies).
+    #[arg(long, env = "EGRESS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: SocketAddr,
+    /// How long shutdown may take after SIGTERM before the process exits
+    /// anyway.
+    #[arg(long, default_value = "20s")]
+    pub shutdown_timeout: Secs,
+    /// Log filter (tracing-subscriber's EnvFilter syntax).
+    #[arg(long, env = "EGRESS_LOG", default_value = "info")]
+    pub log: String,
+}
+
+/// A duration written `500ms`, `30s`, `5m` or `1h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Secs(pub Duration);
+
+impl From<Secs> for Duration {
+    fn from(s: Secs) -> Duration {
+        s.0
+    }
+}
+
+impl FromStr for Secs {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let (n, unit) = s.split_at(split);
+        let n: u64 = n
+            .parse()
+            .map_err(|_| format!("{s:?} is not a duration like 500ms, 30s, 5m or 1h"))?;
+        let d = match unit {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.saturating_mul(60)),
+            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            _ => return Err(format!("{s:?}: the unit must be ms, s, m or h")),
+        };
+        if d.is_zero() {
+            return Err(format!("{s:?}: must be more than zero"));
+        }
+        Ok(Secs(d))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(
+            "500ms".parse::<Secs>().unwrap().0,
+            Duration::from_millis(500)
+        );
+        assert_eq!("30s".parse::<Secs>().unwrap().0, Duration::from_secs(30));
+        assert_eq!("5m".parse::<Secs>().unwrap().0, Duration::from_secs(300));
+        assert_eq!("1h".parse::<Secs>().unwrap().0, Duration::from_secs(3600));
+        for bad in ["", "5", "s", "0s", "5d", "-1s", "1.5s"] {
+            assert!(bad.parse::<Secs>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

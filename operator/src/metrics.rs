@@ -1,0 +1,124 @@
+//! The operator's own metrics, registered in the same Prometheus registry
+//! as provider-api's `ProviderMetrics` (one `/metrics`). Labels are bounded:
+//! outcome and reason words, never a Proxy's name.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriteLabels {
+    writer: &'static str,
+}
+
+/// Counters and gauges of the operator.
+#[derive(Clone, Debug, Default)]
+pub struct OperatorMetrics {
+    reconciles: Family<OutcomeLabels, Counter>,
+    status_writes: Family<WriteLabels, Counter>,
+    events: Counter,
+    gc_deletes: Family<OutcomeLabels, Counter>,
+    gc_rounds: Family<OutcomeLabels, Counter>,
+    probes: Family<OutcomeLabels, Counter>,
+    provider_tasks: Gauge,
+    leader: Gauge,
+}
+
+impl OperatorMetrics {
+    /// Registers the operator's metrics in `registry`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = OperatorMetrics::default();
+        registry.register(
+            "operator_reconciles",
+            "Proxy reconciles by outcome",
+            m.reconciles.clone(),
+        );
+        registry.register(
+            "operator_status_writes",
+            "Status writes (server-side apply) by writer",
+            m.status_writes.clone(),
+        );
+        registry.register("operator_events", "Events recorded", m.events.clone());
+        registry.register(
+            "operator_gc_deletes",
+            "Instances deleted by the GC, by outcome",
+            m.gc_deletes.clone(),
+        );
+        registry.register(
+            "operator_gc_rounds",
+            "GC rounds by verdict",
+            m.gc_rounds.clone(),
+        );
+        registry.register(
+            "operator_probes",
+            "CONNECT probes by outcome",
+            m.probes.clone(),
+        );
+        registry.register(
+            "operator_provider_tasks",
+            "Provider calls in flight in per-Proxy tasks",
+            m.provider_tasks.clone(),
+        );
+        registry.register(
+            "operator_leader",
+            "1 while this replica holds the lease",
+            m.leader.clone(),
+        );
+        m
+    }
+
+    /// One reconcile ended with `outcome` (`ok`, `error`, `pending`).
+    pub fn reconcile(&self, outcome: &'static str) {
+        self.reconciles
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// One status write by `writer` (`reconciler`, `health`, `monitor`).
+    pub fn status_write(&self, writer: &'static str) {
+        self.status_writes
+            .get_or_create(&WriteLabels { writer })
+            .inc();
+    }
+
+    /// One event recorded.
+    pub fn event(&self) {
+        self.events.inc();
+    }
+
+    /// One GC delete with `outcome` (`ok` or an error class).
+    pub fn gc_delete(&self, outcome: &'static str) {
+        self.gc_deletes
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// One GC round with `verdict` (`sweep`, `skip_*`).
+    pub fn gc_round(&self, outcome: &'static str) {
+        self.gc_rounds
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// One probe with `outcome` (`healthy` or a reason).
+    pub fn probe(&self, outcome: &'static str) {
+        self.probes.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// The gauge of provider calls in flight.
+    pub fn provider_tasks(&self) -> &Gauge {
+        &self.provider_tasks
+    }
+
+    /// Sets the leader gauge.
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+}
