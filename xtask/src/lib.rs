@@ -19,8 +19,12 @@
 //! Guests are reachable only from inside the guest network namespace:
 //! [`connect_in`] and [`in_netns`] make sockets there, [`command_in`] runs a
 //! program there.
+//!
+//! The proxy guest image that `cargo xtask guest-image` builds is found
+//! through [`guest_recipe::cached`].
 
 mod descriptor;
+pub mod guest_recipe;
 pub mod kubeconfig;
 
 pub use descriptor::{

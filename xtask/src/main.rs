@@ -7,11 +7,13 @@
 //! cargo xtask ci                      fmt --check, clippy -D warnings, then test
 //! cargo xtask bench CRATE [ARGS]      sandbox up → cargo bench -p CRATE (benchmarks print ratios)
 //! cargo xtask fuzz libvirt-rpc [--seconds N]  mutation fuzzer over the packet decoder
+//! cargo xtask guest-image [--force]   build (or find cached) the proxy guest qcow2
 //! ```
 
 mod cmd;
 mod control_plane;
 mod fuzz;
+mod guest_image;
 mod guest_net;
 mod kube_build;
 mod leaks;
@@ -25,7 +27,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cmd, run, status};
 
-const USAGE: &str = "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N]>";
+const USAGE: &str = "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N] | guest-image [--force]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -55,6 +57,7 @@ fn dispatch(args: &[String]) -> Result<ExitCode> {
         ["ci"] => ci(),
         ["bench", krate, rest @ ..] => bench(krate, rest),
         ["fuzz", rest @ ..] => fuzz::run(rest),
+        ["guest-image", rest @ ..] => guest_image::run(rest).map(|()| ExitCode::SUCCESS),
         _ => bail!("{USAGE}"),
     }
 }

@@ -75,6 +75,26 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     ("/usr/bin/openssl", "openssl", Source::Main),
     ("/bin/ip", "iproute2", Source::Main),
     ("/bin/busybox", "busybox", Source::Main),
+    // The proxy guest image (`cargo xtask guest-image`): mmdebstrap and
+    // Debian's keyring, the partition table, filesystems written into the
+    // disk file, SYSLINUX through mtools, qemu-img for the qcow2.
+    ("/usr/bin/mmdebstrap", "mmdebstrap", Source::Main),
+    (
+        "/usr/share/keyrings/debian-archive-keyring.gpg",
+        "debian-archive-keyring",
+        Source::Main,
+    ),
+    ("/usr/sbin/sfdisk", "fdisk", Source::Main),
+    ("/usr/sbin/mkfs.fat", "dosfstools", Source::Main),
+    ("/usr/sbin/mkfs.ext4", "e2fsprogs", Source::Main),
+    ("/usr/bin/mcopy", "mtools", Source::Main),
+    ("/usr/bin/syslinux", "syslinux", Source::Main),
+    (
+        "/usr/lib/syslinux/mbr/mbr.bin",
+        "syslinux-common",
+        Source::Main,
+    ),
+    ("/usr/bin/qemu-img", "qemu-utils", Source::Backports),
 ];
 
 /// cloud-init's own switch: with this file present it does nothing at boot.
