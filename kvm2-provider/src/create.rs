@@ -18,14 +18,35 @@
 //! Host choice: `Require(h)` is `h` only; `Prefer(h)` tries `h` first;
 //! `Any` ranks hosts by a hash of (owner UID, host name) (rendezvous
 //! hashing), so a retried Create goes to the same host while it is
-//! reachable. Only the chosen host is searched for an existing instance: a
+//! reachable. With `Prefer` and `Any`, a host whose dial failed within the
+//! last [`ProviderOptions::dial_cooldown`](crate::ProviderOptions) (60 s by
+//! default) is ranked after every other host, so a blackholed host does
+//! not cost its whole dial budget on every Create; a successful dial ends
+//! its cool-down.
+//!
+//! **Deadline.** The whole Create runs against one deadline: the
+//! request's, or now + [`ProviderOptions::create_budget`](crate::ProviderOptions)
+//! (10 min by default). Dials, the lookup, the wait for the base image (a
+//! fill shared with others goes on when this Create leaves), the capacity
+//! check, define, start and the start watch all end at it (Transient,
+//! naming the stage); what this Create made is then undone within the
+//! clean-up budget, which may run past the deadline.
+//!
+//! **Capacity.** Before anything per-VM is made, the host's logical CPUs,
+//! free memory and the pool's free space (seed + overlay reserve) are
+//! checked against the machine type ([`host_capacity`](crate::host_capacity)):
+//! short → QuotaExceeded naming what. A start that fails for want of
+//! memory or disk is QuotaExceeded too. Only the chosen host is searched for an existing instance: a
 //! frozen host never stalls Creates meant for others (H1). Known limit: an
 //! instance created on a fallback host is not found from its preferred host
 //! once that host is back; the garbage collector removes the duplicate.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use libvirt_rpc::{Client, DomainCreateFlags, DomainDefineFlags, NoFlags};
 use provider_api::config::{DomainType, Kvm2Host};
@@ -38,6 +59,7 @@ use sha2::{Digest, Sha256};
 use crate::connection::Connection;
 use crate::domain_xml::{DomainSpec, VirtType, render};
 use crate::get::read_mark;
+use crate::host_capacity::{HostFree, start_failure_class};
 use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
 use crate::ownership_mark::OwnerMark;
@@ -54,11 +76,30 @@ use crate::volumes::PoolOps;
 const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
 pub(crate) async fn create(inner: &Inner, req: &CreateRequest) -> Result<Instance, ApiError> {
+    let deadline = req
+        .deadline
+        .map(Instant::from_std)
+        .unwrap_or_else(|| Instant::now() + inner.options.create_budget);
     // The contract has no NotFound for Create: something vanishing under a
     // Create (a volume or domain removed concurrently) is worth a retry.
-    create_once(inner, req)
+    create_once(inner, req, deadline)
         .await
         .map_err(not_found_is_transient)
+}
+
+/// `work`, ended at `deadline` (Transient, naming `stage`).
+async fn by<T>(
+    deadline: Instant,
+    stage: &str,
+    work: impl Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    tokio::time::timeout_at(deadline, work)
+        .await
+        .unwrap_or_else(|_| Err(past_deadline(stage)))
+}
+
+fn past_deadline(stage: &str) -> ApiError {
+    ApiError::transient(format!("the create's deadline passed while {stage}"))
 }
 
 fn not_found_is_transient(e: ApiError) -> ApiError {
@@ -70,7 +111,11 @@ fn not_found_is_transient(e: ApiError) -> ApiError {
     }
 }
 
-async fn create_once(inner: &Inner, req: &CreateRequest) -> Result<Instance, ApiError> {
+async fn create_once(
+    inner: &Inner,
+    req: &CreateRequest,
+    deadline: Instant,
+) -> Result<Instance, ApiError> {
     let name = req.instance_name();
     // Two Creates for one owner at once would replace each other's volumes:
     // the second is turned away (Transient) while the first runs.
@@ -83,7 +128,7 @@ async fn create_once(inner: &Inner, req: &CreateRequest) -> Result<Instance, Api
     let (key, image) = inner.config.image_for(req.image.as_ref())?;
     // Refused before anything is made (the mark is written at define).
     crate::ownership_mark::stored_tags(&req.tags)?;
-    let (host, conn) = choose_host(inner, &req.placement, &req.owner_uid).await?;
+    let (host, conn) = choose_host(inner, &req.placement, &req.owner_uid, deadline).await?;
     let client = conn.client();
     let id = ProviderId::new(
         ProviderType::Kvm2,
@@ -92,30 +137,45 @@ async fn create_once(inner: &Inner, req: &CreateRequest) -> Result<Instance, Api
         name.clone(),
     );
 
-    match observed(
-        &host.name,
-        "domain_lookup_by_name",
-        client.domain_lookup_by_name(name.as_str()),
-    )
-    .await
-    {
-        Ok(dom) => return existing(inner, host, &conn, dom, &req.owner_uid, id).await,
-        Err(e) if e.is_not_found() => {}
-        Err(e) => {
-            return Err(to_provider_error(
+    let lookup = async {
+        match observed(
+            &host.name,
+            "domain_lookup_by_name",
+            client.domain_lookup_by_name(name.as_str()),
+        )
+        .await
+        {
+            Ok(dom) => Ok(Some(dom)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(to_provider_error(
                 format!("host {}: look up domain {name}", host.name),
                 e,
-            ));
+            )),
         }
+    };
+    if let Some(dom) = by(deadline, "looking the domain up", lookup).await? {
+        return by(
+            deadline,
+            "starting the existing domain",
+            existing(inner, host, &conn, dom, &req.owner_uid, id),
+        )
+        .await;
     }
 
-    let base = inner.images.ensure(host, key, image).await?;
+    let base = inner
+        .images
+        .ensure_by(host, key, image, Some(deadline))
+        .await?;
     let now = SystemTime::now();
     let mut made = Made::default();
-    let outcome = build_and_start(
-        inner, host, client, &name, req, machine, &base, now, &mut made,
+    let outcome = tokio::time::timeout_at(
+        deadline,
+        build_and_start(
+            inner, host, client, &name, req, machine, &base, now, &mut made,
+        ),
     )
-    .await;
+    .await
+    .unwrap_or_else(|_| Err(past_deadline("making and starting the domain")));
     match outcome {
         Ok(()) => Ok(Instance::new(
             id,
@@ -206,20 +266,6 @@ async fn build_and_start(
         )));
     }
 
-    // Leftovers of a cancelled Create for this owner (the domain does not
-    // exist, and the names are this owner's) are replaced.
-    made.overlay = true;
-    ops.remove(&vols.overlay()).await?;
-    let overlay_xml = overlay_volume(
-        &vols.overlay(),
-        machine.disk.bytes(),
-        &base.path,
-        base.format,
-    )
-    .map_err(ApiError::from)?;
-    let overlay = ops.create(&vols.overlay(), &overlay_xml).await?;
-    let overlay_path = ops.path(&overlay).await?;
-
     let proxy = ProxySettings {
         port: inner.config.proxy.port,
         allowed_clients: inner
@@ -241,6 +287,33 @@ async fn build_and_start(
         size_limit: inner.options.seed_size_limit,
     })
     .map_err(ApiError::from)?;
+
+    // Capacity, before anything per-VM is made.
+    if inner.options.capacity_check {
+        let (cpus, memory) = crate::host_capacity::cpus_and_free_memory(h, client).await?;
+        let free = HostFree {
+            cpus,
+            memory,
+            pool: ops.available().await?,
+        };
+        let needed = (seed.len() as u64).saturating_add(inner.options.overlay_reserve);
+        crate::host_capacity::check(h, &host.pool, free, machine, needed)?;
+    }
+
+    // Leftovers of a cancelled Create for this owner (the domain does not
+    // exist, and the names are this owner's) are replaced.
+    made.overlay = true;
+    ops.remove(&vols.overlay()).await?;
+    let overlay_xml = overlay_volume(
+        &vols.overlay(),
+        machine.disk.bytes(),
+        &base.path,
+        base.format,
+    )
+    .map_err(ApiError::from)?;
+    let overlay = ops.create(&vols.overlay(), &overlay_xml).await?;
+    let overlay_path = ops.path(&overlay).await?;
+
     made.seed = true;
     ops.remove(&vols.seed()).await?;
     let seed_vol = ops.write_small(&vols.seed(), &seed).await?;
@@ -272,14 +345,35 @@ async fn build_and_start(
     .await
     .map_err(|e| to_provider_error(format!("host {h}: define domain {name}"), e))?;
     made.domain = true;
+    start(h, client, &dom).await?;
+    watch_start(h, client, &dom, inner.options.start_watch).await
+}
+
+/// Starts a defined domain. A start that fails for want of memory or disk
+/// is QuotaExceeded (the host is full now), not Transient.
+async fn start(
+    host: &Identifier,
+    client: &Client,
+    dom: &libvirt_rpc::Domain,
+) -> Result<(), ApiError> {
     observed(
-        h,
+        host,
         "domain_create_with_flags",
-        client.domain_create_with_flags(&dom, DomainCreateFlags::empty()),
+        client.domain_create_with_flags(dom, DomainCreateFlags::empty()),
     )
     .await
-    .map_err(|e| to_provider_error(format!("host {h}: start domain {name}"), e))?;
-    watch_start(h, client, &dom, inner.options.start_watch).await
+    .map(|_| ())
+    .map_err(|e| {
+        let detail = e.to_string();
+        let err = to_provider_error(format!("host {host}: start domain {}", dom.name), e);
+        let class = start_failure_class(&detail, err.class());
+        if class == err.class() {
+            err
+        } else {
+            let message = format!("{} (the host lacks memory or disk now)", err.message());
+            ApiError::wrap(class, message, err)
+        }
+    })
 }
 
 /// Watches a just-started domain for `period`: crashed, shut off or paused
@@ -384,13 +478,7 @@ async fn existing(
     .map_err(|e| to_provider_error(format!("host {h}: state of {}", dom.name), e))?;
     let mut verdict = classify(info.state.to_wire(), info.reason);
     if verdict.phase == DomainPhase::Stopped {
-        observed(
-            h,
-            "domain_create_with_flags",
-            client.domain_create_with_flags(&dom, DomainCreateFlags::empty()),
-        )
-        .await
-        .map_err(|e| to_provider_error(format!("host {h}: start domain {}", dom.name), e))?;
+        start(h, client, &dom).await?;
         watch_start(h, client, &dom, inner.options.start_watch).await?;
         verdict = classify(libvirt_rpc::DomainState::Running.to_wire(), 0);
     }
@@ -407,11 +495,46 @@ async fn existing(
     ))
 }
 
+/// When each host's dial last failed, for the cool-down ranking.
+#[derive(Default)]
+pub(crate) struct DialFailures {
+    at: Mutex<HashMap<Identifier, Instant>>,
+}
+
+impl DialFailures {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Identifier, Instant>> {
+        self.at.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn failed(&self, host: &Identifier) {
+        self.lock().insert(host.clone(), Instant::now());
+    }
+
+    fn dialled(&self, host: &Identifier) {
+        self.lock().remove(host);
+    }
+
+    /// True while `host`'s last failure is younger than `cooldown`.
+    fn cooling(&self, host: &Identifier, cooldown: Duration) -> bool {
+        self.lock()
+            .get(host)
+            .is_some_and(|at| at.elapsed() < cooldown)
+    }
+}
+
+/// `ranked` with the hosts in their cool-down moved last (order otherwise
+/// kept).
+fn cooled_last(ranked: Vec<&Kvm2Host>, cooling: impl Fn(&Identifier) -> bool) -> Vec<&Kvm2Host> {
+    let (cold, warm): (Vec<_>, Vec<_>) = ranked.into_iter().partition(|h| cooling(&h.name));
+    warm.into_iter().chain(cold).collect()
+}
+
 /// The host to create on, with its shared connection.
 async fn choose_host<'a>(
     inner: &'a Inner,
     placement: &Placement,
     owner: &OwnerUid,
+    deadline: Instant,
 ) -> Result<(&'a Kvm2Host, Arc<Connection>), ApiError> {
     let config = &inner.config;
     let candidates: Vec<&Kvm2Host> = match placement {
@@ -430,17 +553,35 @@ async fn choose_host<'a>(
         }
         _ => ranked(config.hosts.iter(), owner),
     };
+    let candidates = match placement {
+        Placement::Require(_) => candidates,
+        _ => {
+            let cooldown = inner.options.dial_cooldown;
+            cooled_last(candidates, |h| inner.dial_failures.cooling(h, cooldown))
+        }
+    };
     let mut first_error = None;
     let mut all_permanent = true;
     for host in candidates {
-        match inner.hosts.shared(&host.name).await {
-            Ok(conn) => return Ok((host, conn)),
-            Err(e) => {
-                tracing::debug!(host = %host.name, error = %e, "host unusable for create");
-                all_permanent &= e.class() == ErrorClass::Permanent;
-                first_error.get_or_insert(e);
+        let dial = tokio::time::timeout_at(deadline, inner.hosts.shared(&host.name)).await;
+        let e = match dial {
+            Ok(Ok(conn)) => {
+                inner.dial_failures.dialled(&host.name);
+                return Ok((host, conn));
             }
-        }
+            Ok(Err(e)) => e,
+            Err(_) => {
+                inner.dial_failures.failed(&host.name);
+                let e = past_deadline(&format!("dialling host {}", host.name));
+                all_permanent = false;
+                first_error.get_or_insert(e);
+                break;
+            }
+        };
+        tracing::debug!(host = %host.name, error = %e, "host unusable for create");
+        inner.dial_failures.failed(&host.name);
+        all_permanent &= e.class() == ErrorClass::Permanent;
+        first_error.get_or_insert(e);
     }
     // Permanent only when no host could become usable by waiting (every one
     // refused our key or host key); one host merely down is worth a retry.
@@ -515,6 +656,29 @@ mod tests {
             assert!(!detail.is_empty(), "{state}/{reason}");
         }
         assert!(start_verdict(s::PAUSED, 5).unwrap_err().contains("paused"));
+    }
+
+    #[test]
+    fn hosts_in_their_cool_down_go_last_in_order() {
+        let yaml = "providers:\n  - name: kvm2-t\n    type: kvm2\n    kvm2:\n      ssh:\n        user: root\n        key_file: /k\n        insecure_ignore_host_key: true\n      hosts:\n        - {name: h1, address: 10.0.0.1, bridge: br0, pool: default}\n        - {name: h2, address: 10.0.0.2, bridge: br0, pool: default}\n        - {name: h3, address: 10.0.0.3, bridge: br0, pool: default}\n      images:\n        i:\n          url: http://x/i\n          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n          format: raw\n      machine_types:\n        m: {vcpus: 1, memory: 128MiB, disk: 1GiB}\n";
+        let config = ProvidersConfig::from_yaml_str(yaml).unwrap();
+        let kvm2 = config.providers[0].kvm2().unwrap();
+        let hosts: Vec<&Kvm2Host> = kvm2.hosts.iter().collect();
+        let names = |v: Vec<&Kvm2Host>| v.iter().map(|h| h.name.to_string()).collect::<Vec<_>>();
+        let failures = DialFailures::default();
+        let h1 = Identifier::parse("h1").unwrap();
+        let h2 = Identifier::parse("h2").unwrap();
+        failures.failed(&h1);
+        failures.failed(&h2);
+        let cooldown = Duration::from_secs(3600);
+        let order = cooled_last(hosts.clone(), |h| failures.cooling(h, cooldown));
+        assert_eq!(names(order), ["h3", "h1", "h2"]);
+        failures.dialled(&h1);
+        let order = cooled_last(hosts.clone(), |h| failures.cooling(h, cooldown));
+        assert_eq!(names(order), ["h1", "h3", "h2"]);
+        // A zero cool-down never reorders.
+        let order = cooled_last(hosts, |h| failures.cooling(h, Duration::ZERO));
+        assert_eq!(names(order), ["h1", "h2", "h3"]);
     }
 
     #[test]

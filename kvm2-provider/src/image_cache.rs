@@ -2,40 +2,51 @@
 //! host, image key), downloaded once and shared by every VM's overlay.
 //!
 //! ```text
-//! ensure(host, key) ──single flight per (host, key)──▶ read base + marker (shared connection)
+//! ensure(host, key) ─single flight per (host, key), a task of the cache's─▶ loop:
+//!   read base, marker, fill lease (shared connection)
 //!   marker valid, matches config ─────────────────────▶ Ready: use the base
 //!   marker records another URL/sha256/format ─────────▶ Permanent "add a new key" (base kept)
-//!   debris (base w/o marker, marker w/o base, bad) ───▶ delete it, then fill
-//!   nothing ──────────────────────────────────────────▶ fill (dedicated connection, budget):
-//!       GET headers ─▶ free space ≥ size + headroom? else QuotaExceeded
-//!       create tmp-<entry>.<key>.<nonce>.<fmt> ─▶ stream body into it (sha256 while streaming)
-//!       verify digest and size ─▶ CreateXMLFrom(tmp → base-<entry>.<key>.<fmt>) ─▶ delete tmp
-//!       write the marker (digest, URL, format, size)  ◀── the commit point, last
+//!   a live lease (another fill, any process) ─────────▶ wait, look again
+//!   a provably abandoned lease ───────────────────────▶ sweep its unmarked base (if unused), then it
+//!   no lease ─▶ create the lease (the lock) ─▶ look again:
+//!       debris (base w/o marker, marker w/o base, bad) ─▶ base in use? keep it, Permanent
+//!                                                        otherwise delete it (marker first)
+//!       fill (dedicated connection, budget, heartbeat on the lease):
+//!         GET headers ─▶ free space ≥ size + headroom? else QuotaExceeded
+//!         create base-<entry>.<key>.<fmt> empty ─▶ stream the body into it (sha256 while streaming)
+//!         verify digest and size ─▶ the lease still ours? ─▶ write the marker  ◀── commit point
+//!         ─▶ delete the lease
 //! ```
 //!
-//! **Atomic publish.** libvirt cannot rename a volume, so the verified
-//! upload is cloned into the base name by the daemon
-//! (`virStorageVolCreateXMLFrom`, a copy on the host: no second download;
-//! raw images are copied byte for byte, qcow2 ones re-encoded by
-//! `qemu-img convert` with the same guest-visible contents) and the marker
-//! is written after that. A base without a valid marker is
-//! never used — whatever interrupted the publish, the next `ensure` finds
-//! debris and deletes it. The cost is one local copy of the image per cold
-//! fill.
+//! **Publish without a copy.** The verified upload *is* the base: it is
+//! streamed straight into the base's name, and the marker, written last, is
+//! the publish step. Readers never use a base without a valid marker; what
+//! keeps them from taking an upload in progress for debris is the fill
+//! lease ([`fill_lease`](crate::fill_lease)): a base without a marker is
+//! swept only when no lease exists or its lease is provably abandoned.
+//! The image is written once per cold fill (the earlier design cloned the
+//! upload into the base name, writing it twice).
 //!
 //! **Failures.** A source failure mid-way makes the stream's last read fail,
 //! so libvirt-rpc aborts the volume stream instead of finishing it; the
-//! temporary volume is deleted and nothing is published. A budget overrun
-//! closes the dedicated connection (SSH first: a frozen link cannot hold
-//! it). Clean-up runs on the shared connection within its own bound.
+//! unmarked base and the lease are deleted. A budget overrun closes the
+//! dedicated connection (SSH first: a frozen link cannot hold it). Clean-up
+//! runs on the shared connection within its own bound.
 //!
-//! **Concurrency.** Callers needing the same (host, key) share one job
-//! ([`SingleFlight`]): five cold Creates start one download. The job runs in
-//! the callers' futures (no task is spawned); if every caller is dropped
-//! the job is dropped with them (its dedicated connection closes, its
-//! upload is aborted) and the next caller starts afresh. Within one process no two
-//! fills of a key run at once, so any temporary volume of that key found
-//! when a fill starts is debris and is deleted.
+//! **Concurrency.** Within a process, callers needing the same (host, key)
+//! share one job ([`SingleFlight`]): five cold Creates start one download.
+//! The job runs in a task owned by the cache, bounded by its budgets, so a
+//! caller that leaves at its deadline does not cancel it: the next caller
+//! joins it. Dropping the cache (the provider) aborts its jobs. Across
+//! processes, the lease fences fills: one process fills, the others wait
+//! for its marker (or for its lease to be provably abandoned).
+//!
+//! **Never delete a base in use.** Before any base is deleted (debris, or
+//! an abandoned fill's), the pool's volumes and the host's domains are
+//! searched for a backing chain or disk naming its file
+//! ([`base_users`](crate::base_users)); if any does, the base is kept and
+//! the call fails Permanent naming them (surfaced in the Proxy's status):
+//! restore the marker or move to a new image key.
 //!
 //! **Edits.** A valid marker whose digest, URL or format differs from the
 //! config is a Permanent error telling the operator to add a new key: the
@@ -43,34 +54,40 @@
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use provider_api::config::{ImageFormat, Kvm2Host, Kvm2Image};
+use provider_api::config::Kvm2Host;
+use provider_api::config::{ImageFormat, Kvm2Image};
 use provider_api::{Error as ApiError, ErrorClass, Identifier};
+use tokio::time::Instant;
 
+use crate::base_users::users_of;
 use crate::connection::Connection;
+use crate::fill_lease::{Lease, LeaseTiming, MAX_LEASE_LEN};
 use crate::host_table::HostTable;
 use crate::image_marker::{BaseState, ImageMarker, MAX_MARKER_LEN, WantedImage, judge};
 use crate::image_source::ImageSource;
-use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
 use crate::pool_space::check_pool_space;
-use crate::single_flight::{SharedResult, SingleFlight};
+use crate::single_flight::{Left, SharedResult, SingleFlight};
 use crate::volume_names::BaseNames;
-use crate::volume_xml::{base_volume, raw_volume};
+use crate::volume_xml::raw_volume;
 use crate::volumes::PoolOps;
 
 /// Budgets of the image cache.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct CacheOptions {
-    /// Bound on one cold fill: download, upload, verify, publish, marker
-    /// (default 45 minutes; the download has its own deadline too).
+    /// Bound on one cold fill: download, upload, verify, marker (default 45
+    /// minutes; the download has its own deadline too). Also how old an
+    /// unbeating fill lease must be before another process may sweep it.
     pub fill_budget: Duration,
-    /// Bound on removing a failed fill's temporary volume (default 30 s).
+    /// Bound on removing a failed fill's volumes (default 30 s).
     pub cleanup_budget: Duration,
     /// Space left free in the pool beyond the image (default 1 GiB).
     pub headroom: u64,
+    /// The fill lease's heartbeat, staleness and polling periods.
+    pub lease: LeaseTiming,
 }
 
 impl Default for CacheOptions {
@@ -79,6 +96,7 @@ impl Default for CacheOptions {
             fill_budget: Duration::from_secs(45 * 60),
             cleanup_budget: Duration::from_secs(30),
             headroom: crate::pool_space::DEFAULT_HEADROOM,
+            lease: LeaseTiming::default(),
         }
     }
 }
@@ -142,28 +160,48 @@ impl ImageCache {
         self.flights.in_flight()
     }
 
-    /// The base of image `key` (configured as `image`) on `host`,
-    /// downloading and publishing it first when the host has none.
+    /// As [`ensure_by`](Self::ensure_by) with no deadline of the caller's
+    /// (the job's own budgets still bound it).
     ///
     /// # Errors
-    /// Permanent when the configured image was edited after its base was
-    /// made (add a new key instead), the download's digest does not match,
-    /// the image is over the size cap or the server refuses it (4xx);
-    /// QuotaExceeded when the pool lacks the space; Transient for network,
-    /// libvirt and budget failures. Every failure leaves no base and no
-    /// temporary volume behind (clean-up permitting: a host that vanished
-    /// keeps its temporary volume until the next fill deletes it).
+    /// As [`ensure_by`](Self::ensure_by).
     ///
     /// # Cancel safety
-    /// Cancel safe: the fill belongs to every caller waiting on it and
-    /// continues while one of them is polled; if all are dropped it is
-    /// dropped too (nothing of it outlives its callers), and its temporary
-    /// volume is swept by the next fill of the same (host, key).
+    /// As [`ensure_by`](Self::ensure_by).
     pub async fn ensure(
         &self,
         host: &Kvm2Host,
         key: &Identifier,
         image: &Kvm2Image,
+    ) -> Result<BaseImage, ApiError> {
+        self.ensure_by(host, key, image, None).await
+    }
+
+    /// The base of image `key` (configured as `image`) on `host`,
+    /// downloading and publishing it first when the host has none, or
+    /// waiting for the fill another caller (or process) runs. Waits until
+    /// `deadline` at most.
+    ///
+    /// # Errors
+    /// Permanent when the configured image was edited after its base was
+    /// made (add a new key instead), the download's digest does not match,
+    /// the image is over the size cap or the server refuses it (4xx), or a
+    /// base without a valid marker is in use (kept); QuotaExceeded when the
+    /// pool lacks the space; Transient for network, libvirt and budget
+    /// failures, and when `deadline` passes first (the fill goes on; a
+    /// later call joins it). A failed fill leaves no base and no lease
+    /// behind (clean-up permitting: a host that vanished keeps them until
+    /// the lease is provably abandoned and swept).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the fill is a task of the cache's, not the caller's;
+    /// dropping this future only stops waiting.
+    pub async fn ensure_by(
+        &self,
+        host: &Kvm2Host,
+        key: &Identifier,
+        image: &Kvm2Image,
+        deadline: Option<Instant>,
     ) -> Result<BaseImage, ApiError> {
         let shared = self.shared.clone();
         let (host_name, pool, key_owned, image_owned) = (
@@ -172,21 +210,58 @@ impl ImageCache {
             key.clone(),
             image.clone(),
         );
-        self.flights
-            .run((host.name.clone(), key.clone()), move || async move {
-                ensure_job(&shared, &host_name, &pool, &key_owned, &image_owned)
-                    .await
-                    .map_err(Arc::new)
-            })
-            .await
-            .map_err(|e| {
-                ApiError::wrap(
-                    e.class(),
-                    format!("base image {key} on host {}: {}", host.name, e.message()),
-                    e,
-                )
-            })
+        let outcome = self
+            .flights
+            .run(
+                (host.name.clone(), key.clone()),
+                deadline,
+                move || async move {
+                    ensure_job(&shared, &host_name, &pool, &key_owned, &image_owned)
+                        .await
+                        .map_err(Arc::new)
+                },
+            )
+            .await;
+        match outcome {
+            Ok(Ok(base)) => Ok(base),
+            Ok(Err(e)) => Err(ApiError::wrap(
+                e.class(),
+                format!("base image {key} on host {}: {}", host.name, e.message()),
+                e,
+            )),
+            Err(Left::DeadlineReached) => Err(ApiError::transient(format!(
+                "base image {key} on host {}: still being filled when the caller's deadline came; \
+                 the fill goes on and a retry joins it",
+                host.name
+            ))),
+            Err(Left::JobLost) => Err(ApiError::transient(format!(
+                "base image {key} on host {}: the fill ended without a result",
+                host.name
+            ))),
+        }
     }
+}
+
+/// What the pool holds for one base.
+struct Seen {
+    base: Option<libvirt_rpc::StorageVol>,
+    marker: Option<Vec<u8>>,
+    lease: Option<Vec<u8>>,
+}
+
+async fn look(ops: &PoolOps<'_>, names: &BaseNames) -> Result<Seen, ApiError> {
+    let small = |name: String, limit: usize| async move {
+        Ok::<_, ApiError>(match ops.find(&name).await? {
+            // Too large to be what it should: reads as unreadable.
+            Some(vol) => Some(ops.read_small(&vol, limit).await?.unwrap_or_default()),
+            None => None,
+        })
+    };
+    Ok(Seen {
+        base: ops.find(&names.base()).await?,
+        marker: small(names.marker(), MAX_MARKER_LEN).await?,
+        lease: small(names.fill_lease(), MAX_LEASE_LEN).await?,
+    })
 }
 
 async fn ensure_job(
@@ -197,73 +272,205 @@ async fn ensure_job(
     image: &Kvm2Image,
 ) -> Result<BaseImage, ApiError> {
     let names = BaseNames::new(&shared.entry, key, image.format);
-    let conn = shared.hosts.shared(host).await?;
-    let ops = PoolOps::open(host, conn.client(), pool).await?;
-    let base = ops.find(&names.base()).await?;
-    let marker = match ops.find(&names.marker()).await? {
-        Some(vol) => Some(
-            ops.read_small(&vol, MAX_MARKER_LEN)
-                .await?
-                // Too large to be a marker: reads as unreadable.
-                .unwrap_or_default(),
-        ),
-        None => None,
-    };
-    match judge(
-        key,
-        &WantedImage::from(image),
-        base.is_some(),
-        marker.as_deref(),
-    )
-    .map_err(ApiError::from)?
-    {
-        BaseState::Ready(marker) => {
-            // judge saw the base, so it exists.
-            let Some(base) = base else {
-                return Err(ApiError::transient("base volume vanished"));
+    let timing = shared.options.lease;
+    let budget = shared.options.fill_budget;
+    // Waiting on another process's fill: its budget, then until its lease
+    // is provably abandoned, then ours.
+    let give_up = Instant::now() + budget + timing.stale_after + budget;
+    let wanted = WantedImage::from(image);
+    let mut unreadable_since: Option<(Vec<u8>, Instant)> = None;
+    loop {
+        let conn = shared.hosts.shared(host).await?;
+        let ops = PoolOps::open(host, conn.client(), pool).await?;
+        let seen = look(&ops, &names).await?;
+        let state = judge(key, &wanted, seen.base.is_some(), seen.marker.as_deref())
+            .map_err(ApiError::from)?;
+        if let BaseState::Ready(marker) = state {
+            return ready(&ops, seen.base, &marker).await;
+        }
+        if let Some(bytes) = seen.lease {
+            // Another fill (or the wreck of one) holds the base.
+            let abandoned = match Lease::parse(&bytes) {
+                Some(lease) => {
+                    unreadable_since = None;
+                    lease.abandoned(SystemTime::now(), timing.stale_after, budget)
+                }
+                None => {
+                    let since = match &unreadable_since {
+                        Some((seen, at)) if *seen == bytes => *at,
+                        _ => {
+                            unreadable_since = Some((bytes.clone(), Instant::now()));
+                            Instant::now()
+                        }
+                    };
+                    since.elapsed() > budget + timing.stale_after
+                }
             };
-            let path = ops.path(&base).await?;
-            return Ok(BaseImage {
-                name: base.name,
-                path,
-                format: marker.format,
-                size: marker.size,
-            });
+            if abandoned {
+                sweep(&ops, &names, &bytes).await?;
+                continue;
+            }
+            if Instant::now() >= give_up {
+                return Err(ApiError::transient(format!(
+                    "another fill has held {} for longer than two fill budgets",
+                    names.fill_lease()
+                )));
+            }
+            drop(ops);
+            drop(conn);
+            tokio::time::sleep(timing.poll).await;
+            continue;
         }
-        BaseState::Debris(reason) => {
-            tracing::warn!(%host, %pool, base = %names.base(), %reason, "removing image cache debris");
-            // Marker first: a marker must never outlive its base.
-            ops.remove(&names.marker()).await?;
-            ops.remove(&names.base()).await?;
+
+        // Nobody fills: take the lease (libvirtd creates a name once).
+        let lease = Lease::new(nonce(), SystemTime::now());
+        if let Err(e) = ops.write_small(&names.fill_lease(), &lease.render()).await {
+            if ops.find(&names.fill_lease()).await?.is_some() {
+                // Another process took it first (or our write half-failed:
+                // then it is ours and unreadable, and ages out).
+                tracing::debug!(%host, %pool, error = %e, "fill lease taken meanwhile");
+                continue;
+            }
+            return Err(e);
         }
-        BaseState::Absent => {}
+        tracing::debug!(%host, %pool, lease = %names.fill_lease(), "fill lease taken");
+
+        // Holding the lease, look again: a fill may have ended between the
+        // first look and the lease.
+        let seen = match look(&ops, &names).await {
+            Ok(seen) => seen,
+            Err(e) => {
+                release(&ops, &names, &lease).await;
+                return Err(e);
+            }
+        };
+        let state = match judge(key, &wanted, seen.base.is_some(), seen.marker.as_deref()) {
+            Ok(state) => state,
+            Err(e) => {
+                release(&ops, &names, &lease).await;
+                return Err(ApiError::from(e));
+            }
+        };
+        match state {
+            BaseState::Ready(marker) => {
+                release(&ops, &names, &lease).await;
+                return ready(&ops, seen.base, &marker).await;
+            }
+            BaseState::Debris(reason) => {
+                tracing::warn!(%host, %pool, base = %names.base(), %reason, "image cache debris");
+                if let Err(e) = remove_unused_base(&ops, &names, seen.base.as_ref()).await {
+                    release(&ops, &names, &lease).await;
+                    return Err(e);
+                }
+            }
+            BaseState::Absent => {}
+        }
+        drop(ops);
+        return cold_fill(shared, host, pool, key, image, &names, lease).await;
     }
-    // No other fill of this key runs in this process: old uploads are debris.
-    for vol in list_volumes(&ops).await? {
-        if names.is_upload(&vol) {
-            tracing::warn!(%host, %pool, volume = %vol, "removing an abandoned image upload");
-            ops.remove(&vol).await?;
-        }
-    }
-    drop(ops);
-    cold_fill(shared, host, pool, key, image, &names).await
 }
 
-async fn list_volumes(ops: &PoolOps<'_>) -> Result<Vec<String>, ApiError> {
-    observed(
-        ops.host,
-        "storage_pool_list_all_volumes",
-        ops.client.storage_pool_list_all_volumes(&ops.pool),
-    )
-    .await
-    .map(|vols| vols.into_iter().map(|v| v.name).collect())
-    .map_err(|e| to_provider_error(format!("host {}: list pool {}", ops.host, ops.pool.name), e))
+async fn ready(
+    ops: &PoolOps<'_>,
+    base: Option<libvirt_rpc::StorageVol>,
+    marker: &ImageMarker,
+) -> Result<BaseImage, ApiError> {
+    // judge saw the base, so it exists.
+    let Some(base) = base else {
+        return Err(ApiError::transient("base volume vanished"));
+    };
+    let path = ops.path(&base).await?;
+    Ok(BaseImage {
+        name: base.name,
+        path,
+        format: marker.format,
+        size: marker.size,
+    })
 }
 
-/// Volumes a fill made that are not (yet) a published, marked base.
+/// Deletes an unpublished base (marker first, then the base) unless a
+/// volume or domain uses its file: then it is kept and the answer is
+/// Permanent, naming the users.
+async fn remove_unused_base(
+    ops: &PoolOps<'_>,
+    names: &BaseNames,
+    base: Option<&libvirt_rpc::StorageVol>,
+) -> Result<(), ApiError> {
+    if let Some(base) = base {
+        let path = ops.path(base).await?;
+        let users = users_of(ops.host, ops.client, &ops.pool, &path).await?;
+        if !users.is_empty() {
+            tracing::error!(host = %ops.host, base = %names.base(), %users,
+                "base image has no valid marker but is in use; kept");
+            return Err(ApiError::permanent(format!(
+                "base volume {} has no valid marker but is in use by {users}; it is kept. \
+                 Restore its marker, or add a new image key and move the instances to it",
+                names.base()
+            )));
+        }
+    }
+    // Marker first: a marker must never outlive its base.
+    ops.remove(&names.marker()).await?;
+    ops.remove(&names.base()).await?;
+    Ok(())
+}
+
+/// Sweeps a provably abandoned fill: its unpublished base (if unused),
+/// then its lease — only if the lease still reads `judged` (another
+/// process may have swept it and started afresh meanwhile).
+async fn sweep(ops: &PoolOps<'_>, names: &BaseNames, judged: &[u8]) -> Result<(), ApiError> {
+    let Some(vol) = ops.find(&names.fill_lease()).await? else {
+        return Ok(());
+    };
+    if ops
+        .read_small(&vol, MAX_LEASE_LEN)
+        .await?
+        .unwrap_or_default()
+        != judged
+    {
+        return Ok(());
+    }
+    tracing::warn!(host = %ops.host, pool = %ops.pool.name, lease = %names.fill_lease(),
+        "sweeping an abandoned image fill");
+    let base = ops.find(&names.base()).await?;
+    let marked = ops.find(&names.marker()).await?.is_some();
+    if !marked {
+        remove_unused_base(ops, names, base.as_ref()).await?;
+    }
+    ops.remove(&names.fill_lease()).await?;
+    Ok(())
+}
+
+/// Deletes `lease` if the pool's lease is still it; failures are logged
+/// (an unbeating lease ages out and is swept).
+async fn release(ops: &PoolOps<'_>, names: &BaseNames, lease: &Lease) {
+    let work = async {
+        if still_ours(ops, names, lease).await? {
+            ops.remove(&names.fill_lease()).await?;
+        }
+        Ok::<_, ApiError>(())
+    };
+    if let Err(e) = work.await {
+        tracing::warn!(host = %ops.host, lease = %names.fill_lease(), error = %e,
+            "could not release a fill lease; it ages out");
+    }
+}
+
+/// True when the pool's lease names `lease`'s holder.
+async fn still_ours(ops: &PoolOps<'_>, names: &BaseNames, lease: &Lease) -> Result<bool, ApiError> {
+    let Some(vol) = ops.find(&names.fill_lease()).await? else {
+        return Ok(false);
+    };
+    Ok(ops
+        .read_small(&vol, MAX_LEASE_LEN)
+        .await?
+        .and_then(|b| Lease::parse(&b))
+        .is_some_and(|l| l.holder == lease.holder))
+}
+
+/// The unpublished base a fill made, for clean-up on failure.
 #[derive(Default)]
 struct FillDebris {
-    upload: Option<String>,
     unmarked_base: bool,
 }
 
@@ -274,14 +481,26 @@ async fn cold_fill(
     key: &Identifier,
     image: &Kvm2Image,
     names: &BaseNames,
+    lease: Lease,
 ) -> Result<BaseImage, ApiError> {
-    let conn = shared.hosts.dedicated(host).await?;
     let budget = shared.options.fill_budget;
     let mut debris = FillDebris::default();
-    let outcome = tokio::time::timeout(
-        budget,
-        fill(shared, &conn, pool, key, image, names, &mut debris),
-    )
+    let conn = match shared.hosts.dedicated(host).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            cleanup(shared, host, pool, names, &lease, &debris).await;
+            return Err(e);
+        }
+    };
+    let filling = fill(shared, &conn, pool, key, image, names, &lease, &mut debris);
+    let beating = heartbeat(shared, host, pool, names, lease);
+    let outcome = tokio::time::timeout(budget, async {
+        tokio::pin!(filling);
+        tokio::select! {
+            out = &mut filling => out,
+            never = beating => match never {},
+        }
+    })
     .await
     .unwrap_or_else(|_| {
         Err(ApiError::transient(format!(
@@ -290,31 +509,75 @@ async fn cold_fill(
     });
     // SSH first, never blocking: a frozen link cannot hold this up.
     conn.close().await;
-    if outcome.is_err() && (debris.upload.is_some() || debris.unmarked_base) {
-        let cleanup = async {
-            let conn = shared.hosts.shared(host).await?;
-            let ops = PoolOps::open(host, conn.client(), pool).await?;
-            if let Some(upload) = &debris.upload {
-                ops.remove(upload).await?;
-            }
-            if debris.unmarked_base {
-                ops.remove(&names.base()).await?;
-            }
-            Ok::<_, ApiError>(())
-        };
-        match tokio::time::timeout(shared.options.cleanup_budget, cleanup).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(%host, %pool, error = %e, "could not remove a failed fill's volumes; the next fill will");
-            }
-            Err(_) => {
-                tracing::warn!(%host, %pool, "removing a failed fill's volumes timed out; the next fill will");
-            }
-        }
+    if outcome.is_err() {
+        cleanup(shared, host, pool, names, &lease, &debris).await;
     }
     outcome
 }
 
+/// Removes a failed fill's unpublished base and its lease, on the shared
+/// connection, within the clean-up budget. The base is this fill's own,
+/// created under its lease and never marked, so nothing can use it: it is
+/// deleted without the users check.
+async fn cleanup(
+    shared: &Shared,
+    host: &Identifier,
+    pool: &Identifier,
+    names: &BaseNames,
+    lease: &Lease,
+    debris: &FillDebris,
+) {
+    let work = async {
+        let conn = shared.hosts.shared(host).await?;
+        let ops = PoolOps::open(host, conn.client(), pool).await?;
+        if still_ours(&ops, names, lease).await? {
+            if debris.unmarked_base && ops.find(&names.marker()).await?.is_none() {
+                ops.remove(&names.base()).await?;
+            }
+            ops.remove(&names.fill_lease()).await?;
+        }
+        Ok::<_, ApiError>(())
+    };
+    match tokio::time::timeout(shared.options.cleanup_budget, work).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(%host, %pool, error = %e, "could not remove a failed fill's volumes; its lease ages out and is swept");
+        }
+        Err(_) => {
+            tracing::warn!(%host, %pool, "removing a failed fill's volumes timed out; its lease ages out and is swept");
+        }
+    }
+}
+
+/// Rewrites the lease's heartbeat every period, on the shared connection,
+/// for as long as it is polled (the fill's future ends it). A failed beat
+/// is logged: if the host is unreachable the fill fails too.
+async fn heartbeat(
+    shared: &Shared,
+    host: &Identifier,
+    pool: &Identifier,
+    names: &BaseNames,
+    lease: Lease,
+) -> std::convert::Infallible {
+    let period = shared.options.lease.heartbeat;
+    loop {
+        tokio::time::sleep(period).await;
+        let beat = lease.beat(SystemTime::now());
+        let work = async {
+            let conn = shared.hosts.shared(host).await?;
+            let ops = PoolOps::open(host, conn.client(), pool).await?;
+            match ops.find(&names.fill_lease()).await? {
+                Some(vol) => ops.overwrite_small(&vol, &beat.render()).await,
+                None => Err(ApiError::transient("the fill lease is gone")),
+            }
+        };
+        if let Err(e) = work.await {
+            tracing::warn!(%host, %pool, lease = %names.fill_lease(), error = %e, "fill heartbeat failed");
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
 async fn fill(
     shared: &Shared,
     conn: &Connection,
@@ -322,12 +585,13 @@ async fn fill(
     key: &Identifier,
     image: &Kvm2Image,
     names: &BaseNames,
+    lease: &Lease,
     debris: &mut FillDebris,
 ) -> Result<BaseImage, ApiError> {
     let host = conn.host();
-    // The host-side copy (`CreateXMLFrom`) and the upload's finish answer
-    // only when the daemon is done with gigabytes: on this dedicated
-    // connection a call may take as long as the whole fill may.
+    // The upload's finish answers only when the daemon has flushed
+    // gigabytes: on this dedicated connection a call may take as long as
+    // the whole fill may.
     let client = conn.client().with_call_timeout(shared.options.fill_budget);
     let ops = PoolOps::open(host, &client, pool).await?;
     tracing::info!(%host, %pool, image = %key, "downloading base image");
@@ -336,14 +600,11 @@ async fn fill(
         .open(&image.url, image.sha256)
         .await
         .map_err(ApiError::from)?;
-    // The declared length, or the cap when the server declared none, twice:
-    // the upload and its published copy exist at once until the upload is
-    // deleted. (A compressed qcow2 may still grow in the copy, which
-    // qemu-img writes uncompressed.)
+    // The declared length, or the cap when the server declared none: the
+    // image is written once, into the base itself.
     let needed = download
         .declared_len()
-        .unwrap_or(shared.source.limits().max_bytes)
-        .saturating_mul(2);
+        .unwrap_or(shared.source.limits().max_bytes);
     check_pool_space(
         host,
         pool,
@@ -352,19 +613,19 @@ async fn fill(
         shared.options.headroom,
     )?;
 
-    let upload_name = names.upload(nonce());
     // Created empty, so that its length afterwards is what the daemon wrote:
     // a `dir` pool sizes a new file to its capacity at once, which would
-    // make the length check below pass whatever arrived.
-    let upload_xml = raw_volume(&upload_name, 0).map_err(ApiError::from)?;
-    let upload = ops.create(&upload_name, &upload_xml).await?;
-    debris.upload = Some(upload_name.clone());
+    // make the length check below pass whatever arrived. libvirt probes the
+    // uploaded bytes (a qcow2 image reads as qcow2 with its virtual size).
+    let base_xml = raw_volume(&names.base(), 0).map_err(ApiError::from)?;
+    let base = ops.create(&names.base(), &base_xml).await?;
+    debris.unmarked_base = true;
     let mut reader = download.into_async_read();
     let sent = observed(
         host,
         "storage_vol_upload",
         client.storage_vol_upload(
-            &upload,
+            &base,
             0,
             0,
             libvirt_rpc::StorageVolStreamFlags::empty(),
@@ -382,31 +643,21 @@ async fn fill(
             "the download ended without a verified digest",
         ));
     }
-    let stored = ops.physical(&upload).await?;
+    let stored = ops.physical(&base).await?;
     if stored != sent {
         return Err(ApiError::transient(format!(
             "uploaded {sent} bytes but the volume holds {stored}"
         )));
     }
 
-    // Publish: the daemon copies the verified upload into the base name.
-    debris.unmarked_base = true;
-    let base_xml = base_volume(&names.base(), sent, image.format).map_err(ApiError::from)?;
-    let base = ops.clone_from(&names.base(), &base_xml, &upload).await?;
-    // A raw copy is byte for byte; a qcow2 clone is re-encoded by qemu-img,
-    // so only its presence can be checked.
-    if image.format == ImageFormat::Raw {
-        let base_size = ops.physical(&base).await?;
-        if base_size != sent {
-            return Err(ApiError::transient(format!(
-                "published base holds {base_size} bytes, {sent} expected"
-            )));
-        }
+    // Fenced: a fill whose lease was swept (its heartbeat lost for longer
+    // than the budget) never publishes.
+    if !still_ours(&ops, names, lease).await? {
+        return Err(ApiError::transient(
+            "the fill lease was lost before publishing; nothing published",
+        ));
     }
-    ops.remove(&upload_name).await?;
-    debris.upload = None;
-
-    // The commit point, last.
+    // The commit point.
     let marker = ImageMarker {
         sha256: image.sha256,
         url: image.url.clone(),
@@ -416,6 +667,9 @@ async fn fill(
     ops.write_small(&names.marker(), &marker.render()).await?;
     debris.unmarked_base = false;
     let path = ops.path(&base).await?;
+    if let Err(e) = ops.remove(&names.fill_lease()).await {
+        tracing::warn!(%host, %pool, error = %e, "could not remove the fill lease after publishing; harmless (the marker decides)");
+    }
     tracing::info!(%host, %pool, image = %key, bytes = sent, "base image published");
     Ok(BaseImage {
         name: base.name,
@@ -445,8 +699,8 @@ fn upload_error(host: &Identifier, e: libvirt_rpc::Error) -> ApiError {
     ApiError::wrap(class, format!("host {host}: image upload failed"), e)
 }
 
-/// A random 64-bit nonce for temporary names (std's per-process random
-/// hasher keys, mixed with the clock).
+/// A random 64-bit nonce for lease holders (std's per-process random
+/// hasher keys, mixed with the clock and the process id).
 fn nonce() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
@@ -454,5 +708,6 @@ fn nonce() -> u64 {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos()),
     );
+    h.write_u32(std::process::id());
     h.finish()
 }

@@ -55,13 +55,16 @@
 //! ```
 
 pub mod address;
+pub mod base_users;
 pub mod check;
 pub mod connection;
 mod create;
 mod delete;
 pub mod domain_xml;
 mod error;
+pub mod fill_lease;
 pub mod get;
+pub mod host_capacity;
 pub mod host_table;
 pub mod image_cache;
 pub mod image_marker;

@@ -44,11 +44,25 @@ pub struct ProviderOptions {
     pub start_watch: Duration,
     /// Largest cloud-init seed ISO, in bytes.
     pub seed_size_limit: u64,
+    /// How long a Create may take when its request carries no deadline
+    /// (default 10 minutes).
+    pub create_budget: Duration,
+    /// How long a host whose dial failed is ranked after the others
+    /// (placements `Any` and `Prefer`; default 60 s).
+    pub dial_cooldown: Duration,
+    /// Pool space a new VM's overlay must find free, on top of its seed
+    /// (default 1 GiB; overlays are thin, so the machine type's whole disk
+    /// is not reserved — raise it to the disk size for strict reservation).
+    pub overlay_reserve: u64,
+    /// Whether Create checks the host's CPUs, free memory and pool space
+    /// before defining a domain (default true).
+    pub capacity_check: bool,
 }
 
 impl Default for ProviderOptions {
     /// `q35`, default download limits and cache budgets, a 3 s start
-    /// watch, 1 MiB seeds.
+    /// watch, 1 MiB seeds, a 10 min Create budget, a 60 s dial cool-down,
+    /// a 1 GiB overlay reserve, the capacity check on.
     fn default() -> Self {
         Self {
             hosts: HostOptions::default(),
@@ -57,6 +71,10 @@ impl Default for ProviderOptions {
             cache: CacheOptions::default(),
             start_watch: Duration::from_secs(3),
             seed_size_limit: crate::seed_iso::DEFAULT_SIZE_LIMIT,
+            create_budget: Duration::from_secs(10 * 60),
+            dial_cooldown: Duration::from_secs(60),
+            overlay_reserve: 1 << 30,
+            capacity_check: true,
         }
     }
 }
@@ -84,6 +102,8 @@ pub(crate) struct Inner {
     pub(crate) images: ImageCache,
     /// Instance names with a Create running.
     pub(crate) creating: crate::create::Creating,
+    /// When each host's dial last failed (Create's cool-down ranking).
+    pub(crate) dial_failures: crate::create::DialFailures,
 }
 
 impl std::fmt::Debug for Kvm2Provider {
@@ -130,6 +150,7 @@ impl Kvm2Provider {
                 hosts,
                 images,
                 creating: crate::create::Creating::default(),
+                dial_failures: crate::create::DialFailures::default(),
             }),
             checker,
         })

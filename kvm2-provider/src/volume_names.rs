@@ -1,4 +1,4 @@
-//! Storage volume names: base images, temporary uploads, markers and the
+//! Storage volume names: base images, their markers and fill leases, and the
 //! per-VM overlay and seed.
 //!
 //! Every name is built from [`Identifier`]s (`a-z`, `0-9`, `-`; no `.`, no
@@ -10,9 +10,9 @@
 //! |---|---|
 //! | base image | `base-<entry>.<key>.<fmt>` |
 //! | its marker | `base-<entry>.<key>.<fmt>.marker` |
-//! | upload in progress | `tmp-<entry>.<key>.<nonce>.<fmt>` |
-//! | VM overlay | `vm-<domain>.overlay.qcow2` |
-//! | VM seed ISO | `vm-<domain>.seed.iso` |
+//! | its fill lease (while a fill uploads into the base) | `base-<entry>.<key>.<fmt>.fill` |
+//! | VM overlay | `vm-<entry>.<domain>.overlay.qcow2` |
+//! | VM seed ISO | `vm-<entry>.<domain>.seed.iso` |
 //!
 //! The provider entry is part of every base name (H4: two entries never share
 //! a base). The issue sketched `base-<entry>-<key>`; with `-` allowed inside
@@ -22,7 +22,7 @@
 use provider_api::Identifier;
 use provider_api::config::ImageFormat;
 
-/// The names of one cached base image: its volume, marker and upload names.
+/// The names of one cached base image: its volume, marker and fill lease.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BaseNames {
     entry: Identifier,
@@ -56,24 +56,10 @@ impl BaseNames {
         format!("{}.marker", self.base())
     }
 
-    /// A temporary upload name, unique per `nonce`:
-    /// `tmp-<entry>.<key>.<nonce as 16 hex digits>.<fmt>`.
-    pub fn upload(&self, nonce: u64) -> String {
-        format!(
-            "tmp-{}.{}.{nonce:016x}.{}",
-            self.entry, self.key, self.format
-        )
-    }
-
-    /// True when `volume` is a temporary upload of this base (any nonce):
-    /// debris when no upload is running.
-    pub fn is_upload(&self, volume: &str) -> bool {
-        let prefix = format!("tmp-{}.{}.", self.entry, self.key);
-        let suffix = format!(".{}", self.format);
-        volume
-            .strip_prefix(&prefix)
-            .and_then(|rest| rest.strip_suffix(&suffix))
-            .is_some_and(|nonce| nonce.len() == 16 && nonce.bytes().all(|b| b.is_ascii_hexdigit()))
+    /// The fill lease, held while a fill uploads into the base
+    /// ([`fill_lease`](crate::fill_lease)): `base-<entry>.<key>.<fmt>.fill`.
+    pub fn fill_lease(&self) -> String {
+        format!("{}.fill", self.base())
     }
 }
 
@@ -126,15 +112,7 @@ mod tests {
         let n = BaseNames::new(&id("kvm2-home"), &id("debian-13"), ImageFormat::Qcow2);
         assert_eq!(n.base(), "base-kvm2-home.debian-13.qcow2");
         assert_eq!(n.marker(), "base-kvm2-home.debian-13.qcow2.marker");
-        assert_eq!(
-            n.upload(0xab),
-            "tmp-kvm2-home.debian-13.00000000000000ab.qcow2"
-        );
-        assert!(n.is_upload(&n.upload(7)));
-        assert!(!n.is_upload(&n.base()));
-        assert!(!n.is_upload("tmp-kvm2-home.debian-13.xyz.qcow2"));
-        let other = BaseNames::new(&id("kvm2-home"), &id("debian"), ImageFormat::Qcow2);
-        assert!(!other.is_upload(&n.upload(7)));
+        assert_eq!(n.fill_lease(), "base-kvm2-home.debian-13.qcow2.fill");
         let raw = BaseNames::new(&id("kvm2-home"), &id("debian-13"), ImageFormat::Raw);
         assert_eq!(raw.base(), "base-kvm2-home.debian-13.raw");
     }
@@ -165,8 +143,7 @@ mod tests {
             let same = a == c && b == d;
             prop_assert_eq!(x.base() == y.base(), same);
             prop_assert_eq!(x.marker() == y.marker(), same);
-            prop_assert_eq!(x.upload(1) == y.upload(1), same);
-            prop_assert_eq!(y.is_upload(&x.upload(9)), same);
+            prop_assert_eq!(x.fill_lease() == y.fill_lease(), same);
         }
 
         // H4 for the per-VM volumes: distinct (entry, domain) never share one.

@@ -96,29 +96,6 @@ impl<'a> PoolOps<'a> {
         .map_err(|e| self.err(format!("create volume {name}"), e))
     }
 
-    /// Creates a volume from `xml` whose contents are a copy of `from`
-    /// (`virStorageVolCreateXMLFrom`): the daemon copies the bytes on the
-    /// host, and the new name appears only once the copy is complete.
-    pub(crate) async fn clone_from(
-        &self,
-        name: &str,
-        xml: &str,
-        from: &StorageVol,
-    ) -> Result<StorageVol, ApiError> {
-        observed(
-            self.host,
-            "storage_vol_create_xml_from",
-            self.client.storage_vol_create_xml_from(
-                &self.pool,
-                xml,
-                from,
-                StorageVolCreateFlags::empty(),
-            ),
-        )
-        .await
-        .map_err(|e| self.err(format!("clone {} into {name}", from.name), e))
-    }
-
     /// The volume's path on the host.
     pub(crate) async fn path(&self, vol: &StorageVol) -> Result<String, ApiError> {
         observed(
@@ -204,6 +181,29 @@ impl<'a> PoolOps<'a> {
         .await
         .map_err(|e| self.err(format!("write volume {name}"), e))?;
         Ok(vol)
+    }
+
+    /// Overwrites the first `bytes.len()` bytes of `vol` (a small volume
+    /// rewritten in place: the fill lease's heartbeat).
+    pub(crate) async fn overwrite_small(
+        &self,
+        vol: &StorageVol,
+        bytes: &[u8],
+    ) -> Result<(), ApiError> {
+        observed(
+            self.host,
+            "storage_vol_upload",
+            self.client.storage_vol_upload(
+                vol,
+                0,
+                bytes.len() as u64,
+                StorageVolStreamFlags::empty(),
+                bytes,
+            ),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| self.err(format!("rewrite volume {}", vol.name), e))
     }
 
     /// Reads a small volume whole; `None` when it is larger than `limit`.

@@ -256,9 +256,9 @@ async fn a_pool_too_small_is_quota_exceeded() {
     }
     env.watch_pool(&pool);
 
-    // 10 MiB fits the 16 MiB pool once, not twice: the upload and its
-    // published copy exist at once.
-    let body = image(10 << 20);
+    // 20 MiB does not fit the 16 MiB pool (the image is written once,
+    // straight into the base).
+    let body = image(20 << 20);
     let server = common::serve_body(&body).await;
     let img = raw_image("big", &server, "/big.raw", &body);
     let host = Host {

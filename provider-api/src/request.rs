@@ -1,6 +1,7 @@
 //! [`CreateRequest`] and what it carries: [`Placement`], [`Tags`], [`Tag`].
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use crate::ident::{Identifier, ObjectName, OwnerUid, TagValue};
 use crate::instance_name::name_from_uid;
@@ -87,11 +88,20 @@ pub struct CreateRequest {
     /// Extra tags stored with the instance (the ownership mark is added by
     /// the provider regardless).
     pub tags: Tags,
+    /// When the caller stops waiting. A provider honours it end to end
+    /// (dialling, waiting for a shared image download, defining, starting)
+    /// and answers [`Transient`](crate::ErrorClass::Transient) when it
+    /// passes, after undoing what the call made (its clean-up budget may
+    /// run past the deadline). Work shared with other callers (an image
+    /// download) is not cancelled by one caller's deadline. `None`: the
+    /// provider's documented default budget.
+    pub deadline: Option<Instant>,
 }
 
 impl CreateRequest {
     /// A request with defaults for everything but the owner: default machine
-    /// type and image, [`Placement::Any`], no user data, no extra tags.
+    /// type and image, [`Placement::Any`], no user data, no extra tags, no
+    /// deadline (the provider's default budget).
     pub fn new(owner_uid: OwnerUid, proxy_name: ObjectName, proxy_namespace: Identifier) -> Self {
         CreateRequest {
             owner_uid,
@@ -102,7 +112,15 @@ impl CreateRequest {
             placement: Placement::Any,
             user_data: None,
             tags: Tags::new(),
+            deadline: None,
         }
+    }
+
+    /// This request with a deadline `within` from now.
+    #[must_use]
+    pub fn with_timeout(mut self, within: Duration) -> Self {
+        self.deadline = Instant::now().checked_add(within);
+        self
     }
 
     /// The instance name this request produces: [`name_from_uid`] of the
@@ -128,6 +146,9 @@ mod tests {
         assert!(!d.contains("hunter2"), "{d}");
         assert!(d.contains("[redacted]"));
         assert_eq!(req.instance_name(), name_from_uid(&req.owner_uid));
+        assert!(req.deadline.is_none());
+        let req = req.with_timeout(Duration::from_secs(60));
+        assert!(req.deadline.is_some_and(|d| d > Instant::now()));
     }
 
     #[test]

@@ -1,0 +1,240 @@
+//! Host capacity: checked before a domain is defined, so a full host
+//! answers QuotaExceeded (wait long, or go elsewhere) instead of a start
+//! failure retried forever as Transient.
+//!
+//! ```text
+//!  NodeGetInfo (logical CPUs) ─┐
+//!  NodeGetFreeMemory (bytes) ──┼─▶ check(machine type, seed size, reserve) ─▶ Ok
+//!  pool free space (refreshed) ┘                                            └▶ QuotaExceeded naming
+//!                                                                              every resource short
+//! ```
+//!
+//! What is checked, per Create:
+//! * **vCPUs**: the machine type's vCPUs against the host's logical CPUs (a
+//!   VM cannot usefully have more; the sum over VMs is not checked —
+//!   overcommitting CPUs across VMs is normal).
+//! * **Memory**: the machine type's memory against the host's free memory
+//!   (`virNodeGetFreeMemory`: memory not in use, page cache counted as
+//!   used, so the check errs on the side of refusing).
+//! * **Pool space**: the seed ISO plus the overlay's reserve
+//!   ([`ProviderOptions::overlay_reserve`](crate::ProviderOptions), default
+//!   1 GiB: overlays are thin, so the machine type's whole disk is not
+//!   reserved) against the pool's free space.
+//!
+//! A start that still fails for lack of memory or disk (another VM took it
+//! meanwhile) is classed QuotaExceeded too ([`start_failure_class`]).
+
+use libvirt_rpc::Client;
+use libvirt_rpc::proto::xdr::{Decode, Reader, XdrError};
+use provider_api::config::MachineType;
+use provider_api::{Error as ApiError, ErrorClass, Identifier};
+
+use crate::libvirt_errors::to_provider_error;
+use crate::observe::observed;
+
+/// `REMOTE_PROC_NODE_GET_INFO`.
+const NODE_GET_INFO: i32 = 6;
+/// `REMOTE_PROC_NODE_GET_FREE_MEMORY`.
+const NODE_GET_FREE_MEMORY: i32 = 102;
+
+/// `remote_node_get_info_ret`: `char model[32]` (32 XDR ints), `memory`
+/// (KiB), `cpus`, `mhz`, `nodes`, `sockets`, `cores`, `threads`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NodeInfo {
+    cpus: i32,
+}
+
+impl Decode for NodeInfo {
+    fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
+        for _ in 0..32 {
+            i32::decode(r)?;
+        }
+        let _memory_kib = u64::decode(r)?;
+        let cpus = i32::decode(r)?;
+        for _ in 0..5 {
+            i32::decode(r)?;
+        }
+        Ok(Self { cpus })
+    }
+}
+
+/// What a host has free for one more VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostFree {
+    /// Logical CPUs.
+    pub cpus: u32,
+    /// Free memory in bytes.
+    pub memory: u64,
+    /// Free space in the pool in bytes.
+    pub pool: u64,
+}
+
+/// Reads the host's CPUs and free memory on `client`.
+///
+/// # Errors
+/// As the [error table](crate::libvirt_errors).
+pub(crate) async fn cpus_and_free_memory(
+    host: &Identifier,
+    client: &Client,
+) -> Result<(u32, u64), ApiError> {
+    let info: NodeInfo = observed(host, "node_get_info", client.call(NODE_GET_INFO, &()))
+        .await
+        .map_err(|e| to_provider_error(format!("host {host}: node info"), e))?;
+    let free: u64 = observed(
+        host,
+        "node_get_free_memory",
+        client.call(NODE_GET_FREE_MEMORY, &()),
+    )
+    .await
+    .map_err(|e| to_provider_error(format!("host {host}: free memory"), e))?;
+    Ok((u32::try_from(info.cpus).unwrap_or(0), free))
+}
+
+/// Checks that `free` can take one VM of `machine` whose per-VM volumes
+/// need `pool_needed` bytes.
+///
+/// # Errors
+/// QuotaExceeded naming every resource that is short, with both figures.
+pub fn check(
+    host: &Identifier,
+    pool: &Identifier,
+    free: HostFree,
+    machine: &MachineType,
+    pool_needed: u64,
+) -> Result<(), ApiError> {
+    let mut short = Vec::new();
+    if machine.vcpus > free.cpus {
+        short.push(format!(
+            "vCPUs: the machine type has {}, the host {}",
+            machine.vcpus, free.cpus
+        ));
+    }
+    if machine.memory.bytes() > free.memory {
+        short.push(format!(
+            "memory: the machine type needs {} MiB, the host has {} MiB free",
+            machine.memory.mib(),
+            free.memory >> 20
+        ));
+    }
+    if pool_needed > free.pool {
+        short.push(format!(
+            "pool {pool} space: the overlay and seed need {} MiB, {} MiB free",
+            pool_needed.div_ceil(1 << 20),
+            free.pool >> 20
+        ));
+    }
+    if short.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::quota_exceeded(format!(
+        "host {host} lacks capacity for this VM: {}",
+        short.join("; ")
+    )))
+}
+
+/// The class of a failed domain start: QuotaExceeded when QEMU could not
+/// get memory or disk space (the host is full now), else `class` (the
+/// error table's).
+pub fn start_failure_class(message: &str, class: ErrorClass) -> ErrorClass {
+    const SHORT_OF: [&str; 4] = [
+        "cannot set up guest memory",
+        "Cannot allocate memory",
+        "No space left on device",
+        "Disk quota exceeded",
+    ];
+    if SHORT_OF.iter().any(|s| message.contains(s)) {
+        ErrorClass::QuotaExceeded
+    } else {
+        class
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use provider_api::ProvidersConfig;
+
+    fn machine(vcpus: u32, memory: &str) -> MachineType {
+        let yaml = format!(
+            "providers:\n  - name: e\n    type: kvm2\n    kvm2:\n      ssh: {{user: root, key_file: /k, insecure_ignore_host_key: true}}\n      hosts: [{{name: h, address: 10.0.0.1, bridge: br0, pool: p}}]\n      images:\n        i: {{url: 'http://x/i', sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855, format: raw}}\n      machine_types:\n        m: {{vcpus: {vcpus}, memory: {memory}, disk: 1GiB}}\n"
+        );
+        let config = ProvidersConfig::from_yaml_str(&yaml).unwrap();
+        config.providers[0]
+            .kvm2()
+            .unwrap()
+            .machine_types
+            .values()
+            .next()
+            .copied()
+            .unwrap()
+    }
+
+    #[test]
+    fn enough_of_everything_passes() {
+        let (h, p) = (
+            Identifier::parse("h").unwrap(),
+            Identifier::parse("p").unwrap(),
+        );
+        let free = HostFree {
+            cpus: 2,
+            memory: 2 << 30,
+            pool: 2 << 30,
+        };
+        assert!(check(&h, &p, free, &machine(2, "2GiB"), 2 << 30).is_ok());
+    }
+
+    #[test]
+    fn each_shortage_is_named() {
+        let (h, p) = (
+            Identifier::parse("h1").unwrap(),
+            Identifier::parse("pool1").unwrap(),
+        );
+        let free = HostFree {
+            cpus: 2,
+            memory: 1 << 30,
+            pool: 100 << 20,
+        };
+        let e = check(&h, &p, free, &machine(4, "2GiB"), 200 << 20).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::QuotaExceeded);
+        assert_eq!(
+            e.message(),
+            "host h1 lacks capacity for this VM: vCPUs: the machine type has 4, the host 2; \
+             memory: the machine type needs 2048 MiB, the host has 1024 MiB free; \
+             pool pool1 space: the overlay and seed need 200 MiB, 100 MiB free"
+        );
+        let only_memory = check(&h, &p, free, &machine(1, "2GiB"), 1).unwrap_err();
+        assert!(only_memory.message().contains("memory"), "{only_memory}");
+        assert!(!only_memory.message().contains("vCPUs"), "{only_memory}");
+    }
+
+    #[test]
+    fn a_start_short_of_memory_is_quota_exceeded() {
+        // libvirt 11.3 / QEMU 10 on the sandbox, a 900 GiB guest.
+        let real = "internal error: QEMU unexpectedly closed the monitor (vm='zz'): \
+            2026-12-02T19:57:13.631935Z qemu-system-x86_64: cannot set up guest memory 'pc.ram': \
+            Cannot allocate memory";
+        assert_eq!(
+            start_failure_class(real, ErrorClass::Transient),
+            ErrorClass::QuotaExceeded
+        );
+        assert_eq!(
+            start_failure_class("Cannot get interface MTU on 'nobr0'", ErrorClass::Transient),
+            ErrorClass::Transient
+        );
+    }
+
+    #[test]
+    fn node_info_decodes_from_its_wire_form() {
+        let mut wire = Vec::new();
+        for c in b"x86_64\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0" {
+            wire.extend_from_slice(&i32::from(*c).to_be_bytes());
+        }
+        wire.extend_from_slice(&16_344_824u64.to_be_bytes());
+        for v in [2i32, 2445, 1, 1, 2, 1] {
+            wire.extend_from_slice(&v.to_be_bytes());
+        }
+        let info: NodeInfo = libvirt_rpc::proto::xdr::from_bytes(&wire).unwrap();
+        assert_eq!(info, NodeInfo { cpus: 2 });
+        assert!(libvirt_rpc::proto::xdr::from_bytes::<NodeInfo>(&wire[..20]).is_err());
+    }
+}
