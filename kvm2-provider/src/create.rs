@@ -126,6 +126,7 @@ async fn create_once(
     })?;
     let (_, machine) = inner.config.machine_type_for(req.machine_type.as_ref())?;
     let (key, image) = inner.config.image_for(req.image.as_ref())?;
+    crate::image_cache::refuse_placeholder(key, image)?;
     // Refused before anything is made (the mark is written at define).
     crate::ownership_mark::stored_tags(&req.tags)?;
     let (host, conn) = choose_host(inner, &req.placement, &req.owner_uid, deadline).await?;

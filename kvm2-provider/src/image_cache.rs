@@ -183,8 +183,9 @@ impl ImageCache {
     /// `deadline` at most.
     ///
     /// # Errors
-    /// Permanent when the configured image was edited after its base was
-    /// made (add a new key instead), the download's digest does not match,
+    /// Permanent when the image is the sample config's placeholder
+    /// ([`refuse_placeholder`]), when the configured image was edited after
+    /// its base was made (add a new key instead), the download's digest does not match,
     /// the image is over the size cap or the server refuses it (4xx), or a
     /// base without a valid marker is in use (kept); QuotaExceeded when the
     /// pool lacks the space; Transient for network, libvirt and budget
@@ -203,6 +204,7 @@ impl ImageCache {
         image: &Kvm2Image,
         deadline: Option<Instant>,
     ) -> Result<BaseImage, ApiError> {
+        refuse_placeholder(key, image)?;
         let shared = self.shared.clone();
         let (host_name, pool, key_owned, image_owned) = (
             host.name.clone(),
@@ -240,6 +242,23 @@ impl ImageCache {
             ))),
         }
     }
+}
+
+/// Refuses an image whose sha256 is the placeholder (all zeros, as in
+/// `deploy/providers-config.yaml` until the guest image is built): no
+/// download is tried, the answer names what to do.
+///
+/// # Errors
+/// Permanent when `image` carries the placeholder digest.
+pub fn refuse_placeholder(key: &Identifier, image: &Kvm2Image) -> Result<(), ApiError> {
+    if image.sha256.to_string().bytes().all(|b| b == b'0') {
+        return Err(ApiError::permanent(format!(
+            "image {key} is a placeholder (sha256 all zeros): build the proxy guest image with \
+             `cargo xtask guest-image`, serve it over HTTP(S), and put its URL and sha256 into \
+             the providers config"
+        )));
+    }
+    Ok(())
 }
 
 /// What the pool holds for one base.
