@@ -11,15 +11,18 @@
 //! Construction dials nothing. Each operation is its own module:
 //!
 //! ```text
-//!  Kvm2Provider ─ create ─▶ placement ─▶ adoption guard ─▶ image_cache::ensure ─▶ overlay
-//!       │                   ─▶ seed_iso + vendor_data ─▶ domain_xml ─▶ define, start, watch
+//!  Kvm2Provider ─ create (one deadline) ─▶ placement (dial cool-down) ─▶ adoption guard
+//!       │          ─▶ image_cache::ensure_by ─▶ seed_iso + vendor_data ─▶ host_capacity
+//!       │          ─▶ overlay, seed ─▶ domain_xml ─▶ define, start, watch
 //!       ├─ delete ─▶ destroy, undefine (NVRAM), per-VM volumes (never the base)
 //!       ├─ get / list_by_tag / checker ─▶ get, list, check (address)
 //!       └─ HostTable: one shared connection per host; dedicated ones for
 //!                     uploads and checks (SSH via ssh-socket, libvirt-rpc)
 //!
-//!  image_cache: single flight per (host, key) ─▶ judge base + marker ─▶ GET ─▶ free space
-//!               ─▶ upload tmp (dedicated conn) ─▶ verify ─▶ clone to base ─▶ marker last
+//!  image_cache: single flight per (host, key), a task of the cache's ─▶ judge base + marker
+//!               ─▶ fill lease (cross-process lock, heartbeat) ─▶ base in use? (base_users)
+//!               ─▶ GET ─▶ free space ─▶ upload into the base (dedicated conn) ─▶ verify
+//!               ─▶ marker last (the publish) ─▶ release the lease
 //! ```
 //!
 //! The pieces they are built from are pure functions or self-contained
@@ -29,17 +32,23 @@
 //!  machine type, host, mark ─▶ domain_xml::render ─▶ <domain> XML with the ownership mark
 //!  user data + vendor_data  ─▶ seed_iso::build    ─▶ NoCloud ISO bytes (label cidata)
 //!  image URL + sha256       ─▶ ImageSource::open  ─▶ Download: Stream<Bytes>, hashed, capped
-//!  entry, key, instance     ─▶ volume_names       ─▶ base / marker / upload / overlay / seed
+//!  entry, key, instance     ─▶ volume_names       ─▶ base / marker / fill lease / overlay / seed
+//!  lease bytes, clock       ─▶ fill_lease::Lease  ─▶ live or provably abandoned
+//!  volume / domain XML      ─▶ base_users         ─▶ backing and disk paths
 //!  volume name, backing     ─▶ volume_xml         ─▶ <volume> XML
 //!  libvirt dumps, numbers   ─▶ ownership_mark::parse_mark, image_marker::judge, state::classify
 //!  libvirt-rpc errors       ─▶ libvirt_errors::classify ─▶ provider error class
 //! ```
 //!
-//! Deliberately absent: spawned tasks (every job runs in its caller's
-//! future), clock reads in the builders (times are inputs), unbounded waits
-//! (every libvirt call has its connection's deadline; fills and clean-ups
-//! have budgets), and panics on input — every parser returns a typed
-//! [`Error`]. Cloud-init user data never reaches a log, span or error.
+//! One kind of task is spawned: an image fill, owned by the provider's
+//! [`ImageCache`](image_cache::ImageCache) (aborted when it is dropped) and
+//! bounded by the fill budget, so that a Create leaving at its deadline does
+//! not cancel a fill other Creates (or its own retry) still need. Every other
+//! job runs in its caller's future. Deliberately absent: clock reads in the
+//! builders (times are inputs), unbounded waits (every libvirt call has its
+//! connection's deadline; Create has its caller's; fills and clean-ups have
+//! budgets), and panics on input — every parser returns a typed [`Error`].
+//! Cloud-init user data never reaches a log, span or error.
 //!
 //! The operator guide is `docs/kvm2-provider.md`.
 //!

@@ -254,6 +254,28 @@ mod tests {
         }
     }
 
+    /// The contract (`InstanceState` and docs/provider-contract.md §2):
+    /// paused — by a user or by an error — and guest-suspended domains are
+    /// Failed with a reason; only shut-off / shutting-down ones are Stopped.
+    #[test]
+    fn paused_and_suspended_are_failed_as_the_contract_says() {
+        use libvirt_state as s;
+        for (state, reason) in [(s::PAUSED, 1), (s::PAUSED, 5), (s::PMSUSPENDED, 0)] {
+            let v = classify(state, reason).instance_state();
+            assert!(
+                matches!(v, InstanceState::Failed { ref reason } if !reason.is_empty()),
+                "({state}, {reason}): {v:?}"
+            );
+        }
+        for (state, reason) in [(s::SHUTOFF, 1), (s::SHUTOFF, 2), (s::SHUTDOWN, 0)] {
+            assert_eq!(
+                classify(state, reason).instance_state(),
+                InstanceState::Stopped,
+                "({state}, {reason})"
+            );
+        }
+    }
+
     proptest::proptest! {
         #[test]
         fn classify_is_total(state: i32, reason: i32) {

@@ -18,12 +18,16 @@ pub enum InstanceState {
     Provisioning,
     /// Running, with an address in [`Instance::ip`].
     Running,
-    /// Exists but is not running (shut off, paused, suspended). The caller
-    /// may delete and recreate it.
+    /// Exists but is not running because it was shut down or is shutting
+    /// down (cleanly, by the guest or an administrator). The caller may
+    /// delete and recreate it; kvm2's `create` for the same owner restarts
+    /// it.
     Stopped,
-    /// Exists but failed (crashed, refused to start). `reason` is a short
-    /// human-readable cause with no secrets in it; the caller deletes and
-    /// recreates.
+    /// Exists but will not serve without intervention: crashed, refused to
+    /// start, killed, paused (by a user or by an error such as an I/O error
+    /// or a watchdog), suspended by the guest's power management. `reason`
+    /// is a short human-readable cause with no secrets in it; the caller
+    /// deletes and recreates.
     Failed {
         /// Why, in a few words.
         reason: String,
