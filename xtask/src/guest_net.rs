@@ -12,8 +12,8 @@
 //! ```
 //!
 //! `start` creates the namespace (loopback up, the bridge with the gateway
-//! address, forwarding off, no other interface, no default route), a sandbox
-//! CA and a certificate for the upstream signed by it, dnsmasq serving DHCP
+//! address, forwarding off, no other interface, no default route), a CA of
+//! its own and a certificate for the upstream signed by it, dnsmasq serving DHCP
 //! on the bridge (leases file in the run dir, `--no-resolv`: no upstream
 //! DNS), and the upstream HTTPS server. The sandbox then starts libvirtd
 //! inside the namespace ([`command`]), so the taps it creates for domains'
@@ -29,7 +29,7 @@
 
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,7 @@ use anyhow::{Context, Result, bail};
 use xtask::GuestNet;
 
 use crate::cmd::{cmd, output, read};
+use crate::pki::{self, CertPair, Usage};
 use crate::sandbox::wait_pid_file;
 
 /// The namespace's name (`ip netns`): ours by its `kvm2-` prefix.
@@ -73,10 +74,10 @@ pub fn start(dir: &Path, processes: &mut Vec<(String, u32)>) -> Result<GuestNet>
     std::fs::create_dir_all(&net_dir)
         .with_context(|| format!("cannot create {}", net_dir.display()))?;
     create_namespace()?;
-    let ca_cert = certificates(&net_dir)?;
+    let (ca, upstream) = certificates(&net_dir)?;
     let leases_file = net_dir.join("dnsmasq.leases");
     processes.push(("dnsmasq".into(), start_dnsmasq(&net_dir, &leases_file)?));
-    processes.push(("python3".into(), start_upstream(&net_dir)?));
+    processes.push(("python3".into(), start_upstream(&net_dir, &upstream)?));
     let net = GuestNet {
         netns: NETNS.into(),
         bridge: BRIDGE.into(),
@@ -89,7 +90,7 @@ pub fn start(dir: &Path, processes: &mut Vec<(String, u32)>) -> Result<GuestNet>
         upstream: SocketAddr::from((GATEWAY, UPSTREAM_PORT)),
         upstream_name: UPSTREAM_NAME.into(),
         upstream_body: UPSTREAM_BODY.into(),
-        ca_cert,
+        ca_cert: ca.cert,
     };
     check_upstream(&net)?;
     Ok(net)
@@ -215,56 +216,20 @@ fn create_namespace() -> Result<()> {
     Ok(())
 }
 
-/// A sandbox CA and the upstream's certificate (ECDSA P-256), made with
-/// OpenSSL's command line. Returns the CA certificate's path.
-fn certificates(dir: &Path) -> Result<PathBuf> {
-    let ca_cert = dir.join("ca.crt");
-    let ca_key = dir.join("ca.key");
-    let key = dir.join("upstream.key");
-    let csr = dir.join("upstream.csr");
-    let ext = dir.join("upstream.ext");
-    let cert = dir.join("upstream.crt");
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
-    let mut c = cmd("openssl", ["req", "-x509", "-nodes", "-days", "30"]);
-    c.args(ec)
-        .args(["-subj", "/CN=kvm2-sandbox guest network CA"])
-        .args(["-addext", "basicConstraints=critical,CA:TRUE"])
-        .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"])
-        .arg("-keyout")
-        .arg(&ca_key)
-        .arg("-out")
-        .arg(&ca_cert);
-    read(c)?;
-    let mut c = cmd("openssl", ["req", "-new", "-nodes"]);
-    c.args(ec)
-        .args(["-subj", &format!("/CN={UPSTREAM_NAME}")])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&csr);
-    read(c)?;
-    std::fs::write(
-        &ext,
-        format!(
-            "basicConstraints=critical,CA:FALSE\n\
-             keyUsage=critical,digitalSignature\n\
-             extendedKeyUsage=serverAuth\n\
-             subjectAltName=DNS:{UPSTREAM_NAME},IP:{GATEWAY}\n"
-        ),
+/// A CA of the guest network's own and the upstream's certificate signed by
+/// it, for its name and its address ([`pki`]: OpenSSL, ECDSA P-256).
+fn certificates(dir: &Path) -> Result<(CertPair, CertPair)> {
+    let ca = pki::new_ca(dir, "kvm2-guest-net-ca")?;
+    let names = [format!("DNS:{UPSTREAM_NAME}"), format!("IP:{GATEWAY}")];
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let upstream = pki::issue(
+        &ca,
+        dir,
+        "upstream",
+        &format!("/CN={UPSTREAM_NAME}"),
+        Usage::Server(&names),
     )?;
-    let mut c = cmd("openssl", ["x509", "-req", "-days", "30", "-in"]);
-    c.arg(&csr)
-        .arg("-CA")
-        .arg(&ca_cert)
-        .arg("-CAkey")
-        .arg(&ca_key)
-        .arg("-CAcreateserial")
-        .arg("-extfile")
-        .arg(&ext)
-        .arg("-out")
-        .arg(&cert);
-    read(c)?;
-    Ok(ca_cert)
+    Ok((ca, upstream))
 }
 
 fn start_dnsmasq(dir: &Path, leases_file: &Path) -> Result<u32> {
@@ -301,10 +266,9 @@ fn start_dnsmasq(dir: &Path, leases_file: &Path) -> Result<u32> {
     wait_pid_file(&pid_file)
 }
 
-fn start_upstream(dir: &Path) -> Result<u32> {
+fn start_upstream(dir: &Path, upstream: &CertPair) -> Result<u32> {
     let script = dir.join("upstream_https.py");
     std::fs::write(&script, UPSTREAM_SCRIPT)?;
-    let (cert, key) = (dir.join("upstream.crt"), dir.join("upstream.key"));
     let pid_file = dir.join("upstream.pid");
     let log = dir.join("upstream.log");
     let log_file =
@@ -317,9 +281,9 @@ fn start_upstream(dir: &Path) -> Result<u32> {
         .args(["--bind", &GATEWAY.to_string()])
         .args(["--port", &UPSTREAM_PORT.to_string()])
         .arg("--cert")
-        .arg(&cert)
+        .arg(&upstream.cert)
         .arg("--key")
-        .arg(&key)
+        .arg(&upstream.key)
         .args(["--body", UPSTREAM_BODY])
         .arg("--pid-file")
         .arg(&pid_file)
