@@ -17,6 +17,7 @@
 //! semaphore.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -353,6 +354,10 @@ impl Drop for AbortOnDrop {
 struct InFlight {
     key: CallKey,
     rx: oneshot::Receiver<fleet::Outcome>,
+    /// Set when no reconcile waits for the outcome any more: the task then
+    /// triggers a reconcile when it ends (a waiter that gets the outcome
+    /// needs none, and one would loop).
+    detached: Arc<AtomicBool>,
     _task: AbortOnDrop,
 }
 
@@ -456,6 +461,16 @@ impl ProviderTasks {
             Ok(Ok(outcome)) => Some(outcome),
             Ok(Err(_)) => Some(lost_outcome(&op.key)),
             Err(_) => {
+                op.detached.store(true, Ordering::SeqCst);
+                // An outcome that arrived before the flag was set sent no
+                // trigger: take it now.
+                match op.rx.try_recv() {
+                    Ok(outcome) => return Some(outcome),
+                    Err(oneshot::error::TryRecvError::Closed) => {
+                        return Some(lost_outcome(&op.key));
+                    }
+                    Err(oneshot::error::TryRecvError::Empty) => {}
+                }
                 self.lock().entry(uid.to_owned()).or_default().op = Some(op);
                 None
             }
@@ -471,6 +486,8 @@ impl ProviderTasks {
         timeouts: Timeouts,
     ) -> InFlight {
         let (tx, rx) = oneshot::channel();
+        let detached = Arc::new(AtomicBool::new(false));
+        let task_detached = detached.clone();
         let permits = self.permits.clone();
         let trigger = self.trigger.clone();
         let gauge = self.gauge.clone();
@@ -490,12 +507,15 @@ impl ProviderTasks {
                 Some(p) => execute(&*p, call, timeouts).await,
             };
             let _ = tx.send(outcome);
-            // Bounded queue: when full, the pending poll picks this up.
-            let _ = trigger.try_send(objref);
+            if task_detached.load(Ordering::SeqCst) {
+                // Bounded queue: when full, the pending poll picks this up.
+                let _ = trigger.try_send(objref);
+            }
         });
         InFlight {
             key,
             rx,
+            detached,
             _task: AbortOnDrop(task),
         }
     }

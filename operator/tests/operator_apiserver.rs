@@ -1,0 +1,741 @@
+//! The real operator binary against the sandbox's real kube-apiserver and
+//! the real kvm2 provider (libvirtd over SSH, `domain_type: qemu`), running
+//! under the ServiceAccount and RBAC that `kubectl apply -k deploy/`
+//! installs — so a missing RBAC rule fails these tests.
+//!
+//! The guest image is a tiny blank disk: the VM runs but never boots an OS,
+//! so a Proxy reaches `Provisioning` (running, no address), not `Running`.
+//!
+//! The tests share one Lease (deploy/'s Role names it), so they run one at a
+//! time; each uses a namespace and a provider entry of its own.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hash::{BuildHasher, Hasher};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::{Value, json};
+use xtask::{Descriptor, KubeService};
+
+const OPERATOR_NS: &str = "egress-proxies-system";
+const LEASE: &str = "egress-proxies-operator";
+const SA: &str = "egress-proxies-operator";
+const LEASE_SECS: u64 = 6;
+
+/// One test at a time (runtime-agnostic, so each test's runtime can wait).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn random_hex() -> String {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    );
+    format!("{:016x}", h.finish())
+}
+
+fn kubectl(k: &KubeService, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&k.kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn admin(k: &KubeService) -> Client {
+    let kc = Kubeconfig::read_from(&k.kubeconfig).unwrap();
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// Polls `f` every 200 ms until it returns `Some`, for at most `within`.
+async fn eventually<T, F, Fut>(what: &str, within: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A loopback HTTP server answering every GET with `body` after `delay`.
+struct ImageServer {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ImageServer {
+    fn start(body: Vec<u8>, delay: Duration) -> ImageServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((mut s, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                let body = body.clone();
+                std::thread::spawn(move || {
+                    s.set_nonblocking(false).ok();
+                    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    std::thread::sleep(delay);
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = s.write_all(head.as_bytes());
+                    let _ = s.write_all(&body);
+                });
+            }
+        });
+        ImageServer { port, stop }
+    }
+}
+
+impl Drop for ImageServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(bytes)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// One test's world: a namespace, a provider entry, a providers config, the
+/// operator's kubeconfig (ServiceAccount token), and clean-up of the
+/// libvirt objects the entry made.
+struct World {
+    sandbox: Descriptor,
+    kube: KubeService,
+    ns: String,
+    entry: String,
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    kubeconfig: PathBuf,
+    _image: ImageServer,
+}
+
+impl World {
+    async fn new(image_delay: Duration) -> World {
+        let sandbox = Descriptor::require();
+        let kube = sandbox
+            .kube
+            .clone()
+            .expect("the sandbox descriptor has no `kube` section: restart the sandbox");
+        install(&kube).await;
+        let id = &random_hex()[..10];
+        let ns = format!("opt-{id}");
+        kubectl(&kube, &["create", "namespace", &ns]);
+        let entry = format!("kvm2-o{id}");
+        let body = vec![0u8; 1 << 20];
+        let image = ImageServer::start(body.clone(), image_delay);
+        let dir = tempfile::tempdir().unwrap();
+        let s = &sandbox.ssh;
+        let yaml = format!(
+            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n      images:\n        tiny:\n          url: http://127.0.0.1:{}/tiny.raw\n          sha256: {}\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n      defaults:\n        machine_type: small\n        image: tiny\n",
+            s.user,
+            s.key_path.display(),
+            s.known_hosts_path.display(),
+            s.host,
+            s.port,
+            sandbox.bridge,
+            sandbox.pool.name,
+            sandbox.remote_socket.display(),
+            image.port,
+            sha256_hex(&body),
+        );
+        let config = dir.path().join("providers.yaml");
+        std::fs::write(&config, yaml).unwrap();
+        let token = kubectl(
+            &kube,
+            &["-n", OPERATOR_NS, "create", "token", SA, "--duration=1h"],
+        );
+        let user = format!("system:serviceaccount:{OPERATOR_NS}:{SA}");
+        let kubeconfig = dir.path().join("operator.kubeconfig");
+        std::fs::write(&kubeconfig, kube.kubeconfig_with_token(&user, token.trim())).unwrap();
+        World {
+            sandbox,
+            kube,
+            ns,
+            entry,
+            dir,
+            config,
+            kubeconfig,
+            _image: image,
+        }
+    }
+
+    /// Starts the operator binary (leader election on deploy/'s Lease).
+    fn operator(&self, extra: &[&str]) -> Operator {
+        let log = self
+            .dir
+            .path()
+            .join(format!("operator-{}.log", random_hex()));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_operator"))
+            .arg("run")
+            .arg("--providers-config")
+            .arg(&self.config)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--namespace", &self.ns])
+            .args(["--lease-namespace", OPERATOR_NS, "--lease-name", LEASE])
+            .args(["--lease-duration", &format!("{LEASE_SECS}s")])
+            .args(["--http-addr", "127.0.0.1:0", "--reconcile-wait", "2s"])
+            .args(["--check-interval", "2s", "--shutdown-timeout", "10s"])
+            .args(["--log", "info,kube=warn"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("the operator starts");
+        Operator {
+            child: Some(child),
+            log,
+        }
+    }
+
+    fn proxies(&self, client: &Client) -> Api<kube::api::DynamicObject> {
+        let resource = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "Proxy"),
+            "proxies",
+        );
+        Api::namespaced_with(client.clone(), &self.ns, &resource)
+    }
+
+    async fn create_proxy(&self, client: &Client, name: &str, spec: Value) -> String {
+        let obj: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "egress-proxies.io/v1alpha1",
+            "kind": "Proxy",
+            "metadata": { "name": name, "namespace": self.ns },
+            "spec": spec,
+        }))
+        .unwrap();
+        let created = self
+            .proxies(client)
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap();
+        created.metadata.uid.unwrap()
+    }
+
+    fn virsh(&self, args: &[&str]) -> String {
+        let uri = self.sandbox.virsh_uri(&self.sandbox.libvirt.qemu_uri);
+        let out = Command::new("virsh")
+            .args(["-c", &uri])
+            .args(args)
+            .output()
+            .expect("virsh runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn domains(&self) -> Vec<String> {
+        self.virsh(&["list", "--all", "--name"])
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn domain_of(uid: &str) -> String {
+        provider_api::name_from_uid(&provider_api::OwnerUid::parse(uid).unwrap()).to_string()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        // Volumes of this entry (per-VM volumes carry it; so does its base).
+        let pool = self.sandbox.pool.name.clone();
+        for vol in self.virsh(&["vol-list", &pool, "--name"]).lines() {
+            let vol = vol.trim();
+            if !vol.is_empty() && vol.contains(&self.entry) {
+                self.virsh(&["vol-delete", "--pool", &pool, vol]);
+            }
+        }
+        let _ = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kube.kubeconfig)
+            .args(["delete", "namespace", &self.ns, "--wait=false"])
+            .output();
+    }
+}
+
+/// The operator process; killed when dropped.
+struct Operator {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Operator {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn http_addr(&self) -> Option<String> {
+        self.log()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["fields"]["message"] == "http listening")
+            .and_then(|v| v["fields"]["addr"].as_str().map(str::to_owned))
+    }
+
+    async fn wait_leader(&self) {
+        eventually(
+            "the operator to lead",
+            Duration::from_secs(4 * LEASE_SECS + 30),
+            || async { self.log().contains("leadership acquired").then_some(()) },
+        )
+        .await;
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().unwrap().id().to_string();
+        let status = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits at most `within` for the process to exit.
+    async fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let child = self.child.as_mut().unwrap();
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the operator did not exit within {within:?}; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- operator log ({}) ---\n{}",
+                self.log.display(),
+                self.log()
+            );
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `kubectl apply -k deploy/` (idempotent), then waits for the CRDs.
+async fn install(k: &KubeService) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
+    kubectl(k, &["apply", "-k", dir]);
+    for crd in [
+        "proxies.egress-proxies.io",
+        "providerhealths.egress-proxies.io",
+    ] {
+        kubectl(
+            k,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                &format!("crd/{crd}"),
+            ],
+        );
+    }
+}
+
+/// Clears the Lease so the next test's operator need not wait it out.
+async fn clear_lease(client: &Client) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NS);
+    let _ = leases.delete(LEASE, &DeleteParams::default()).await;
+}
+
+fn condition<'a>(obj: &'a Value, t: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let addr = addr.to_owned();
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let code = out[9..12].parse().unwrap();
+        let body = out
+            .split_once("\r\n\r\n")
+            .map(|x| x.1.to_owned())
+            .unwrap_or_default();
+        (code, body)
+    })
+    .await
+    .unwrap()
+}
+
+async fn events(client: &Client, ns: &str) -> Vec<(String, String)> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
+    let _serial = SERIAL.lock().await;
+    let world = World::new(Duration::ZERO).await;
+    let client = admin(&world.kube).await;
+    // cloud-init from a Secret: exercises the `secrets: get` rule.
+    kubectl(
+        &world.kube,
+        &[
+            "-n",
+            &world.ns,
+            "create",
+            "secret",
+            "generic",
+            "ci",
+            "--from-literal=user-data=#cloud-config\n",
+        ],
+    );
+    // No --cluster-id: the identity is kube-system's UID (its RBAC rule).
+    let op = world.operator(&[]);
+    op.wait_leader().await;
+    let uid = world
+        .create_proxy(
+            &client,
+            "p1",
+            json!({"provider": world.entry, "cloudInit": {"name": "ci"}}),
+        )
+        .await;
+    let api = world.proxies(&client);
+    let obj = eventually(
+        "the instance to be made and reported",
+        Duration::from_secs(120),
+        || async {
+            let o = serde_json::to_value(api.get("p1").await.ok()?).unwrap();
+            (o["status"]["phase"] == "Provisioning" && o["status"]["providerID"].is_string())
+                .then_some(o)
+        },
+    )
+    .await;
+    let domain = World::domain_of(&uid);
+    assert_eq!(
+        obj["status"]["providerID"],
+        format!("kvm2://{}/host1/{domain}", world.entry)
+    );
+    assert_eq!(obj["status"]["host"], "host1");
+    assert_eq!(obj["status"]["port"], 3128);
+    assert_eq!(
+        condition(&obj, "Provisioned").unwrap()["reason"],
+        "Provisioning"
+    );
+    assert_eq!(
+        obj["metadata"]["finalizers"][0],
+        "egress-proxies.io/instance"
+    );
+    let managers: Vec<&str> = obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["subresource"] == "status" || m["fieldsV1"]["f:status"].is_object())
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(
+        managers.contains(&"egress-operator-reconciler"),
+        "{managers:?}"
+    );
+    assert!(world.domains().contains(&domain), "{:?}", world.domains());
+
+    let evs = eventually("a Created event", Duration::from_secs(30), || async {
+        let e = events(&client, &world.ns).await;
+        e.iter().any(|(r, _)| r == "Created").then_some(e)
+    })
+    .await;
+    assert!(
+        evs.iter().all(|(_, n)| !n.contains("cloud-config")),
+        "{evs:?}"
+    );
+
+    // ProviderHealth by the monitor (1/1), discovery and metrics over HTTP.
+    let ph: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "ProviderHealth"),
+            "providerhealths",
+        ),
+    );
+    eventually("ProviderHealth 1/1", Duration::from_secs(60), || async {
+        let o = serde_json::to_value(ph.get(&world.entry).await.ok()?).unwrap();
+        (o["status"]["ready"] == "1/1").then_some(())
+    })
+    .await;
+    let addr = op.http_addr().expect("the operator logs its HTTP address");
+    let (code, body) = http_get(&addr, &format!("/proxies?namespace={}", world.ns)).await;
+    assert_eq!(code, 200, "{body}");
+    let d: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(d["count"], 1, "{d}");
+    assert_eq!(d["proxies"][0]["name"], "p1");
+    assert_eq!(http_get(&addr, "/proxies?healthy=maybe").await.0, 400);
+    assert_eq!(http_get(&addr, "/readyz").await.0, 200);
+    let (_, metrics) = http_get(&addr, "/metrics").await;
+    // Every metric the Grafana dashboard plots exists.
+    let dashboard = include_str!("../../deploy/grafana/operator-dashboard.json");
+    for name in [
+        "operator_leader",
+        "operator_reconciles_total",
+        "provider_operations_total",
+        "provider_operation_duration_seconds_bucket",
+        "operator_provider_tasks",
+        "operator_status_writes_total",
+        "provider_check_targets_total",
+        "operator_events_total",
+    ] {
+        assert!(dashboard.contains(name), "dashboard lacks {name}");
+        assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
+    }
+
+    // Deletion: the finalizer holds the object until the instance is gone.
+    api.delete("p1", &DeleteParams::default()).await.unwrap();
+    eventually("the Proxy to go", Duration::from_secs(90), || async {
+        api.get_opt("p1").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert!(
+        !world.domains().contains(&domain),
+        "domain {domain} outlived its Proxy"
+    );
+    let evs = events(&client, &world.ns).await;
+    assert!(evs.iter().any(|(r, _)| r == "Deleted"), "{evs:?}");
+    assert!(
+        !op.log().contains("\"level\":\"ERROR\""),
+        "errors logged:\n{}",
+        op.log()
+    );
+    drop(op);
+    clear_lease(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_create_makes_no_second_instance() {
+    let _serial = SERIAL.lock().await;
+    // The image download takes 4 s: the first operator is killed inside it.
+    let world = World::new(Duration::from_secs(4)).await;
+    let client = admin(&world.kube).await;
+    let mut first = world.operator(&["--cluster-id", "cluster-restart"]);
+    first.wait_leader().await;
+    let uid = world
+        .create_proxy(&client, "p1", json!({"provider": world.entry}))
+        .await;
+    let domain = World::domain_of(&uid);
+    eventually("the Create to start", Duration::from_secs(30), || async {
+        first.log().contains("downloading base image").then_some(())
+    })
+    .await;
+    first.signal("-KILL");
+    first.wait_exit(Duration::from_secs(10)).await;
+    // The lease is still held by the dead replica: the next one waits it
+    // out, watches from scratch, and creates again (idempotent by owner).
+    let second = world.operator(&["--cluster-id", "cluster-restart"]);
+    second.wait_leader().await;
+    let api = world.proxies(&client);
+    let obj = eventually("the instance", Duration::from_secs(120), || async {
+        let o = serde_json::to_value(api.get("p1").await.ok()?).unwrap();
+        o["status"]["providerID"].is_string().then_some(o)
+    })
+    .await;
+    assert!(
+        obj["status"]["providerID"]
+            .as_str()
+            .unwrap()
+            .ends_with(&domain)
+    );
+    let ours: Vec<String> = world
+        .domains()
+        .into_iter()
+        .filter(|d| d == &domain)
+        .collect();
+    assert_eq!(ours.len(), 1);
+    // Restarting again with the instance recorded: the watch restarts and
+    // nothing is created (the create counter stays at zero).
+    drop(second);
+    clear_lease(&client).await;
+    let third = world.operator(&["--cluster-id", "cluster-restart"]);
+    third.wait_leader().await;
+    let addr = eventually("the HTTP address", Duration::from_secs(10), || async {
+        third.http_addr()
+    })
+    .await;
+    eventually(
+        "a poll of the recorded instance",
+        Duration::from_secs(30),
+        || async {
+            let (_, m) = http_get(&addr, "/metrics").await;
+            m.contains("operation=\"get\",outcome=\"ok\"").then_some(())
+        },
+    )
+    .await;
+    let (_, m) = http_get(&addr, "/metrics").await;
+    assert!(
+        !m.contains("operation=\"create\""),
+        "a restart created again:\n{m}"
+    );
+    api.delete("p1", &DeleteParams::default()).await.unwrap();
+    eventually("the Proxy to go", Duration::from_secs(90), || async {
+        api.get_opt("p1").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert!(!world.domains().contains(&domain));
+    drop(third);
+    clear_lease(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_lease_exits_without_deleting() {
+    let _serial = SERIAL.lock().await;
+    let world = World::new(Duration::ZERO).await;
+    let client = admin(&world.kube).await;
+    // GC every second with no minimum age: only leadership stands between
+    // it and the instance once its Proxy is gone.
+    let gc = [
+        "--cluster-id",
+        "cluster-lease",
+        "--gc-interval",
+        "1s",
+        "--gc-min-age",
+        "1ms",
+    ];
+    let mut op = world.operator(&gc);
+    op.wait_leader().await;
+    let uid = world
+        .create_proxy(&client, "p1", json!({"provider": world.entry}))
+        .await;
+    let domain = World::domain_of(&uid);
+    let api = world.proxies(&client);
+    eventually("the instance", Duration::from_secs(120), || async {
+        let o = serde_json::to_value(api.get("p1").await.ok()?).unwrap();
+        o["status"]["providerID"].is_string().then_some(())
+    })
+    .await;
+    // Another replica takes the lease.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NS);
+    let mut lease = leases.get(LEASE).await.unwrap();
+    lease.spec.as_mut().unwrap().holder_identity = Some("another-replica".into());
+    leases
+        .replace(LEASE, &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    let status = op.wait_exit(Duration::from_secs(2 * LEASE_SECS + 5)).await;
+    assert_eq!(status.code(), Some(3), "log:\n{}", op.log());
+    assert!(op.log().contains("leadership lost"));
+    assert!(!op.log().contains("gc deleted"), "{}", op.log());
+    assert!(
+        world.domains().contains(&domain),
+        "the instance was deleted"
+    );
+    // Clean up with a fresh leader.
+    clear_lease(&client).await;
+    let again = world.operator(&["--cluster-id", "cluster-lease"]);
+    again.wait_leader().await;
+    api.delete("p1", &DeleteParams::default()).await.unwrap();
+    eventually("the Proxy to go", Duration::from_secs(90), || async {
+        api.get_opt("p1").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    drop(again);
+    clear_lease(&client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_in_bounded_time_and_releases_the_lease() {
+    let _serial = SERIAL.lock().await;
+    let world = World::new(Duration::ZERO).await;
+    let client = admin(&world.kube).await;
+    let mut op = world.operator(&["--cluster-id", "cluster-term"]);
+    op.wait_leader().await;
+    let started = Instant::now();
+    op.signal("-TERM");
+    let status = op.wait_exit(Duration::from_secs(15)).await;
+    assert!(status.success(), "exit {status:?}; log:\n{}", op.log());
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NS);
+    let lease = leases.get(LEASE).await.unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity,
+        None,
+        "lease not released"
+    );
+    assert!(op.log().contains("lease released"));
+    // Every log line is JSON with an RFC 3339 time.
+    for line in op.log().lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}"));
+        let t = v["timestamp"].as_str().unwrap();
+        assert!(t.ends_with('Z') && t.len() == 24, "{t}");
+    }
+    clear_lease(&client).await;
+}
