@@ -57,9 +57,24 @@ pub fn run(args: &[&str]) -> Result<()> {
 /// When the build fails; the cache is then left as it was.
 pub fn ensure() -> Result<CachedImage> {
     if let Some(image) = hit()? {
+        tidy();
         return Ok(image);
     }
     build(false)
+}
+
+/// Best effort, on a cache hit: removes an interrupted build's debris when
+/// no build is running (the lock is free).
+fn tidy() {
+    let root = Path::new(CACHE_ROOT);
+    let Ok(lock) = File::create(root.join(".lock")) else {
+        return;
+    };
+    if lock.try_lock().is_ok()
+        && let Err(e) = remove_debris(root)
+    {
+        eprintln!("guest-image: cannot tidy {CACHE_ROOT}: {e:#}");
+    }
 }
 
 fn hit() -> Result<Option<CachedImage>> {
