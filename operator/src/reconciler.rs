@@ -176,11 +176,19 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
     let mut written = p.status.as_ref().map(|s| s.0.clone()).unwrap_or_default();
     let mut status = written.clone();
     let mut memory = ctx.tasks.memory(&meta.uid);
-    let mut user_data = fleet::UserDataRead::NotRequested;
+    // The step looks at the Secret only before a Create, but a Create can
+    // follow any Get in the pass (replacement, vanished instance), so the
+    // Secret named by the spec in force is read on every pass.
+    // TODO(fleet): a step that asks for the Secret (e.g. `Next::ReadSecret`)
+    // would spare the read on passes that only poll.
+    let user_data = match ctx.reconciler.secret_to_read(spec, &status) {
+        Some(r) if !meta.deleting => read_secret(&ctx.client, &meta.namespace, r).await,
+        _ => fleet::UserDataRead::NotRequested,
+    };
     let mut outcome = None;
-    // Each call takes one step and a secret read one more; the bound only
-    // guards against a step that never settles.
-    for _ in 0..(2 * fleet::MAX_CALLS_PER_PASS + 4) {
+    // One step per call and a last one; the bound only guards against a
+    // step that never settles.
+    for _ in 0..=fleet::MAX_CALLS_PER_PASS + 1 {
         let step = ctx.reconciler.step(fleet::StepInput {
             meta: &meta,
             spec,
@@ -192,15 +200,6 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
             now: SystemTime::now(),
             jitter: jitter(),
         });
-        // A Create needs the cloud-init Secret: read it, then take the
-        // same step again (a pure function of the same status) with it.
-        if let fleet::Next::Call(fleet::Call::Create { .. }) = &step.next
-            && matches!(user_data, fleet::UserDataRead::NotRequested)
-            && let Some(r) = ctx.reconciler.secret_to_read(spec, &status)
-        {
-            user_data = read_secret(&ctx.client, &meta.namespace, r).await;
-            continue;
-        }
         let mine = step.status.without_condition(fleet::ConditionType::Healthy);
         if mine != written.without_condition(fleet::ConditionType::Healthy) {
             write_status(ctx, &meta.namespace, &meta.name, &mine).await?;

@@ -601,6 +601,8 @@ async fn a_restart_mid_create_makes_no_second_instance() {
     first.wait_exit(Duration::from_secs(10)).await;
     // The lease is still held by the dead replica: the next one waits it
     // out, watches from scratch, and creates again (idempotent by owner).
+    // The killed fill's lease on the host (kvm2's cross-process fencing)
+    // goes stale only after 120 s, so the second Create waits that long.
     let second = world.operator(&["--cluster-id", "cluster-restart"]);
     second.wait_leader().await;
     let api = world.proxies(&client);
