@@ -117,13 +117,38 @@ async fn a_frozen_host_fails_its_create_in_budget_while_another_host_creates() {
         ),
     )
     .unwrap();
+    // Two hosts never share a pool; here both are the sandbox's daemon, so
+    // host2 gets a pool of its own (one pool would hold one base and one
+    // fill lease, and host2 would rightly wait for host1's fill).
+    let pool_dir = tempfile::tempdir().unwrap();
+    let pool2 = format!("{}-h2", env.entry);
+    let (ok, out) = env.virsh(&[
+        "pool-create-as",
+        &pool2,
+        "dir",
+        "--target",
+        &pool_dir.path().display().to_string(),
+    ]);
+    assert!(ok, "{out}");
+    {
+        let (uri, pool2) = (env.uri.clone(), pool2.clone());
+        env.on_teardown(move || {
+            let _ = std::process::Command::new("virsh")
+                .args(["-c", &uri, "pool-destroy", &pool2])
+                .output();
+        });
+    }
+    env.watch_pool(&pool2);
     let hosts = [
         Host {
             address: "127.0.0.1".into(),
             port: relay.port,
             ..env.host("host1")
         },
-        env.host("host2"),
+        Host {
+            pool: pool2.clone(),
+            ..env.host("host2")
+        },
     ];
     let img = Image {
         key: "big".into(),

@@ -70,7 +70,8 @@ async fn user_data_never_reaches_logs_or_errors_of_create_and_delete() {
     for procedure in [
         "domain_define_xml_flags",
         "storage_vol_upload",
-        "storage_vol_create_xml_from",
+        "storage_vol_create_xml",
+        "node_get_free_memory",
         "domain_undefine_flags",
     ] {
         assert!(
