@@ -293,6 +293,13 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
+        // Domains a failed test left (their disks name this entry).
+        for domain in self.domains() {
+            if self.virsh(&["dumpxml", &domain]).contains(&self.entry) {
+                self.virsh(&["destroy", &domain]);
+                self.virsh(&["undefine", &domain, "--nvram"]);
+            }
+        }
         // Volumes of this entry (per-VM volumes carry it; so does its base).
         let pool = self.sandbox.pool.name.clone();
         for vol in self.virsh(&["vol-list", &pool, "--name"]).lines() {
