@@ -38,6 +38,24 @@ pub struct Descriptor {
     /// The Kubernetes control plane (etcd + kube-apiserver), when started.
     #[serde(default)]
     pub kube: Option<KubeService>,
+    /// The proxy guest image, served over HTTP on loopback like any user
+    /// image, when the sandbox serves one.
+    #[serde(default)]
+    pub guest_image: Option<GuestImage>,
+}
+
+/// The proxy guest image (`cargo xtask guest-image`) and where the sandbox
+/// serves it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GuestImage {
+    /// The qcow2 file in the image cache.
+    pub path: PathBuf,
+    /// Its sha256, lower-case hex (what a providers config's `sha256` takes).
+    pub sha256: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// An `http://127.0.0.1:PORT/...` URL serving it.
+    pub url: String,
 }
 
 /// The sandbox's Kubernetes API server (v1.20, TLS on loopback, RBAC on) and
@@ -391,6 +409,7 @@ mod tests {
             bridge: "kvm2-sbx0".into(),
             guest_net: guest_net(),
             kube: None,
+            guest_image: None,
         };
         assert_eq!(
             d.virsh_uri("qemu:///system"),

@@ -28,7 +28,8 @@ pub mod guest_recipe;
 pub mod kubeconfig;
 
 pub use descriptor::{
-    Descriptor, DescriptorError, ENV_VAR, KubeService, LibvirtService, PoolInfo, SshService,
+    Descriptor, DescriptorError, ENV_VAR, GuestImage, KubeService, LibvirtService, PoolInfo,
+    SshService,
 };
 pub use descriptor::{GuestNet, Lease};
 

@@ -173,6 +173,7 @@ fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
     let kube = control_plane::start(dir, &mut record.processes, &mut record.scratch)?;
     Ok(Descriptor {
         kube: Some(kube),
+        guest_image: None,
         bridge: guest_net.bridge.clone(),
         guest_net,
         state_dir: dir.to_owned(),
