@@ -609,11 +609,12 @@ async fn a_restart_mid_create_makes_no_second_instance() {
     // The lease is still held by the dead replica: the next one waits it
     // out, watches from scratch, and creates again (idempotent by owner).
     // The killed fill's lease on the host (kvm2's cross-process fencing)
-    // goes stale only after 120 s, so the second Create waits that long.
+    // goes stale only after 120 s, so the second Create waits that long
+    // (a generous bound past it: the lease is judged on a 10 s heartbeat).
     let second = world.operator(&["--cluster-id", "cluster-restart"]);
     second.wait_leader().await;
     let api = world.proxies(&client);
-    let obj = eventually("the instance", Duration::from_secs(120), || async {
+    let obj = eventually("the instance", Duration::from_secs(360), || async {
         let o = serde_json::to_value(api.get("p1").await.ok()?).unwrap();
         o["status"]["providerID"].is_string().then_some(o)
     })
