@@ -114,6 +114,12 @@ pub enum Error {
     #[error("image download exceeded its deadline of {0:?}")]
     SourceDeadline(Duration),
 
+    /// A fill stopped writing because its lease fence closed (the lease
+    /// was lost, or heartbeats went unconfirmed too long): another process
+    /// may judge the fill abandoned, so it must not write on.
+    #[error("image fill stopped: {0}")]
+    FillFenced(#[from] crate::fill_lease::Fenced),
+
     /// The HTTP client failed: connection refused or reset, body cut short,
     /// too many redirects, TLS failure.
     #[error("image download failed")]
@@ -145,9 +151,10 @@ impl Error {
             // Redirect loops and unusable URLs; everything else (connect,
             // reset, body cut short, TLS handshake) may recover.
             Error::Source(e) => e.is_redirect() || e.is_builder(),
-            Error::XmlRead { .. } | Error::SourceDeadline(_) | Error::LengthMismatch { .. } => {
-                false
-            }
+            Error::XmlRead { .. }
+            | Error::SourceDeadline(_)
+            | Error::LengthMismatch { .. }
+            | Error::FillFenced(_) => false,
         };
         if permanent {
             ErrorClass::Permanent

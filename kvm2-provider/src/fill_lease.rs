@@ -15,24 +15,35 @@
 //! ```
 //!
 //! The holder rewrites it in place every [`LeaseTiming::heartbeat`] (same
-//! length, so a rewrite is one small upload) while it fills. A fill is
-//! **provably abandoned** only when both hold (see [`Lease::abandoned`]):
-//! its heartbeat is older than [`LeaseTiming::stale_after`], *and* it
-//! started longer ago than the fill budget — past its budget the holder's
-//! own timeout has ended its fill, so nothing of it can still write.
-//! Only then may another process sweep it (the unmarked base, then the
-//! lease). Clocks of the processes sharing a pool are assumed to agree to
-//! within `stale_after`.
+//! length, so a rewrite is one small upload) while it fills, after reading
+//! it back to check it still names the holder.
+//!
+//! **The holder fences itself.** A [`Fence`] records when the holder last
+//! confirmed its lease. The fill stops writing — its upload source fails,
+//! so the volume stream is aborted on the wire — as soon as the lease is
+//! found gone or taken, or when no beat has been confirmed for
+//! [`LeaseTiming::fence_after`] (half of `stale_after`). A process frozen
+//! for longer fails its next read on waking, before another byte leaves it.
+//!
+//! So a fill is **provably abandoned** when its heartbeat is older than
+//! [`LeaseTiming::stale_after`] ([`Lease::abandoned`]): by then its holder
+//! has stopped writing for `stale_after - fence_after`, whatever happened to
+//! it (killed, partitioned, frozen). Only then may another process sweep it
+//! (the unmarked base, then the lease). Clocks of the processes sharing a
+//! pool are assumed to agree to within `stale_after - fence_after` (1 min
+//! by default). A killed holder's image is thus free again after about
+//! `stale_after` (2 min), not after its whole fill budget.
 //!
 //! A lease that cannot be parsed (created but not yet written, or damaged)
 //! is treated as live until the reader has seen it unreadable, unchanged,
-//! for the fill budget plus `stale_after` (by its own monotonic clock).
+//! for `stale_after` (by its own monotonic clock): a live holder would have
+//! rewritten it many times over.
 //!
 //! Before its commit point (the marker) the holder re-reads the lease and
 //! goes on only if it still names it: a fill whose lease was swept can
 //! never publish.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// First line of every lease, with the format version.
 pub const LEASE_MAGIC: &str = "kvm2-fill-lease 1";
@@ -52,6 +63,15 @@ pub struct LeaseTiming {
     /// How often a process waiting on another's fill looks again
     /// (default 1 s).
     pub poll: Duration,
+}
+
+impl LeaseTiming {
+    /// How long a holder goes on writing without a confirmed heartbeat:
+    /// half of [`stale_after`](Self::stale_after), so that a lease others
+    /// judge stale belongs to a fill that stopped writing long before.
+    pub fn fence_after(&self) -> Duration {
+        self.stale_after / 2
+    }
 }
 
 impl Default for LeaseTiming {
@@ -139,12 +159,89 @@ impl Lease {
     }
 
     /// True when the fill is provably abandoned at `now` (see the
-    /// [module docs](self)): heartbeat older than `stale_after` and started
-    /// longer ago than `fill_budget`.
-    pub fn abandoned(&self, now: SystemTime, stale_after: Duration, fill_budget: Duration) -> bool {
-        let now = unix_secs(now);
-        let older_than = |at: u64, d: Duration| now.saturating_sub(at) > d.as_secs();
-        older_than(self.heartbeat, stale_after) && older_than(self.started, fill_budget)
+    /// [module docs](self)): its heartbeat is older than `stale_after`, so
+    /// its holder, which fences itself at half that, has stopped writing.
+    pub fn abandoned(&self, now: SystemTime, stale_after: Duration) -> bool {
+        unix_secs(now).saturating_sub(self.heartbeat) > stale_after.as_secs()
+    }
+
+    /// Seconds since the last heartbeat at `now` (0 for one from the
+    /// future), for log lines.
+    pub fn heartbeat_age(&self, now: SystemTime) -> u64 {
+        unix_secs(now).saturating_sub(self.heartbeat)
+    }
+}
+
+/// The holder's side of a lease: when it last confirmed the lease as its
+/// own, and whether it found it lost. Shared by the heartbeat and the
+/// fill's upload source, which fails once [`check`](Self::check) does.
+#[derive(Debug)]
+pub struct Fence {
+    /// `None` once the lease was found gone or taken.
+    confirmed: std::sync::Mutex<Option<Instant>>,
+    limit: Duration,
+}
+
+/// Why a fill stopped writing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Fenced {
+    /// The lease was gone or named another holder at a heartbeat.
+    #[error("the fill lease was lost (gone or taken by another fill)")]
+    Lost,
+    /// No heartbeat was confirmed for longer than the fence allows.
+    #[error("no fill heartbeat confirmed for {0:?} (the fence is {1:?})")]
+    Silent(Duration, Duration),
+}
+
+impl Fence {
+    /// A fence for a lease just written at `at`, allowing `limit` without
+    /// a confirmed beat.
+    pub fn new(at: Instant, limit: Duration) -> Self {
+        Self {
+            confirmed: std::sync::Mutex::new(Some(at)),
+            limit,
+        }
+    }
+
+    /// Records a beat written at `at` and read back as ours.
+    pub fn confirm(&self, at: Instant) {
+        let mut confirmed = self.lock();
+        if let Some(last) = confirmed.as_mut() {
+            *last = (*last).max(at);
+        }
+    }
+
+    /// Records that the lease is no longer ours; every later check fails.
+    pub fn lose(&self) {
+        *self.lock() = None;
+    }
+
+    /// Ok while the holder may write at `now`.
+    ///
+    /// # Errors
+    /// [`Fenced`] once the lease was lost or the last confirmed beat is
+    /// older than the limit.
+    pub fn check(&self, now: Instant) -> Result<(), Fenced> {
+        match *self.lock() {
+            None => Err(Fenced::Lost),
+            Some(at) => {
+                let silent = now.saturating_duration_since(at);
+                if silent > self.limit {
+                    Err(Fenced::Silent(silent, self.limit))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        // The guarded value is a plain Option<Instant>, valid whatever a
+        // panicking holder left: a poisoned lock is taken as it is.
+        self.confirmed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -191,21 +288,55 @@ mod tests {
     }
 
     #[test]
-    fn abandoned_needs_a_stale_heartbeat_and_an_exhausted_budget() {
+    fn abandoned_is_a_heartbeat_older_than_the_staleness_window() {
         let stale = Duration::from_secs(120);
-        let budget = Duration::from_secs(2_700);
         let lease = Lease::new(7, at(10_000));
-        // Fresh.
-        assert!(!lease.abandoned(at(10_001), stale, budget));
-        // Heartbeat stale but within the budget: the holder may still write.
-        assert!(!lease.abandoned(at(10_000 + 600), stale, budget));
-        // Past the budget but beating (a clock ahead): not provably dead.
+        // Fresh, and at the edge.
+        assert!(!lease.abandoned(at(10_001), stale));
+        assert!(!lease.abandoned(at(10_120), stale));
+        // Stale: the holder fenced itself at 60 s.
+        assert!(lease.abandoned(at(10_121), stale));
+        // A long fill that keeps beating is never abandoned.
         let beating = lease.beat(at(12_800));
-        assert!(!beating.abandoned(at(12_801), stale, budget));
-        // Both: abandoned.
-        assert!(lease.abandoned(at(10_000 + 2_701), stale, budget));
+        assert!(!beating.abandoned(at(12_801), stale));
+        assert_eq!(beating.heartbeat_age(at(12_810)), 10);
         // A heartbeat from the future is not stale.
-        assert!(!lease.beat(at(99_999)).abandoned(at(20_000), stale, budget));
+        assert!(!lease.beat(at(99_999)).abandoned(at(20_000), stale));
+        assert_eq!(lease.beat(at(99_999)).heartbeat_age(at(20_000)), 0);
+    }
+
+    #[test]
+    fn the_fence_closes_well_before_others_judge_the_lease_stale() {
+        let timing = LeaseTiming::default();
+        assert!(timing.fence_after() < timing.stale_after);
+        assert!(
+            timing.fence_after() > timing.heartbeat * 3,
+            "several beats may fail first"
+        );
+    }
+
+    #[test]
+    fn a_fence_fails_when_silent_too_long_or_lost() {
+        let t0 = Instant::now();
+        let limit = Duration::from_secs(60);
+        let fence = Fence::new(t0, limit);
+        assert_eq!(fence.check(t0 + limit), Ok(()));
+        assert!(matches!(
+            fence.check(t0 + limit + Duration::from_secs(1)),
+            Err(Fenced::Silent(..))
+        ));
+        // A confirmed beat re-opens it; an older one never moves it back.
+        fence.confirm(t0 + Duration::from_secs(50));
+        fence.confirm(t0 + Duration::from_secs(10));
+        assert_eq!(fence.check(t0 + Duration::from_secs(110)), Ok(()));
+        assert!(fence.check(t0 + Duration::from_secs(111)).is_err());
+        // Lost is for good.
+        fence.lose();
+        fence.confirm(t0 + Duration::from_secs(100));
+        assert_eq!(
+            fence.check(t0 + Duration::from_secs(100)),
+            Err(Fenced::Lost)
+        );
     }
 
     proptest::proptest! {

@@ -7,11 +7,12 @@
 //!   marker valid, matches config ─────────────────────▶ Ready: use the base
 //!   marker records another URL/sha256/format ─────────▶ Permanent "add a new key" (base kept)
 //!   a live lease (another fill, any process) ─────────▶ wait, look again
-//!   a provably abandoned lease ───────────────────────▶ sweep its unmarked base (if unused), then it
+//!   a provably abandoned lease (heartbeat stale) ─────▶ sweep its unmarked base (if unused), then it
 //!   no lease ─▶ create the lease (the lock) ─▶ look again:
 //!       debris (base w/o marker, marker w/o base, bad) ─▶ base in use? keep it, Permanent
 //!                                                        otherwise delete it (marker first)
-//!       fill (dedicated connection, budget, heartbeat on the lease):
+//!       fill (dedicated connection, budget, heartbeat on the lease; the fill
+//!             stops writing when its beats go unconfirmed: the fence):
 //!         GET headers ─▶ free space ≥ size + headroom? else QuotaExceeded
 //!         create base-<entry>.<key>.<fmt> empty ─▶ stream the body into it (sha256 while streaming)
 //!         verify digest and size ─▶ the lease still ours? ─▶ write the marker  ◀── commit point
@@ -63,7 +64,8 @@ use tokio::time::Instant;
 
 use crate::base_users::users_of;
 use crate::connection::Connection;
-use crate::fill_lease::{Lease, LeaseTiming, MAX_LEASE_LEN};
+use crate::fenced_read::FencedRead;
+use crate::fill_lease::{Fence, Fenced, Lease, LeaseTiming, MAX_LEASE_LEN};
 use crate::host_table::HostTable;
 use crate::image_marker::{BaseState, ImageMarker, MAX_MARKER_LEN, WantedImage, judge};
 use crate::image_source::ImageSource;
@@ -79,8 +81,10 @@ use crate::volumes::PoolOps;
 #[non_exhaustive]
 pub struct CacheOptions {
     /// Bound on one cold fill: download, upload, verify, marker (default 45
-    /// minutes; the download has its own deadline too). Also how old an
-    /// unbeating fill lease must be before another process may sweep it.
+    /// minutes; the download has its own deadline too). A fill that keeps
+    /// its lease beating is waited for this long (plus the staleness
+    /// window) by other processes; a killed one frees its image after the
+    /// staleness window alone ([`fill_lease`](crate::fill_lease)).
     pub fill_budget: Duration,
     /// Bound on removing a failed fill's volumes (default 30 s).
     pub cleanup_budget: Duration,
@@ -298,6 +302,7 @@ async fn ensure_job(
     let give_up = Instant::now() + budget + timing.stale_after + budget;
     let wanted = WantedImage::from(image);
     let mut unreadable_since: Option<(Vec<u8>, Instant)> = None;
+    let mut waiting_logged = false;
     loop {
         let conn = shared.hosts.shared(host).await?;
         let ops = PoolOps::open(host, conn.client(), pool).await?;
@@ -312,7 +317,14 @@ async fn ensure_job(
             let abandoned = match Lease::parse(&bytes) {
                 Some(lease) => {
                     unreadable_since = None;
-                    lease.abandoned(SystemTime::now(), timing.stale_after, budget)
+                    if !waiting_logged {
+                        waiting_logged = true;
+                        tracing::info!(%host, %pool, lease = %names.fill_lease(),
+                            heartbeat_age_s = lease.heartbeat_age(SystemTime::now()),
+                            stale_after_s = timing.stale_after.as_secs(),
+                            "waiting for another fill of this image (its lease is swept once its heartbeat is stale)");
+                    }
+                    lease.abandoned(SystemTime::now(), timing.stale_after)
                 }
                 None => {
                     let since = match &unreadable_since {
@@ -322,7 +334,7 @@ async fn ensure_job(
                             Instant::now()
                         }
                     };
-                    since.elapsed() > budget + timing.stale_after
+                    since.elapsed() > timing.stale_after
                 }
             };
             if abandoned {
@@ -511,13 +523,32 @@ async fn cold_fill(
             return Err(e);
         }
     };
-    let filling = fill(shared, &conn, pool, key, image, names, &lease, &mut debris);
-    let beating = heartbeat(shared, host, pool, names, lease);
+    // The lease was written just now (by the caller, before its second look).
+    let fence = Arc::new(Fence::new(
+        std::time::Instant::now(),
+        shared.options.lease.fence_after(),
+    ));
+    let filling = fill(
+        shared,
+        &conn,
+        pool,
+        key,
+        image,
+        names,
+        &lease,
+        &fence,
+        &mut debris,
+    );
+    let beating = heartbeat(shared, host, pool, names, lease, &fence);
     let outcome = tokio::time::timeout(budget, async {
         tokio::pin!(filling);
         tokio::select! {
             out = &mut filling => out,
-            never = beating => match never {},
+            fenced = beating => {
+                tracing::warn!(%host, %pool, lease = %names.fill_lease(), reason = %fenced,
+                    "image fill fenced: it stops writing");
+                Err(ApiError::from(crate::Error::FillFenced(fenced)))
+            }
         }
     })
     .await
@@ -569,29 +600,57 @@ async fn cleanup(
 }
 
 /// Rewrites the lease's heartbeat every period, on the shared connection,
-/// for as long as it is polled (the fill's future ends it). A failed beat
-/// is logged: if the host is unreachable the fill fails too.
+/// for as long as it is polled (the fill's future ends it), after reading
+/// it back as ours; each confirmed beat re-opens `fence`. Returns — ending
+/// the fill — when the lease is found gone or taken, or when the fence
+/// closes because beats failed (each failure is logged) for longer than
+/// it allows.
 async fn heartbeat(
     shared: &Shared,
     host: &Identifier,
     pool: &Identifier,
     names: &BaseNames,
     lease: Lease,
-) -> std::convert::Infallible {
-    let period = shared.options.lease.heartbeat;
+    fence: &Fence,
+) -> Fenced {
+    let timing = shared.options.lease;
     loop {
-        tokio::time::sleep(period).await;
+        tokio::time::sleep(timing.heartbeat).await;
+        if let Err(fenced) = fence.check(std::time::Instant::now()) {
+            return fenced;
+        }
+        let at = std::time::Instant::now();
         let beat = lease.beat(SystemTime::now());
-        let work = async {
+        // Each beat within the fence: a beat that hangs cannot keep the
+        // fill writing past it (the fill's reads check the fence too).
+        let work = tokio::time::timeout(timing.fence_after(), async {
             let conn = shared.hosts.shared(host).await?;
             let ops = PoolOps::open(host, conn.client(), pool).await?;
-            match ops.find(&names.fill_lease()).await? {
-                Some(vol) => ops.overwrite_small(&vol, &beat.render()).await,
-                None => Err(ApiError::transient("the fill lease is gone")),
+            let Some(vol) = ops.find(&names.fill_lease()).await? else {
+                return Ok(false);
+            };
+            let ours = ops
+                .read_small(&vol, MAX_LEASE_LEN)
+                .await?
+                .and_then(|b| Lease::parse(&b))
+                .is_some_and(|l| l.holder == lease.holder);
+            if ours {
+                ops.overwrite_small(&vol, &beat.render()).await?;
             }
-        };
-        if let Err(e) = work.await {
-            tracing::warn!(%host, %pool, lease = %names.fill_lease(), error = %e, "fill heartbeat failed");
+            Ok::<_, ApiError>(ours)
+        });
+        match work.await {
+            Ok(Ok(true)) => fence.confirm(at),
+            Ok(Ok(false)) => {
+                fence.lose();
+                return Fenced::Lost;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(%host, %pool, lease = %names.fill_lease(), error = %e, "fill heartbeat failed");
+            }
+            Err(_) => {
+                tracing::warn!(%host, %pool, lease = %names.fill_lease(), "fill heartbeat timed out");
+            }
         }
     }
 }
@@ -605,6 +664,7 @@ async fn fill(
     image: &Kvm2Image,
     names: &BaseNames,
     lease: &Lease,
+    fence: &Arc<Fence>,
     debris: &mut FillDebris,
 ) -> Result<BaseImage, ApiError> {
     let host = conn.host();
@@ -639,7 +699,7 @@ async fn fill(
     let base_xml = raw_volume(&names.base(), 0).map_err(ApiError::from)?;
     let base = ops.create(&names.base(), &base_xml).await?;
     debris.unmarked_base = true;
-    let mut reader = download.into_async_read();
+    let mut reader = FencedRead::new(download.into_async_read(), fence.clone());
     let sent = observed(
         host,
         "storage_vol_upload",
@@ -653,7 +713,7 @@ async fn fill(
     )
     .await
     .map_err(|e| upload_error(host, e))?;
-    let download = reader.into_inner().into_inner();
+    let download = reader.into_inner().into_inner().into_inner();
 
     // Verify: the digest was computed while streaming; the size on the host
     // must be what was sent.
@@ -669,8 +729,11 @@ async fn fill(
         )));
     }
 
-    // Fenced: a fill whose lease was swept (its heartbeat lost for longer
-    // than the budget) never publishes.
+    // Fenced: a fill whose lease was swept, or whose heartbeat went
+    // unconfirmed past the fence, never publishes.
+    fence
+        .check(std::time::Instant::now())
+        .map_err(|f| ApiError::from(crate::Error::FillFenced(f)))?;
     if !still_ours(&ops, names, lease).await? {
         return Err(ApiError::transient(
             "the fill lease was lost before publishing; nothing published",
@@ -705,6 +768,9 @@ fn upload_error(host: &Identifier, e: libvirt_rpc::Error) -> ApiError {
         && let Some(source) = io.get_ref().and_then(|s| s.downcast_ref::<crate::Error>())
     {
         let class = source.class();
+        if let crate::Error::FillFenced(_) = source {
+            return ApiError::wrap(class, format!("host {host}: {source}"), e);
+        }
         let message = format!("image download failed: {source}");
         return ApiError::wrap(class, message, e);
     }

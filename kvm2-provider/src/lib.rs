@@ -71,6 +71,7 @@ mod create;
 mod delete;
 pub mod domain_xml;
 mod error;
+mod fenced_read;
 pub mod fill_lease;
 pub mod get;
 pub mod host_capacity;

@@ -301,9 +301,11 @@ async fn two_processes_fill_one_image_once() {
     );
 }
 
-/// Item 2: a fill lease that is provably abandoned (stale heartbeat, older
-/// than the fill budget) is swept with its unpublished base; a live one is
-/// waited for.
+/// Item 2: a fill lease that is provably abandoned (its heartbeat older
+/// than the staleness window: its holder fenced itself long before) is
+/// swept with its unpublished base, even while its fill budget would still
+/// run — a killed operator's fill frees the image in minutes, not after
+/// 45; a live one is waited for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_provably_abandoned_fill_is_swept() {
     let env = Env::new();
@@ -312,7 +314,7 @@ async fn only_a_provably_abandoned_fill_is_swept() {
     let image = Image::served(&server, "guest", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
     let mut options = env.options();
-    options.cache.fill_budget = Duration::from_secs(60);
+    options.cache.fill_budget = Duration::from_secs(45 * 60);
     let provider = env.provider(&yaml, options);
     let config = env.config(&yaml);
     let key = Identifier::parse("guest").unwrap();
@@ -360,9 +362,9 @@ async fn only_a_provably_abandoned_fill_is_swept() {
     assert!(env.volumes(&pool).contains(&lease_name));
     assert_eq!(server.hits(), 0);
 
-    // The same fill, abandoned: beat last 10 min ago, started 2 h ago.
-    let old = kvm2_provider::fill_lease::Lease::new(7, now - Duration::from_secs(7200))
-        .beat(now - Duration::from_secs(600));
+    // The same fill, killed: started 3 min ago, its last beat then too
+    // (well inside its 45 min budget).
+    let old = kvm2_provider::fill_lease::Lease::new(7, now - Duration::from_secs(180));
     write_lease(old);
     let got = provider
         .image_cache()
@@ -372,6 +374,96 @@ async fn only_a_provably_abandoned_fill_is_swept() {
     assert_eq!(server.hits(), 1);
     assert_eq!(std::fs::read(&got.path).unwrap(), *body);
     assert!(!env.volumes(&pool).contains(&lease_name));
+}
+
+/// Item 2, the holder's side: a fill that finds its lease taken (swept by
+/// another process that judged it abandoned) stops writing at once — its
+/// upload is aborted mid-way — and publishes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fill_that_loses_its_lease_stops_writing_at_once() {
+    let env = Env::new();
+    // 16 MiB in 256 KiB pieces 100 ms apart: about 6.4 s of upload.
+    let body = common::image(16 << 20);
+    let server = SlowServer::start(body.clone(), Duration::from_millis(100), true).await;
+    let mut image = image_at("guest", server.url("/guest.raw"), &body);
+    image.format = "raw";
+    let yaml = env.yaml(&[env.host("host1")], &[image], None);
+    let mut options = env.options();
+    options.cache.lease.heartbeat = Duration::from_millis(200);
+    let provider = Arc::new(env.provider(&yaml, options));
+    let config = env.config(&yaml);
+    let key = Identifier::parse("guest").unwrap();
+    let pool = env.sandbox.pool.name.clone();
+    let base = format!("base-{}.guest.raw", env.entry);
+    let lease_name = format!("{base}.fill");
+    let filling = {
+        let (provider, host, image) = (
+            provider.clone(),
+            config.hosts[0].clone(),
+            config.images[&key].clone(),
+        );
+        let key = key.clone();
+        tokio::spawn(async move { provider.image_cache().ensure(&host, &key, &image).await })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !env.volumes(&pool).contains(&base) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fill never began"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Another process sweeps the lease and takes it for a fill of its own.
+    let (ok, out) = env.virsh(&["vol-delete", "--pool", &pool, &lease_name]);
+    assert!(ok, "{out}");
+    let theirs = kvm2_provider::fill_lease::Lease::new(9, std::time::SystemTime::now()).render();
+    let (ok, out) = env.virsh(&[
+        "vol-create-as",
+        &pool,
+        &lease_name,
+        &theirs.len().to_string(),
+    ]);
+    assert!(ok, "{out}");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &theirs).unwrap();
+    let (ok, out) = env.virsh(&[
+        "vol-upload",
+        "--pool",
+        &pool,
+        &lease_name,
+        &file.path().display().to_string(),
+    ]);
+    assert!(ok, "{out}");
+
+    let err = tokio::time::timeout(Duration::from_secs(60), filling)
+        .await
+        .expect("the fill ended")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
+    assert!(err.to_string().contains("lease was lost"), "{err}");
+    let vols = env.volumes(&pool);
+    assert!(
+        !vols.contains(&format!("{base}.marker")),
+        "nothing published"
+    );
+    // The other fill's lease is left alone, and our upload stopped short.
+    let (ok, info) = env.virsh(&["vol-info", "--pool", &pool, &base, "--bytes", "--physical"]);
+    assert!(ok, "{info}");
+    let written: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("Physical:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no physical size in {info}"));
+    assert!(
+        written < body.len() as u64,
+        "the fill wrote on: {written} of {} bytes",
+        body.len()
+    );
+    assert!(vols.contains(&lease_name), "their lease stays");
+    let (ok, out) = env.virsh(&["vol-delete", "--pool", &pool, &lease_name]);
+    assert!(ok, "{out}");
 }
 
 /// Item 3: a host without room for the machine type is QuotaExceeded,

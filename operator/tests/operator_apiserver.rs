@@ -609,8 +609,8 @@ async fn a_restart_mid_create_makes_no_second_instance() {
     // The lease is still held by the dead replica: the next one waits it
     // out, watches from scratch, and creates again (idempotent by owner).
     // The killed fill's lease on the host (kvm2's cross-process fencing)
-    // goes stale only after 120 s, so the second Create waits that long
-    // (a generous bound past it: the lease is judged on a 10 s heartbeat).
+    // is provably abandoned once its heartbeat is 120 s old, so the second
+    // Create waits that long (a generous bound past it).
     let second = world.operator(&["--cluster-id", "cluster-restart"]);
     second.wait_leader().await;
     let api = world.proxies(&client);
