@@ -10,8 +10,9 @@
 //!   (`<os firmware='efi'>`; libvirt picks OVMF from the host's firmware
 //!   descriptors and creates the NVRAM file — undefine needs the NVRAM flag);
 //! - the overlay as a `type='file'` virtio disk and the seed ISO as a
-//!   read-only SATA cdrom, both by path (not `type='volume'`, which AppArmor's
-//!   helper cannot resolve);
+//!   read-only virtio disk (guests' cloud kernels often lack AHCI, so a SATA
+//!   cdrom would be invisible), both by path (not `type='volume'`, which
+//!   AppArmor's helper cannot resolve);
 //! - a virtio NIC on a host bridge, a serial console, the QEMU guest agent
 //!   channel and a virtio RNG.
 
@@ -169,9 +170,13 @@ pub fn render(spec: &DomainSpec) -> Result<String, Error> {
                     },
                     readonly: None,
                 },
+                // A read-only virtio disk, not a SATA cdrom: Debian's cloud
+                // kernel (and so Debian's own cloud images) has no AHCI
+                // driver, and cloud-init finds the `cidata` ISO on any block
+                // device.
                 Disk {
                     disk_type: "file",
-                    device: "cdrom",
+                    device: "disk",
                     driver: Driver {
                         name: "qemu",
                         format: "raw",
@@ -180,8 +185,8 @@ pub fn render(spec: &DomainSpec) -> Result<String, Error> {
                         file: &spec.seed_path,
                     },
                     target: Target {
-                        dev: "sda",
-                        bus: "sata",
+                        dev: "vdb",
+                        bus: "virtio",
                     },
                     readonly: Some(()),
                 },
@@ -575,7 +580,7 @@ mod tests {
             "<memory unit=\"MiB\">512</memory>",
             "<type arch=\"x86_64\" machine=\"q35\">hvm</type>",
             "<disk type=\"file\" device=\"disk\"><driver name=\"qemu\" type=\"qcow2\"/><source file=\"/var/lib/libvirt/images/vm-proxy-abc.overlay.qcow2\"/>",
-            "<target dev=\"sda\" bus=\"sata\"/><readonly/></disk>",
+            "<disk type=\"file\" device=\"disk\"><driver name=\"qemu\" type=\"raw\"/><source file=\"/var/lib/libvirt/images/vm-proxy-abc.seed.iso\"/><target dev=\"vdb\" bus=\"virtio\"/><readonly/></disk>",
             "<interface type=\"bridge\"><mac address=\"52:54:00:12:34:56\"/><source bridge=\"br0\"/><model type=\"virtio\"/></interface>",
             "<target type=\"virtio\" name=\"org.qemu.guest_agent.0\"/>",
         ] {

@@ -15,6 +15,7 @@ mod control_plane;
 mod fuzz;
 mod guest_image;
 mod guest_net;
+mod image_server;
 mod kube_build;
 mod leaks;
 mod pki;

@@ -171,9 +171,15 @@ fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
 
     let ssh = start_sshd(dir, record)?;
     let kube = control_plane::start(dir, &mut record.processes, &mut record.scratch)?;
+    // The proxy guest image: from the cache (a file read), or built first
+    // (minutes, once per recipe); served over loopback HTTP like any
+    // user image.
+    let image = crate::guest_image::ensure()?;
+    let guest_image =
+        crate::image_server::start(dir, &image.path, &image.sha256, &mut record.processes)?;
     Ok(Descriptor {
         kube: Some(kube),
-        guest_image: None,
+        guest_image: Some(guest_image),
         bridge: guest_net.bridge.clone(),
         guest_net,
         state_dir: dir.to_owned(),

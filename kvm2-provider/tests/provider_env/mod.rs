@@ -142,17 +142,7 @@ impl Env {
                 .display()
                 .to_string()),
         );
-        for h in hosts {
-            y += &format!(
-                "        - name: {}\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n",
-                h.name,
-                h.address,
-                h.port,
-                self.sandbox.bridge,
-                h.pool,
-                self.sandbox.remote_socket.display()
-            );
-        }
+        y += &self.hosts_yaml(hosts);
         y += "      images:\n";
         for i in images {
             y += &format!(
@@ -165,6 +155,23 @@ impl Env {
             "      defaults:\n        machine_type: small\n        image: {}\n",
             images[0].key
         );
+        y
+    }
+
+    /// The `hosts:` entries (without the key) for `hosts` on the sandbox.
+    pub fn hosts_yaml(&self, hosts: &[Host]) -> String {
+        let mut y = String::new();
+        for h in hosts {
+            y += &format!(
+                "        - name: {}\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n",
+                h.name,
+                h.address,
+                h.port,
+                self.sandbox.bridge,
+                h.pool,
+                self.sandbox.remote_socket.display()
+            );
+        }
         y
     }
 
