@@ -83,6 +83,11 @@ pub struct RunArgs {
     /// absent.
     #[arg(long, env = "EGRESS_PROBE_TARGET")]
     pub probe_target: Option<String>,
+    /// Open each probe's connection from inside this network namespace
+    /// (`ip netns` name; needs CAP_SYS_ADMIN), for proxies reachable only
+    /// there; the operator itself stays in its own.
+    #[arg(long, env = "EGRESS_PROBE_NETNS")]
+    pub probe_netns: Option<String>,
     /// Interval between health probes of each running proxy.
     #[arg(long, default_value = "15s")]
     pub probe_interval: Secs,

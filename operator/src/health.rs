@@ -29,6 +29,9 @@ pub struct Engine {
     pub proxies: Store<Proxy>,
     /// What each probe CONNECTs to.
     pub target: fleet::ProbeTarget,
+    /// Where probe connections are opened (`--probe-netns`); this
+    /// process's own namespace when `None`.
+    pub netns: Option<crate::netns::Netns>,
     /// Interval between probes of each proxy.
     pub interval: Duration,
     /// Deadline of one probe.
@@ -73,7 +76,13 @@ impl Engine {
             .collect();
         let results: Vec<_> = futures::stream::iter(running)
             .map(|(p, addr)| async move {
-                let outcome = fleet::probe(addr, &self.target, self.timeout).await;
+                let outcome = match &self.netns {
+                    None => fleet::probe(addr, &self.target, self.timeout).await,
+                    Some(ns) => {
+                        let connect = ns.connect(addr, self.timeout);
+                        fleet::probe_over(connect, addr, &self.target, self.timeout).await
+                    }
+                };
                 (p, outcome)
             })
             .buffer_unordered(self.concurrency.max(1))

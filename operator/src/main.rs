@@ -25,6 +25,7 @@ mod http;
 mod leader;
 mod metrics;
 mod monitor;
+mod netns;
 mod providers;
 mod reconciler;
 mod run;

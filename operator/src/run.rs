@@ -249,11 +249,19 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(target) = &args.probe_target {
             let target = fleet::ProbeTarget::parse(target)
                 .with_context(|| format!("--probe-target {target:?}"))?;
+            let netns = match &args.probe_netns {
+                Some(name) => Some(
+                    crate::netns::Netns::open(name)
+                        .with_context(|| format!("--probe-netns {name:?}"))?,
+                ),
+                None => None,
+            };
             tasks.spawn(
                 crate::health::Engine {
                     client: client.clone(),
                     proxies: reader.clone(),
                     target,
+                    netns,
                     interval: args.probe_interval.0,
                     timeout: args.probe_timeout.0,
                     concurrency: usize::from(args.concurrency),

@@ -159,11 +159,43 @@ struct World {
     dir: tempfile::TempDir,
     config: PathBuf,
     kubeconfig: PathBuf,
-    _image: ImageServer,
+    _image: Option<ImageServer>,
 }
 
 impl World {
+    /// A world whose one image is a blank 1 MiB disk served after
+    /// `image_delay` (domains start but never boot an OS).
     async fn new(image_delay: Duration) -> World {
+        let body = vec![0u8; 1 << 20];
+        let image = ImageServer::start(body.clone(), image_delay);
+        let images = format!(
+            "      images:\n        tiny:\n          url: http://127.0.0.1:{}/tiny.raw\n          sha256: {}\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n      defaults:\n        machine_type: small\n        image: tiny\n",
+            image.port,
+            sha256_hex(&body),
+        );
+        World::build(&images, Some(image)).await
+    }
+
+    /// A world whose image is the real proxy guest the sandbox serves
+    /// (cloud-init, qemu-guest-agent, Squid), with Squid open to the
+    /// guest network.
+    async fn with_guest() -> World {
+        let sandbox = Descriptor::require();
+        let image = sandbox.guest_image.clone().expect(
+            "the sandbox serves no guest image: `cargo xtask sandbox up` builds and serves it",
+        );
+        let images = format!(
+            "      images:\n        proxy-guest:\n          url: {}\n          sha256: {}\n          format: qcow2\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 512MiB\n          disk: 4GiB\n      proxy:\n        port: 3128\n        allowed_clients: [{}]\n      defaults:\n        machine_type: small\n        image: proxy-guest\n",
+            image.url,
+            image.sha256,
+            sandbox.guest_net.cidr(),
+        );
+        World::build(&images, None).await
+    }
+
+    /// The namespace, the providers config (the sandbox as `host1`, then
+    /// `images_and_rest`) and the operator's kubeconfig.
+    async fn build(images_and_rest: &str, image: Option<ImageServer>) -> World {
         let sandbox = Descriptor::require();
         let kube = sandbox
             .kube
@@ -174,12 +206,10 @@ impl World {
         let ns = format!("opt-{id}");
         kubectl(&kube, &["create", "namespace", &ns]);
         let entry = format!("kvm2-o{id}");
-        let body = vec![0u8; 1 << 20];
-        let image = ImageServer::start(body.clone(), image_delay);
         let dir = tempfile::tempdir().unwrap();
         let s = &sandbox.ssh;
         let yaml = format!(
-            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n      images:\n        tiny:\n          url: http://127.0.0.1:{}/tiny.raw\n          sha256: {}\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n      defaults:\n        machine_type: small\n        image: tiny\n",
+            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n{images_and_rest}",
             s.user,
             s.key_path.display(),
             s.known_hosts_path.display(),
@@ -188,8 +218,6 @@ impl World {
             sandbox.bridge,
             sandbox.pool.name,
             sandbox.remote_socket.display(),
-            image.port,
-            sha256_hex(&body),
         );
         let config = dir.path().join("providers.yaml");
         std::fs::write(&config, yaml).unwrap();
@@ -579,6 +607,72 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
     );
     let evs = events(&client, &world.ns).await;
     assert!(evs.iter().any(|(r, _)| r == "Deleted"), "{evs:?}");
+    assert!(
+        !op.log().contains("\"level\":\"ERROR\""),
+        "errors logged:\n{}",
+        op.log()
+    );
+    drop(op);
+    clear_lease(&client).await;
+}
+
+/// The operator drives a real proxy guest (cloud-init, qemu-guest-agent,
+/// Squid) to Running, its health engine's CONNECT probes — opened inside
+/// the guest network namespace — make it `Healthy=True`, discovery lists it
+/// healthy, and deleting the Proxy removes the VM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_proxy_guest_runs_and_becomes_healthy() {
+    let _serial = SERIAL.lock().await;
+    let world = World::with_guest().await;
+    let client = admin(&world.kube).await;
+    let net = &world.sandbox.guest_net;
+    let target = net.upstream.to_string();
+    let op = world.operator(&[
+        "--cluster-id",
+        "cluster-guest",
+        "--probe-target",
+        &target,
+        "--probe-netns",
+        &net.netns,
+        "--probe-interval",
+        "2s",
+    ]);
+    op.wait_leader().await;
+    let uid = world
+        .create_proxy(&client, "p1", json!({"provider": world.entry}))
+        .await;
+    let domain = World::domain_of(&uid);
+    let api = world.proxies(&client);
+    let obj = eventually("Running and Healthy", Duration::from_secs(420), || async {
+        let o = serde_json::to_value(api.get("p1").await.ok()?).unwrap();
+        let healthy = condition(&o, "Healthy")?["status"] == "True";
+        (o["status"]["phase"] == "Running" && healthy).then_some(o)
+    })
+    .await;
+    let ip: std::net::Ipv4Addr = obj["status"]["ip"].as_str().unwrap().parse().unwrap();
+    let leases = net.leases().unwrap();
+    assert!(
+        leases.iter().any(|l| l.ip == ip),
+        "{ip} is not a DHCP lease: {leases:?}"
+    );
+    assert_eq!(obj["status"]["port"], 3128);
+    let addr = op.http_addr().unwrap();
+    let (code, body) = http_get(&addr, "/proxies?healthy=true").await;
+    assert_eq!(code, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(listed["count"], 1, "{body}");
+    assert_eq!(
+        listed["proxies"][0]["address"],
+        format!("{ip}:3128"),
+        "{body}"
+    );
+
+    api.delete("p1", &DeleteParams::default()).await.unwrap();
+    eventually("the Proxy to go", Duration::from_secs(120), || async {
+        api.get_opt("p1").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert!(!world.domains().contains(&domain));
     assert!(
         !op.log().contains("\"level\":\"ERROR\""),
         "errors logged:\n{}",

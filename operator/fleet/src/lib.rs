@@ -133,7 +133,7 @@ pub use event::{Event, EventKind, EventReason};
 pub use health::{HealthTracker, Hysteresis};
 pub use probe::{
     FailureKind, MAX_PROBE_TIMEOUT, MAX_STATUS_LINE, ProbeFailure, ProbeOutcome, ProbeTarget,
-    parse_status_line, probe,
+    parse_status_line, probe, probe_over,
 };
 pub use provider_health::{LATENCY_TOLERANCE, ProviderHealthStatus, TargetHealth, provider_health};
 pub use reason::{Reason, ReasonCategory};

@@ -177,12 +177,30 @@ fn fail(kind: FailureKind, detail: String) -> ProbeOutcome {
 /// Cancel safe: dropping the future drops the socket (closed without
 /// waiting); nothing outlives it.
 pub async fn probe(proxy: SocketAddr, target: &ProbeTarget, timeout: Duration) -> ProbeOutcome {
+    probe_over(TcpStream::connect(proxy), proxy, target, timeout).await
+}
+
+/// [`probe`] over a connection `connect` opens to `proxy` (for example one
+/// opened from inside another network namespace); `connect` runs under the
+/// probe's deadline like the rest.
+///
+/// # Cancel safety
+/// As [`probe`], provided `connect` is cancel safe.
+pub async fn probe_over<C>(
+    connect: C,
+    proxy: SocketAddr,
+    target: &ProbeTarget,
+    timeout: Duration,
+) -> ProbeOutcome
+where
+    C: std::future::Future<Output = std::io::Result<TcpStream>>,
+{
     let timeout = timeout.min(MAX_PROBE_TIMEOUT);
     let started = Instant::now();
     let deadline = started + timeout;
     let late = || format!("no verdict from {proxy} within {} ms", timeout.as_millis());
 
-    let mut stream = match timeout_at(deadline, TcpStream::connect(proxy)).await {
+    let mut stream = match timeout_at(deadline, connect).await {
         Err(_) => return fail(FailureKind::Timeout, format!("connect: {}", late())),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             return fail(FailureKind::Refused, format!("connect to {proxy}: refused"));

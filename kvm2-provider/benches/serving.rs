@@ -1,0 +1,390 @@
+//! `cargo xtask bench kvm2`, part 3: **Create-to-Squid-serving** for
+//! [`GUESTS`] real proxy guests at once (the sandbox's guest image, TCG),
+//! against the same guests made by hand with plain `virsh`, in the same run.
+//!
+//! - *Ours*: [`GUESTS`] concurrent `Provider::create`, then `Provider::get`
+//!   every [`POLL`] until Running with an address, then a CONNECT through the
+//!   guest's Squid to the sandbox's upstream every [`POLL`] until it answers
+//!   200.
+//! - *Peer*: for each guest, `virsh vol-create-as --backing-vol` (the
+//!   overlay on the same warm base), `virsh vol-create-as` + `vol-upload`
+//!   (the same cloud-init seed), `virsh create` of the same domain XML; the
+//!   address read from dnsmasq's lease file by MAC every [`POLL`]; then the
+//!   same CONNECT probe.
+//!
+//! Guests boot at the same time on both sides, so the figure is dominated
+//! by the guests sharing this machine's cores; the ratio (ours / peer, per
+//! round; the median printed) is the provider's overhead. The base is
+//! warmed outside the timing. Nothing is asserted. Knobs:
+//! `KVM2_BENCH_ONLY=serving` (this part only; `image`/`create` skip it),
+//! `KVM2_BENCH_SERVING_ROUNDS` (default 1: a round boots 2 × 5 guests).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    clippy::print_stdout
+)]
+
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
+use kvm2_provider::ownership_mark::OwnerMark;
+use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
+use kvm2_provider::timestamp::Timestamp;
+use kvm2_provider::vendor_data::{ClientRange, ProxySettings};
+use kvm2_provider::{Kvm2Provider, ProviderOptions};
+use provider_api::config::values::BridgeName;
+use provider_api::{
+    CreateRequest, Identifier, InstanceState, ObjectName, OwnerUid, Provider, ProvidersConfig,
+};
+use xtask::{Descriptor, GuestImage};
+
+const GUESTS: usize = 5;
+const POLL: Duration = Duration::from_secs(1);
+const BUDGET: Duration = Duration::from_secs(900);
+const KEY: &str = "proxy-guest";
+const PORT: u16 = 3128;
+const MEMORY_MIB: u64 = 512;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn nonce() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    format!("{:x}", t.as_micros() & 0xff_ffff_ffff)
+}
+
+fn virsh(d: &Descriptor, args: &[&str]) -> String {
+    let out = Command::new("virsh")
+        .arg("-c")
+        .arg(d.virsh_uri(&d.libvirt.qemu_uri))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "virsh {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn config(d: &Descriptor, entry: &str, image: &GuestImage) -> provider_api::config::Kvm2Config {
+    let yaml = format!(
+        "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {kh}\n      hosts:\n        - name: host1\n          address: {addr}\n          port: {port}\n          bridge: {bridge}\n          pool: {pool}\n          socket: {socket}\n      images:\n        {KEY}:\n          url: {url}\n          sha256: {sha}\n          format: qcow2\n      machine_types:\n        small:\n          vcpus: 1\n          memory: {MEMORY_MIB}MiB\n          disk: 4GiB\n      proxy:\n        port: {PORT}\n        allowed_clients: [{cidr}]\n      defaults:\n        machine_type: small\n        image: {KEY}\n",
+        user = d.ssh.user,
+        key = d.ssh.key_path.display(),
+        kh = d.ssh.known_hosts_path.display(),
+        addr = d.ssh.host,
+        port = d.ssh.port,
+        bridge = d.bridge,
+        pool = d.pool.name,
+        socket = d.remote_socket.display(),
+        url = image.url,
+        sha = image.sha256,
+        cidr = d.guest_net.cidr(),
+    );
+    ProvidersConfig::from_yaml_str(&yaml).unwrap().providers[0]
+        .kvm2()
+        .unwrap()
+        .clone()
+}
+
+/// True once a CONNECT through `proxy`'s Squid to the upstream answers 200.
+fn serves(d: &Descriptor, proxy: Ipv4Addr) -> bool {
+    let net = &d.guest_net;
+    let out = net
+        .command("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "--max-time",
+            "5",
+            "-w",
+            "%{http_connect}",
+        ])
+        .arg("--cacert")
+        .arg(&net.ca_cert)
+        .arg("--resolve")
+        .arg(format!("{}:443:{}", net.upstream_name, net.upstream.ip()))
+        .arg("--proxy")
+        .arg(format!("http://{proxy}:{PORT}"))
+        .arg(format!("https://{}/", net.upstream_name))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim() == "200"
+}
+
+/// Probes every [`POLL`] until `proxy` serves; panics past [`BUDGET`].
+async fn until_serving(d: &Descriptor, proxy: Ipv4Addr, started: Instant) -> Duration {
+    loop {
+        let dd = d.clone();
+        if tokio::task::spawn_blocking(move || serves(&dd, proxy))
+            .await
+            .unwrap()
+        {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < BUDGET, "{proxy} never served");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+async fn ours(d: &Descriptor, provider: &Kvm2Provider, tag: &str) -> (Duration, Vec<String>) {
+    let started = Instant::now();
+    let mut names = Vec::new();
+    let mut jobs = Vec::new();
+    for i in 0..GUESTS {
+        let owner = OwnerUid::parse(&format!("bench-serving-{tag}-{i}")).unwrap();
+        names.push(provider_api::name_from_uid(&owner).to_string());
+        jobs.push(async move {
+            let req = CreateRequest::new(
+                owner,
+                ObjectName::parse("bench").unwrap(),
+                Identifier::parse("default").unwrap(),
+            );
+            let id = provider.create(&req).await.unwrap().id;
+            let ip = loop {
+                let inst = provider.get(&id).await.unwrap();
+                if inst.state == InstanceState::Running
+                    && let Some(std::net::IpAddr::V4(ip)) = inst.ip
+                {
+                    break ip;
+                }
+                assert!(started.elapsed() < BUDGET, "never Running: {inst:?}");
+                tokio::time::sleep(POLL).await;
+            };
+            let t = until_serving(d, ip, started).await;
+            (id, t)
+        });
+    }
+    let done = futures::future::join_all(jobs).await;
+    let slowest = done.iter().map(|(_, t)| *t).max().unwrap();
+    for (id, _) in &done {
+        provider.delete(id).await.unwrap();
+    }
+    (slowest, names)
+}
+
+struct Peer<'a> {
+    d: &'a Descriptor,
+    base_path: String,
+    vendor: String,
+    bridge: BridgeName,
+}
+
+impl Peer<'_> {
+    /// One guest by hand; returns its MAC.
+    fn create(&self, name: &Identifier, dir: &std::path::Path) -> String {
+        let d = self.d;
+        let pool = &d.pool.name;
+        let overlay = format!("{name}.overlay.qcow2");
+        let seed = format!("{name}.seed.iso");
+        virsh(
+            d,
+            &[
+                "vol-create-as",
+                pool,
+                &overlay,
+                "4G",
+                "--format",
+                "qcow2",
+                "--backing-vol",
+                &self.base_path,
+                "--backing-vol-format",
+                "qcow2",
+            ],
+        );
+        let iso = build(&SeedSpec {
+            instance_id: name,
+            hostname: name,
+            user_data: None,
+            vendor_data: &self.vendor,
+            time: Timestamp::from_unix_seconds(1_796_200_000).unwrap(),
+            size_limit: DEFAULT_SIZE_LIMIT,
+        })
+        .unwrap();
+        let iso_file = dir.join(&seed);
+        std::fs::write(&iso_file, &iso).unwrap();
+        virsh(d, &["vol-create-as", pool, &seed, &iso.len().to_string()]);
+        virsh(
+            d,
+            &[
+                "vol-upload",
+                "--pool",
+                pool,
+                &seed,
+                &iso_file.display().to_string(),
+            ],
+        );
+        let path = |vol: &str| {
+            virsh(d, &["vol-path", "--pool", pool, vol])
+                .trim()
+                .to_owned()
+        };
+        // The MAC is chosen here, as an admin would, to find the lease.
+        let mac = format!(
+            "52:54:00:{:02x}:{:02x}:{:02x}",
+            name.as_str().len(),
+            rand_byte(name.as_str(), 1),
+            rand_byte(name.as_str(), 2)
+        );
+        let xml = render(&DomainSpec {
+            virt_type: VirtType::Qemu,
+            name: name.clone(),
+            memory_mib: MEMORY_MIB,
+            vcpus: 1,
+            machine: "q35".into(),
+            firmware: provider_api::config::Firmware::Bios,
+            overlay_path: path(&overlay),
+            seed_path: path(&seed),
+            bridge: self.bridge.clone(),
+            mac: Some(mac.clone()),
+            mark: OwnerMark::new(
+                OwnerUid::parse("bench-peer").unwrap(),
+                Identifier::parse("kvm2-bench").unwrap(),
+                Timestamp::from_unix_seconds(1_796_200_000).unwrap(),
+            ),
+        })
+        .unwrap();
+        let xml_file = dir.join(format!("{name}.xml"));
+        std::fs::write(&xml_file, xml).unwrap();
+        virsh(d, &["create", &xml_file.display().to_string()]);
+        mac
+    }
+
+    async fn run(&self, tag: &str) -> (Duration, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let started = Instant::now();
+        let names: Vec<Identifier> = (0..GUESTS)
+            .map(|i| Identifier::parse(&format!("kbp{tag}-{i}")).unwrap())
+            .collect();
+        let macs: Vec<String> = names.iter().map(|n| self.create(n, dir.path())).collect();
+        let jobs = macs.iter().map(|mac| async move {
+            let ip = loop {
+                let leases = self.d.guest_net.leases().unwrap_or_default();
+                if let Some(l) = leases.iter().find(|l| l.mac == *mac) {
+                    break l.ip;
+                }
+                assert!(started.elapsed() < BUDGET, "no lease for {mac}");
+                tokio::time::sleep(POLL).await;
+            };
+            until_serving(self.d, ip, started).await
+        });
+        let slowest = futures::future::join_all(jobs)
+            .await
+            .into_iter()
+            .max()
+            .unwrap();
+        (slowest, names.iter().map(ToString::to_string).collect())
+    }
+
+    fn remove(&self, names: &[String]) {
+        for name in names {
+            let _ = Command::new("virsh")
+                .arg("-c")
+                .arg(self.d.virsh_uri(&self.d.libvirt.qemu_uri))
+                .args(["destroy", name])
+                .output();
+            for vol in [format!("{name}.overlay.qcow2"), format!("{name}.seed.iso")] {
+                let _ = Command::new("virsh")
+                    .arg("-c")
+                    .arg(self.d.virsh_uri(&self.d.libvirt.qemu_uri))
+                    .args(["vol-delete", "--pool", &self.d.pool.name, &vol])
+                    .output();
+            }
+        }
+    }
+}
+
+fn rand_byte(s: &str, salt: u8) -> u8 {
+    s.bytes()
+        .fold(salt.wrapping_mul(31), |h, b| h.wrapping_mul(33) ^ b)
+}
+
+fn main() {
+    if std::env::var("KVM2_BENCH_ONLY").is_ok_and(|v| v != "serving") {
+        return;
+    }
+    let d = Descriptor::require();
+    let image = d
+        .guest_image
+        .clone()
+        .expect("the sandbox serves no guest image: `cargo xtask sandbox up` builds it");
+    let rounds: usize = std::env::var("KVM2_BENCH_SERVING_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let n = nonce();
+        let entry = format!("kbs{}", &n[..8.min(n.len())]);
+        let cfg = config(&d, &entry, &image);
+        let mut options = ProviderOptions::default();
+        options.source.deadline = Duration::from_secs(600);
+        let provider =
+            Kvm2Provider::with_options(Identifier::parse(&entry).unwrap(), cfg.clone(), options)
+                .unwrap();
+        let key = Identifier::parse(KEY).unwrap();
+        let base = provider
+            .image_cache()
+            .ensure(&cfg.hosts[0], &key, &cfg.images[&key])
+            .await
+            .unwrap();
+        let proxy = ProxySettings {
+            port: PORT,
+            allowed_clients: vec![ClientRange::parse(&d.guest_net.cidr()).unwrap()],
+        };
+        let peer = Peer {
+            d: &d,
+            base_path: base.path.clone(),
+            vendor: kvm2_provider::vendor_data::render(&proxy).unwrap(),
+            bridge: BridgeName::parse(&d.bridge).unwrap(),
+        };
+        let mut ratios = Vec::new();
+        for round in 0..rounds {
+            let mut t = [Duration::ZERO; 2];
+            for side in [round % 2, 1 - round % 2] {
+                let tag = format!("{n}{round}{side}");
+                if side == 0 {
+                    t[0] = ours(&d, &provider, &tag).await.0;
+                } else {
+                    let (took, names) = peer.run(&tag[..8.min(tag.len())]).await;
+                    peer.remove(&names);
+                    t[1] = took;
+                }
+                // Let the daemon finish tearing the guests down.
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            let ratio = t[0].as_secs_f64() / t[1].as_secs_f64();
+            println!(
+                "  round {round}: {GUESTS} guests Create-to-Squid-serving: provider {:.1} s, plain virsh {:.1} s, overhead {ratio:.2}x",
+                t[0].as_secs_f64(),
+                t[1].as_secs_f64()
+            );
+            ratios.push(ratio);
+        }
+        println!(
+            "create-to-squid-serving, {GUESTS} guests at once (TCG), median of {rounds} round(s): overhead ratio {:.2}x (provider / plain virsh)",
+            median(ratios)
+        );
+        for vol in [base.name.clone(), format!("{}.marker", base.name)] {
+            let _ = Command::new("virsh")
+                .arg("-c")
+                .arg(d.virsh_uri(&d.libvirt.qemu_uri))
+                .args(["vol-delete", "--pool", &d.pool.name, &vol])
+                .output();
+        }
+    });
+}
