@@ -330,9 +330,15 @@ impl Drop for World {
         }
         // Volumes of this entry (per-VM volumes carry it; so does its base).
         let pool = self.sandbox.pool.name.clone();
-        for vol in self.virsh(&["vol-list", &pool, "--name"]).lines() {
-            let vol = vol.trim();
-            if !vol.is_empty() && vol.contains(&self.entry) {
+        // virsh 11's vol-list has no --name: the first column, past the
+        // two header lines.
+        let listing = self.virsh(&["vol-list", &pool]);
+        for vol in listing
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split_whitespace().next())
+        {
+            if vol.contains(&self.entry) {
                 self.virsh(&["vol-delete", "--pool", &pool, vol]);
             }
         }
