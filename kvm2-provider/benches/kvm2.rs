@@ -21,6 +21,8 @@
 //!    `qemu:///system` (TCG): `Provider::create` one after another vs the
 //!    same libvirt calls made directly with libvirt-rpc on one connection.
 //!
+//! 3. **Create-to-Squid-serving** for real proxy guests: `benches/serving.rs`.
+//!
 //! Rounds are interleaved; medians are printed with ratios (>1.0 = ours
 //! faster for throughput; overhead = ours / direct for Create). Nothing is
 //! asserted. Knobs: `KVM2_BENCH_ROUNDS` (default 3), `KVM2_BENCH_ONLY`
