@@ -98,28 +98,12 @@ fn config(d: &Descriptor, entry: &str, image: &GuestImage) -> provider_api::conf
 
 /// True once a CONNECT through `proxy`'s Squid to the upstream answers 200.
 fn serves(d: &Descriptor, proxy: Ipv4Addr) -> bool {
-    let net = &d.guest_net;
-    let out = net
-        .command("curl")
-        .args([
-            "-s",
-            "-o",
-            "/dev/null",
-            "--max-time",
-            "5",
-            "-w",
-            "%{http_connect}",
-        ])
-        .arg("--cacert")
-        .arg(&net.ca_cert)
-        .arg("--resolve")
-        .arg(format!("{}:443:{}", net.upstream_name, net.upstream.ip()))
-        .arg("--proxy")
-        .arg(format!("http://{proxy}:{PORT}"))
-        .arg(format!("https://{}/", net.upstream_name))
+    let out = d
+        .guest_net
+        .curl_through(std::net::SocketAddr::from((proxy, PORT)), 5)
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim() == "200"
+    String::from_utf8_lossy(&out.stdout).lines().last() == Some("200")
 }
 
 /// Probes every [`POLL`] until `proxy` serves; panics past [`BUDGET`].

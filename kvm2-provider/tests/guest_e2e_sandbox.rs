@@ -105,15 +105,7 @@ async fn until_running(p: &Kvm2Provider, id: &ProviderId) -> (Instance, Duration
 /// HTTPS server: (CONNECT status, body). `from` binds the client's address.
 fn through_squid(env: &Env, proxy: IpAddr, from: Option<Ipv4Addr>) -> (String, String) {
     let net = &env.sandbox.guest_net;
-    let mut c = net.command("curl");
-    c.args(["-sS", "--max-time", "15", "-w", "\n%{http_connect}"])
-        .arg("--cacert")
-        .arg(&net.ca_cert)
-        .arg("--resolve")
-        .arg(format!("{}:443:{}", net.upstream_name, net.upstream.ip()))
-        .arg("--proxy")
-        .arg(format!("http://{proxy}:{PROXY_PORT}"))
-        .arg(format!("https://{}/", net.upstream_name));
+    let mut c = net.curl_through(std::net::SocketAddr::new(proxy, PROXY_PORT), 15);
     if let Some(from) = from {
         c.arg("--interface").arg(from.to_string());
     }

@@ -105,6 +105,22 @@ impl SlowServer {
     }
 }
 
+/// Writes `lease` into the volume `name` as another process would: created
+/// when absent, else rewritten in place (as a heartbeat is: never absent
+/// meanwhile).
+fn put_lease(env: &Env, pool: &str, name: &str, lease: &kvm2_provider::fill_lease::Lease) {
+    let bytes = lease.render();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &bytes).unwrap();
+    if !env.volumes(pool).iter().any(|v| v == name) {
+        let (ok, out) = env.virsh(&["vol-create-as", pool, name, &bytes.len().to_string()]);
+        assert!(ok, "{out}");
+    }
+    let path = file.path().display().to_string();
+    let (ok, out) = env.virsh(&["vol-upload", "--pool", pool, name, &path]);
+    assert!(ok, "{out}");
+}
+
 fn image_at(key: &str, url: String, body: &[u8]) -> Image {
     Image {
         key: key.into(),
@@ -322,28 +338,8 @@ async fn only_a_provably_abandoned_fill_is_swept() {
     let base = format!("base-{}.guest.qcow2", env.entry);
     let lease_name = format!("{base}.fill");
     let now = std::time::SystemTime::now();
-    let write_lease = |lease: kvm2_provider::fill_lease::Lease| {
-        let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), lease.render()).unwrap();
-        // Rewritten in place (as a heartbeat is): never absent meanwhile.
-        if !env.volumes(&pool).contains(&lease_name) {
-            let (ok, out) = env.virsh(&[
-                "vol-create-as",
-                &pool,
-                &lease_name,
-                &lease.render().len().to_string(),
-            ]);
-            assert!(ok, "{out}");
-        }
-        let (ok, out) = env.virsh(&[
-            "vol-upload",
-            "--pool",
-            &pool,
-            &lease_name,
-            &file.path().display().to_string(),
-        ]);
-        assert!(ok, "{out}");
-    };
+    let write_lease =
+        |lease: kvm2_provider::fill_lease::Lease| put_lease(&env, &pool, &lease_name, &lease);
     // Another process's fill, live: started now, beating.
     let (ok, out) = env.virsh(&["vol-create-as", &pool, &base, "64K"]);
     assert!(ok, "{out}");
@@ -416,24 +412,8 @@ async fn a_fill_that_loses_its_lease_stops_writing_at_once() {
     // Another process sweeps the lease and takes it for a fill of its own.
     let (ok, out) = env.virsh(&["vol-delete", "--pool", &pool, &lease_name]);
     assert!(ok, "{out}");
-    let theirs = kvm2_provider::fill_lease::Lease::new(9, std::time::SystemTime::now()).render();
-    let (ok, out) = env.virsh(&[
-        "vol-create-as",
-        &pool,
-        &lease_name,
-        &theirs.len().to_string(),
-    ]);
-    assert!(ok, "{out}");
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), &theirs).unwrap();
-    let (ok, out) = env.virsh(&[
-        "vol-upload",
-        "--pool",
-        &pool,
-        &lease_name,
-        &file.path().display().to_string(),
-    ]);
-    assert!(ok, "{out}");
+    let theirs = kvm2_provider::fill_lease::Lease::new(9, std::time::SystemTime::now());
+    put_lease(&env, &pool, &lease_name, &theirs);
 
     let err = tokio::time::timeout(Duration::from_secs(60), filling)
         .await

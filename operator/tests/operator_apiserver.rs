@@ -361,6 +361,15 @@ impl Operator {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Fails the test when the operator logged an ERROR line.
+    fn assert_no_errors(&self) {
+        let log = self.log();
+        assert!(
+            !log.contains("\"level\":\"ERROR\""),
+            "errors logged:\n{log}"
+        );
+    }
+
     fn http_addr(&self) -> Option<String> {
         self.log()
             .lines()
@@ -442,6 +451,16 @@ async fn install(k: &KubeService) {
 async fn clear_lease(client: &Client) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NS);
     let _ = leases.delete(LEASE, &DeleteParams::default()).await;
+}
+
+/// Deletes the Proxy `name` and waits (up to `within`) until it is gone:
+/// the finalizer holds it until its instance is deleted.
+async fn delete_and_wait(api: &Api<kube::api::DynamicObject>, name: &str, within: Duration) {
+    api.delete(name, &DeleteParams::default()).await.unwrap();
+    eventually("the Proxy to go", within, || async {
+        api.get_opt(name).await.unwrap().is_none().then_some(())
+    })
+    .await;
 }
 
 fn condition<'a>(obj: &'a Value, t: &str) -> Option<&'a Value> {
@@ -602,22 +621,14 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
     }
 
     // Deletion: the finalizer holds the object until the instance is gone.
-    api.delete("p1", &DeleteParams::default()).await.unwrap();
-    eventually("the Proxy to go", Duration::from_secs(90), || async {
-        api.get_opt("p1").await.unwrap().is_none().then_some(())
-    })
-    .await;
+    delete_and_wait(&api, "p1", Duration::from_secs(90)).await;
     assert!(
         !world.domains().contains(&domain),
         "domain {domain} outlived its Proxy"
     );
     let evs = events(&client, &world.ns).await;
     assert!(evs.iter().any(|(r, _)| r == "Deleted"), "{evs:?}");
-    assert!(
-        !op.log().contains("\"level\":\"ERROR\""),
-        "errors logged:\n{}",
-        op.log()
-    );
+    op.assert_no_errors();
     drop(op);
     clear_lease(&client).await;
 }
@@ -673,17 +684,9 @@ async fn a_real_proxy_guest_runs_and_becomes_healthy() {
         "{body}"
     );
 
-    api.delete("p1", &DeleteParams::default()).await.unwrap();
-    eventually("the Proxy to go", Duration::from_secs(120), || async {
-        api.get_opt("p1").await.unwrap().is_none().then_some(())
-    })
-    .await;
+    delete_and_wait(&api, "p1", Duration::from_secs(120)).await;
     assert!(!world.domains().contains(&domain));
-    assert!(
-        !op.log().contains("\"level\":\"ERROR\""),
-        "errors logged:\n{}",
-        op.log()
-    );
+    op.assert_no_errors();
     drop(op);
     clear_lease(&client).await;
 }
@@ -755,11 +758,7 @@ async fn a_restart_mid_create_makes_no_second_instance() {
         !m.contains("operation=\"create\""),
         "a restart created again:\n{m}"
     );
-    api.delete("p1", &DeleteParams::default()).await.unwrap();
-    eventually("the Proxy to go", Duration::from_secs(90), || async {
-        api.get_opt("p1").await.unwrap().is_none().then_some(())
-    })
-    .await;
+    delete_and_wait(&api, "p1", Duration::from_secs(90)).await;
     assert!(!world.domains().contains(&domain));
     drop(third);
     clear_lease(&client).await;
@@ -812,11 +811,7 @@ async fn losing_the_lease_exits_without_deleting() {
     clear_lease(&client).await;
     let again = world.operator(&["--cluster-id", "cluster-lease"]);
     again.wait_leader().await;
-    api.delete("p1", &DeleteParams::default()).await.unwrap();
-    eventually("the Proxy to go", Duration::from_secs(90), || async {
-        api.get_opt("p1").await.unwrap().is_none().then_some(())
-    })
-    .await;
+    delete_and_wait(&api, "p1", Duration::from_secs(90)).await;
     drop(again);
     clear_lease(&client).await;
 }

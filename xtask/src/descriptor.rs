@@ -250,6 +250,25 @@ impl GuestNet {
     pub fn command(&self, program: &str) -> Command {
         crate::command_in(&self.netns, program)
     }
+
+    /// `curl`, inside the namespace, fetching the upstream's page through
+    /// the HTTP proxy at `proxy` (a CONNECT tunnel, TLS checked against the
+    /// sandbox CA), waiting at most `max_secs`. It prints the body, then a
+    /// line with the CONNECT's status code; append arguments (such as
+    /// `--interface ADDR`) before running it.
+    pub fn curl_through(&self, proxy: SocketAddr, max_secs: u32) -> Command {
+        let mut c = self.command("curl");
+        c.args(["-sS", "--max-time", &max_secs.to_string()])
+            .args(["-w", "\n%{http_connect}"])
+            .arg("--cacert")
+            .arg(&self.ca_cert)
+            .arg("--resolve")
+            .arg(format!("{}:443:{}", self.upstream_name, self.upstream.ip()))
+            .arg("--proxy")
+            .arg(format!("http://{proxy}"))
+            .arg(format!("https://{}/", self.upstream_name));
+        c
+    }
 }
 
 /// One line of dnsmasq's leases file.
