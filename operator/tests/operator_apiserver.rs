@@ -173,13 +173,14 @@ impl World {
             image.port,
             sha256_hex(&body),
         );
-        World::build(&images, Some(image)).await
+        World::build("", &images, Some(image)).await
     }
 
     /// A world whose image is the real proxy guest the sandbox serves
     /// (cloud-init, qemu-guest-agent, Squid), with Squid open to the
-    /// guest network.
-    async fn with_guest() -> World {
+    /// guest network; `more_hosts` (YAML list items) follow the sandbox's
+    /// `host1`.
+    async fn with_guest(more_hosts: &str) -> World {
         let sandbox = Descriptor::require();
         let image = sandbox.guest_image.clone().expect(
             "the sandbox serves no guest image: `cargo xtask sandbox up` builds and serves it",
@@ -190,12 +191,12 @@ impl World {
             image.sha256,
             sandbox.guest_net.cidr(),
         );
-        World::build(&images, None).await
+        World::build(more_hosts, &images, None).await
     }
 
     /// The namespace, the providers config (the sandbox as `host1`, then
-    /// `images_and_rest`) and the operator's kubeconfig.
-    async fn build(images_and_rest: &str, image: Option<ImageServer>) -> World {
+    /// `more_hosts`, then `images_and_rest`) and the operator's kubeconfig.
+    async fn build(more_hosts: &str, images_and_rest: &str, image: Option<ImageServer>) -> World {
         let sandbox = Descriptor::require();
         let kube = sandbox
             .kube
@@ -209,7 +210,7 @@ impl World {
         let dir = tempfile::tempdir().unwrap();
         let s = &sandbox.ssh;
         let yaml = format!(
-            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n{images_and_rest}",
+            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n{more_hosts}{images_and_rest}",
             s.user,
             s.key_path.display(),
             s.known_hosts_path.display(),
@@ -640,7 +641,7 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_proxy_guest_runs_and_becomes_healthy() {
     let _serial = SERIAL.lock().await;
-    let world = World::with_guest().await;
+    let world = World::with_guest("").await;
     let client = admin(&world.kube).await;
     let net = &world.sandbox.guest_net;
     let target = net.upstream.to_string();
@@ -688,6 +689,90 @@ async fn a_real_proxy_guest_runs_and_becomes_healthy() {
     assert!(!world.domains().contains(&domain));
     op.assert_no_errors();
     drop(op);
+    clear_lease(&client).await;
+}
+
+/// H1, the controller's half: a host that swallows connections and never
+/// answers (frozen) fails only its own Proxy — `ProviderUnavailable` after
+/// its Creates time out — while a Proxy on the other host is created during
+/// the frozen host's first Create (provider calls run in per-Proxy tasks,
+/// not one after another) and reaches Running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_host_fails_only_its_own_proxy() {
+    let _serial = SERIAL.lock().await;
+    // The frozen host: accepts TCP, never sends a byte.
+    let frozen = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let frozen_port = frozen.local_addr().unwrap().port();
+    let swallow = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = frozen.accept().await {
+            held.push(sock);
+        }
+    });
+    let sandbox = Descriptor::require();
+    let world = World::with_guest(&format!(
+        "        - name: frozen\n          address: 127.0.0.1\n          port: {frozen_port}\n          bridge: {}\n          pool: never-reached\n",
+        sandbox.bridge
+    ))
+    .await;
+    let client = admin(&world.kube).await;
+    let op = world.operator(&["--cluster-id", "cluster-h1", "--create-timeout", "90s"]);
+    op.wait_leader().await;
+    let on = |host: &str| json!({"provider": world.entry, "placement": {"host": host, "policy": "Require"}});
+    world.create_proxy(&client, "stuck", on("frozen")).await;
+    let uid = world.create_proxy(&client, "fine", on("host1")).await;
+    let api = world.proxies(&client);
+    // Both Creates are in flight at once: the frozen host's dial (20 s
+    // budget) never holds up the other's (sampled until it has an instance).
+    let addr = op.http_addr().unwrap();
+    let most_in_flight = std::sync::atomic::AtomicU64::new(0);
+    eventually(
+        "the other host's instance",
+        Duration::from_secs(120),
+        || async {
+            let (_, metrics) = http_get(&addr, "/metrics").await;
+            let now = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("operator_provider_tasks "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            most_in_flight.fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+            let o = serde_json::to_value(api.get("fine").await.ok()?).unwrap();
+            o["status"]["providerID"].is_string().then_some(())
+        },
+    )
+    .await;
+    let most = most_in_flight.into_inner();
+    assert!(
+        most >= 2,
+        "the other host's Create waited for the frozen host's (at most {most} in flight)"
+    );
+    eventually(
+        "the other host's Proxy to run",
+        Duration::from_secs(300),
+        || async {
+            let o = serde_json::to_value(api.get("fine").await.ok()?).unwrap();
+            (o["status"]["phase"] == "Running").then_some(())
+        },
+    )
+    .await;
+    let stuck = serde_json::to_value(api.get("stuck").await.unwrap()).unwrap();
+    assert_ne!(stuck["status"]["phase"], "Running", "{stuck}");
+    assert!(stuck["status"]["providerID"].is_null(), "{stuck}");
+    eventually(
+        "the frozen host's Proxy to fail",
+        Duration::from_secs(300),
+        || async {
+            let o = serde_json::to_value(api.get("stuck").await.ok()?).unwrap();
+            (condition(&o, "Ready")?["reason"] == "ProviderUnavailable").then_some(())
+        },
+    )
+    .await;
+    delete_and_wait(&api, "stuck", Duration::from_secs(90)).await;
+    delete_and_wait(&api, "fine", Duration::from_secs(90)).await;
+    assert!(!world.domains().contains(&World::domain_of(&uid)));
+    drop(op);
+    swallow.abort();
     clear_lease(&client).await;
 }
 
