@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::{Value, json};
@@ -773,6 +773,94 @@ async fn a_frozen_host_fails_only_its_own_proxy() {
     assert!(!world.domains().contains(&World::domain_of(&uid)));
     drop(op);
     swallow.abort();
+    clear_lease(&client).await;
+}
+
+/// The GC sweeper against the real API server and kvm2: an instance whose
+/// Proxy was let go (the abandon annotation) is swept as an orphan by its
+/// own cluster's operator, while another cluster's orphan on the same
+/// provider entry is never touched (the seed's two-cluster hazard).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gc_sweeps_its_own_orphans_and_never_another_clusters() {
+    let _serial = SERIAL.lock().await;
+    let world = World::new(Duration::ZERO).await;
+    let client = admin(&world.kube).await;
+    let api = world.proxies(&client);
+    let abandon = |name: &'static str| {
+        let api = api.clone();
+        async move {
+            let patch = json!({"metadata": {"annotations": {
+                "egress-proxies.io/abandon-instance": "true"
+            }}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+            delete_and_wait(&api, name, Duration::from_secs(60)).await;
+        }
+    };
+    let instance_of = |name: &'static str| {
+        let api = api.clone();
+        async move {
+            eventually("the instance", Duration::from_secs(120), || async {
+                let o = serde_json::to_value(api.get(name).await.ok()?).unwrap();
+                o["status"]["providerID"].is_string().then_some(())
+            })
+            .await;
+        }
+    };
+
+    // Another cluster's operator makes an instance, then lets its Proxy go.
+    let other = world.operator(&["--cluster-id", "cluster-other"]);
+    other.wait_leader().await;
+    let theirs = World::domain_of(
+        &world
+            .create_proxy(&client, "theirs", json!({"provider": world.entry}))
+            .await,
+    );
+    instance_of("theirs").await;
+    abandon("theirs").await;
+    drop(other);
+    clear_lease(&client).await;
+
+    // Ours sweeps every second with no minimum age.
+    let op = world.operator(&[
+        "--cluster-id",
+        "cluster-gc",
+        "--gc-interval",
+        "1s",
+        "--gc-min-age",
+        "1ms",
+    ]);
+    op.wait_leader().await;
+    let ours = World::domain_of(
+        &world
+            .create_proxy(&client, "ours", json!({"provider": world.entry}))
+            .await,
+    );
+    instance_of("ours").await;
+    // A live Proxy: with none, the GC's empty-set guard deletes nothing.
+    world
+        .create_proxy(&client, "keeper", json!({"provider": world.entry}))
+        .await;
+    instance_of("keeper").await;
+    assert!(world.domains().contains(&ours));
+    abandon("ours").await;
+    eventually(
+        "our orphan to be swept",
+        Duration::from_secs(60),
+        || async { (!world.domains().contains(&ours)).then_some(()) },
+    )
+    .await;
+    // Several more rounds: the other cluster's orphan stays.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        world.domains().contains(&theirs),
+        "another cluster's instance was swept"
+    );
+    assert!(op.log().contains("gc round planned"), "{}", op.log());
+    delete_and_wait(&api, "keeper", Duration::from_secs(90)).await;
+    op.assert_no_errors();
+    drop(op);
     clear_lease(&client).await;
 }
 
