@@ -353,7 +353,9 @@ async fn ensure_job(
             continue;
         }
 
-        // Nobody fills: take the lease (libvirtd creates a name once).
+        // Nobody fills: take the lease (libvirtd creates a name once). The
+        // fence counts from the instant its heartbeat time is taken.
+        let leased_at = std::time::Instant::now();
         let lease = Lease::new(nonce(), SystemTime::now());
         if let Err(e) = ops.write_small(&names.fill_lease(), &lease.render()).await {
             if ops.find(&names.fill_lease()).await?.is_some() {
@@ -397,7 +399,7 @@ async fn ensure_job(
             BaseState::Absent => {}
         }
         drop(ops);
-        return cold_fill(shared, host, pool, key, image, &names, lease).await;
+        return cold_fill(shared, host, pool, key, image, &names, lease, leased_at).await;
     }
 }
 
@@ -505,6 +507,7 @@ struct FillDebris {
     unmarked_base: bool,
 }
 
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
 async fn cold_fill(
     shared: &Shared,
     host: &Identifier,
@@ -513,6 +516,7 @@ async fn cold_fill(
     image: &Kvm2Image,
     names: &BaseNames,
     lease: Lease,
+    leased_at: std::time::Instant,
 ) -> Result<BaseImage, ApiError> {
     let budget = shared.options.fill_budget;
     let mut debris = FillDebris::default();
@@ -523,11 +527,7 @@ async fn cold_fill(
             return Err(e);
         }
     };
-    // The lease was written just now (by the caller, before its second look).
-    let fence = Arc::new(Fence::new(
-        std::time::Instant::now(),
-        shared.options.lease.fence_after(),
-    ));
+    let fence = Arc::new(Fence::new(leased_at, shared.options.lease.fence_after()));
     let filling = fill(
         shared,
         &conn,
