@@ -454,6 +454,16 @@ async fn clear_lease(client: &Client) {
     let _ = leases.delete(LEASE, &DeleteParams::default()).await;
 }
 
+/// Waits (up to `within`) until the Proxy `name` records its instance's
+/// provider ID; returns the object.
+async fn wait_instance(api: &Api<kube::api::DynamicObject>, name: &str, within: Duration) -> Value {
+    eventually("the instance", within, || async {
+        let o = serde_json::to_value(api.get(name).await.ok()?).unwrap();
+        o["status"]["providerID"].is_string().then_some(o)
+    })
+    .await
+}
+
 /// Deletes the Proxy `name` and waits (up to `within`) until it is gone:
 /// the finalizer holds it until its instance is deleted.
 async fn delete_and_wait(api: &Api<kube::api::DynamicObject>, name: &str, within: Duration) {
@@ -801,11 +811,7 @@ async fn the_gc_sweeps_its_own_orphans_and_never_another_clusters() {
     let instance_of = |name: &'static str| {
         let api = api.clone();
         async move {
-            eventually("the instance", Duration::from_secs(120), || async {
-                let o = serde_json::to_value(api.get(name).await.ok()?).unwrap();
-                o["status"]["providerID"].is_string().then_some(())
-            })
-            .await;
+            wait_instance(&api, name, Duration::from_secs(120)).await;
         }
     };
 
@@ -890,11 +896,7 @@ async fn a_restart_mid_create_makes_no_second_instance() {
     let second = world.operator(&["--cluster-id", "cluster-restart"]);
     second.wait_leader().await;
     let api = world.proxies(&client);
-    let obj = eventually("the instance", Duration::from_secs(360), || async {
-        let o = serde_json::to_value(api.get("p1").await.ok()?).unwrap();
-        o["status"]["providerID"].is_string().then_some(o)
-    })
-    .await;
+    let obj = wait_instance(&api, "p1", Duration::from_secs(360)).await;
     assert!(
         obj["status"]["providerID"]
             .as_str()
@@ -959,11 +961,7 @@ async fn losing_the_lease_exits_without_deleting() {
         .await;
     let domain = World::domain_of(&uid);
     let api = world.proxies(&client);
-    eventually("the instance", Duration::from_secs(120), || async {
-        let o = serde_json::to_value(api.get("p1").await.ok()?).unwrap();
-        o["status"]["providerID"].is_string().then_some(())
-    })
-    .await;
+    wait_instance(&api, "p1", Duration::from_secs(120)).await;
     // Another replica takes the lease.
     let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NS);
     let mut lease = leases.get(LEASE).await.unwrap();
