@@ -12,7 +12,7 @@ async fn main() {
         config = config.stream_chunk(ch);
     }
     if let Some(b) = std::env::var("BUDGET").ok().and_then(|v| v.parse().ok()) {
-        config.stream_buffer = b;
+        config = config.stream_buffer(b);
     }
     let c = Client::connect_unix(
         &d.libvirt.socket,

@@ -80,7 +80,7 @@ impl Client {
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
-        let (commands_tx, commands_rx) = mpsc::channel(config.outgoing_queue.max(1));
+        let (commands_tx, commands_rx) = mpsc::channel(config.outgoing_queue);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let (dead_tx, dead_rx) = watch::channel(None);
         let serial = Arc::new(AtomicU32::new(1));
@@ -98,9 +98,7 @@ impl Client {
                 control: control_tx,
                 serial,
                 dead: dead_rx,
-                stream_budget: Arc::new(Semaphore::new(
-                    config.stream_buffer.clamp(1, Semaphore::MAX_PERMITS),
-                )),
+                stream_budget: Arc::new(Semaphore::new(config.stream_buffer)),
                 config,
                 task,
             }),
@@ -244,12 +242,7 @@ impl Client {
     /// Waits until `bytes` of stream data may be queued (capped at the whole
     /// budget, so a packet bigger than the budget waits for all of it).
     pub(crate) async fn stream_budget(&self, bytes: usize) -> Result<OwnedSemaphorePermit> {
-        let budget = self
-            .shared
-            .config
-            .stream_buffer
-            .clamp(1, Semaphore::MAX_PERMITS);
-        let want = bytes.clamp(1, budget);
+        let want = bytes.clamp(1, self.shared.config.stream_buffer);
         let want = u32::try_from(want).unwrap_or(u32::MAX);
         self.shared
             .stream_budget

@@ -348,16 +348,16 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
     fn control(&mut self, c: Control) {
         match c {
             Control::AbortStream(serial) => {
-                if let Some(Pending::Stream(entry)) = self.pending.get_mut(&serial)
-                    && !entry.aborted
-                {
-                    // Keep the entry, its consumer gone: later packets are
-                    // dropped until the daemon's terminal answer removes it.
-                    entry.aborted = true;
-                    entry.tx = mpsc::channel(1).0;
-                    if entry.opened {
-                        let procedure = entry.procedure;
-                        self.queue_abort(procedure, serial);
+                if let Some(Pending::Stream(entry)) = self.pending.get_mut(&serial) {
+                    if !entry.aborted {
+                        // Keep the entry, its consumer gone: later packets are
+                        // dropped until the daemon's terminal answer removes it.
+                        entry.aborted = true;
+                        entry.tx = mpsc::channel(1).0;
+                        if entry.opened {
+                            let procedure = entry.procedure;
+                            self.queue_abort(procedure, serial);
+                        }
                     }
                 }
             }
@@ -467,10 +467,10 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                 let _ = tx.send(p);
             }
             Pending::Subscribe(tx, subscriber) => {
-                if p.header.status == Status::Ok
-                    && let Ok(id) = i32::decode(&mut Reader::new(&p.payload))
-                {
-                    self.subscribers.insert(id, subscriber);
+                if p.header.status == Status::Ok {
+                    if let Ok(id) = i32::decode(&mut Reader::new(&p.payload)) {
+                        self.subscribers.insert(id, subscriber);
+                    }
                 }
                 let _ = tx.send(p);
             }

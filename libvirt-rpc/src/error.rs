@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error_code::ErrorCode;
+use crate::error_domain::{ErrorDomain, ErrorLevel};
 use crate::proto::packet::FrameError;
 use crate::proto::remote_error::WireError;
 use crate::proto::xdr::XdrError;
@@ -121,16 +122,34 @@ impl Error {
 
 /// An error reported by libvirtd.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("libvirt error {code:?} (code {}, domain {domain}): {message}", code.to_i32())]
+#[error(
+    "libvirt error {code:?} (code {}, from {:?}): {message}",
+    code.to_i32(),
+    self.error_domain()
+)]
 pub struct LibvirtError {
     /// `virErrorNumber`.
     pub code: ErrorCode,
-    /// `virErrorDomain`: the subsystem that raised it.
+    /// `virErrorDomain` as sent: the subsystem that raised it. Read it as
+    /// an [`ErrorDomain`] with [`LibvirtError::error_domain`].
     pub domain: i32,
     /// The daemon's message.
     pub message: String,
-    /// `virErrorLevel` (1 warning, 2 error).
+    /// `virErrorLevel` as sent (1 warning, 2 error). Read it as an
+    /// [`ErrorLevel`] with [`LibvirtError::error_level`].
     pub level: i32,
+}
+
+impl LibvirtError {
+    /// The subsystem that raised the error.
+    pub fn error_domain(&self) -> ErrorDomain {
+        ErrorDomain::from_i32(self.domain)
+    }
+
+    /// How serious the daemon says the error is.
+    pub fn error_level(&self) -> ErrorLevel {
+        ErrorLevel::from_i32(self.level)
+    }
 }
 
 impl From<WireError> for LibvirtError {
@@ -193,7 +212,11 @@ mod tests {
 
     #[test]
     fn libvirt_error_carries_code_and_predicates() {
-        let e: Error = LibvirtError::from(WireError::new(42, 10, "no domain 'x'")).into();
+        let lv = LibvirtError::from(WireError::new(42, 10, "no domain 'x'"));
+        assert_eq!(lv.error_domain(), ErrorDomain::Qemu);
+        assert_eq!(lv.error_level(), ErrorLevel::Error);
+        assert!(lv.to_string().contains("from Qemu"), "{lv}");
+        let e: Error = lv.into();
         assert_eq!(e.code(), Some(ErrorCode::NoDomain));
         assert!(e.is_not_found());
         assert!(!e.is_disconnected());

@@ -1,18 +1,21 @@
-//! libvirt's `virErrorNumber` as a Rust enum (from `include/libvirt/virterror.h`).
+//! libvirt's `virErrorNumber` as a Rust enum (from `include/libvirt/virterror.h`),
+//! and the macro its siblings in [`crate::error_domain`] use too.
 
-macro_rules! error_codes {
-    ($($(#[$m:meta])* $name:ident = $n:literal,)*) => {
-        /// libvirt's error number (`virErrorNumber`), with a fallback for
-        /// numbers newer than this crate.
+/// Declares a `#[non_exhaustive]` enum of libvirt's numbers with an
+/// `Unknown(i32)` fallback for numbers newer than this crate, and the two
+/// total conversions `from_i32` / `to_i32`.
+macro_rules! wire_enum {
+    ($(#[$em:meta])* $enum:ident { $($(#[$m:meta])* $name:ident = $n:literal,)* }) => {
+        $(#[$em])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[non_exhaustive]
-        pub enum ErrorCode {
+        pub enum $enum {
             $($(#[$m])* $name,)*
             /// A number this crate does not know.
             Unknown(i32),
         }
 
-        impl ErrorCode {
+        impl $enum {
             /// Maps the wire number to a code.
             pub fn from_i32(n: i32) -> Self {
                 match n {
@@ -31,8 +34,12 @@ macro_rules! error_codes {
         }
     };
 }
+pub(crate) use wire_enum;
 
-error_codes! {
+wire_enum! {
+/// libvirt's error number (`virErrorNumber`), with a fallback for
+/// numbers newer than this crate.
+ErrorCode {
     /// No error.
     Ok = 0,
     /// Internal error.
@@ -257,6 +264,7 @@ error_codes! {
     MultipleDomains = 110,
     /// Network metadata is not present.
     NoNetworkMetadata = 111,
+}
 }
 
 #[cfg(test)]

@@ -138,7 +138,7 @@ impl Client {
         // VIR_DOMAIN_EVENT_ID_LIFECYCLE = 0
         let packet = packet::encode_packet(&h, &(0i32, dom))
             .map_err(|source| Error::Encode { procedure, source })?;
-        let (tx, rx) = mpsc::channel(self.config().event_queue.max(1));
+        let (tx, rx) = mpsc::channel(self.config().event_queue);
         let missed = Arc::new(AtomicU64::new(0));
         let (reply_tx, reply_rx) = oneshot::channel();
         let after = self.call_timeout();

@@ -44,6 +44,25 @@
 //! for the details, including what libvirtd 11 does with an upload finished
 //! before its declared length.
 //!
+//! # Layers and what is public
+//! The crate root holds the client ([`Client`], [`Config`], the typed
+//! procedures, flags, [`stream`], [`events`]) and the errors ([`Error`],
+//! [`LibvirtError`] with [`ErrorCode`], [`ErrorDomain`] and
+//! [`ErrorLevel`]). [`proto`], the sans-IO layer beneath, is public too —
+//! the XDR codec that [`Client::call`]'s types implement (see
+//! [`xdr_struct!`]), and the framing for code that plays the daemon's side
+//! — except its keepalive state machine; [`proto`] says why. [`Config`]'s
+//! settings are set only through methods that clamp them, so no value can
+//! make the connection panic or stall. [`bytes`] is re-exported because
+//! its types appear in the codec's traits.
+//!
+//! # Depending on it
+//! The crates.io name `libvirt-rpc` belongs to an unrelated crate: depend
+//! on this one by `git` (or `path`), as the README shows. It needs a tokio
+//! runtime (current-thread or multi-thread) and enables only the tokio
+//! features it uses (`rt`, `net`, `io-util`, `time`, `sync`, `macros`).
+//! Minimum Rust: 1.85.
+//!
 //! # Performance
 //! `cargo xtask bench libvirt-rpc` measures this crate against libvirt's own
 //! C client in the same run, against one daemon on a unix socket, and prints
@@ -80,6 +99,7 @@ mod config;
 mod connection;
 mod error;
 mod error_code;
+mod error_domain;
 pub mod events;
 mod flags;
 pub mod procedures;
@@ -90,6 +110,7 @@ pub use client::Client;
 pub use config::Config;
 pub use error::{DisconnectReason, Error, LibvirtError, Result};
 pub use error_code::ErrorCode;
+pub use error_domain::{ErrorDomain, ErrorLevel};
 pub use events::{LifecycleEvent, Subscription};
 pub use flags::*;
 pub use procedures::{
@@ -98,3 +119,14 @@ pub use procedures::{
 };
 pub use proto::types::{Domain, StoragePool, StorageVol, Uuid};
 pub use stream::{Download, DownloadReader, Upload};
+
+/// The `bytes` crate (version 1), whose `BytesMut` and `Bytes` appear in
+/// [`proto::xdr`]'s traits: implement [`proto::xdr::Encode`] by hand
+/// without a dependency of your own. [`xdr_struct!`]'s expansion names it
+/// through this path.
+pub use bytes;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

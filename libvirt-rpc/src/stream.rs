@@ -128,7 +128,7 @@ impl StreamCore {
         let h = Header::remote(procedure, MessageType::Call, serial, Status::Ok);
         let packet = packet::encode_packet(&h, args)
             .map_err(|source| Error::Encode { procedure, source })?;
-        let (tx, rx) = mpsc::channel(client.config().stream_queue.max(1));
+        let (tx, rx) = mpsc::channel(client.config().stream_queue);
         let mut core = Self {
             client: client.clone(),
             procedure,
@@ -285,7 +285,7 @@ impl Upload {
     /// Not cancel safe: dropping the future may leave part of `data` sent.
     /// Dropping the [`Upload`] then aborts the stream.
     pub async fn send(&mut self, data: &[u8]) -> Result<()> {
-        let chunk = self.inner.client.config().stream_chunk.max(1);
+        let chunk = self.inner.client.config().stream_chunk;
         for part in data.chunks(chunk) {
             let p = packet::encode_raw(&self.inner.header(Status::Continue), part).map_err(
                 |source| Error::Encode {
@@ -354,7 +354,7 @@ impl Upload {
         mut source: R,
         expected: Option<u64>,
     ) -> Result<u64> {
-        let chunk = self.inner.client.config().stream_chunk.max(1);
+        let chunk = self.inner.client.config().stream_chunk;
         let head = LEN_SIZE + HEADER_SIZE;
         loop {
             // With a declared length, read at most one byte past it: enough
@@ -395,9 +395,7 @@ impl Upload {
                 }
             }
             let data_len = buf.len() - head;
-            if let Some(declared) = expected
-                && self.sent + data_len as u64 > declared
-            {
+            if let Some(declared) = expected.filter(|&d| self.sent + data_len as u64 > d) {
                 self.inner
                     .abort("upload source is longer than the declared length")
                     .await;
@@ -417,9 +415,7 @@ impl Upload {
                 break;
             }
         }
-        if let Some(declared) = expected
-            && self.sent != declared
-        {
+        if let Some(declared) = expected.filter(|&d| self.sent != d) {
             self.inner
                 .abort("upload source length differs from the declared length")
                 .await;

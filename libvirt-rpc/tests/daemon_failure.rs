@@ -180,8 +180,9 @@ async fn a_download_whose_consumer_stalls_keeps_its_link() {
     // The daemon drops a client it has heard nothing from for ~2 s.
     let d = PrivateDaemon::start_with("keepalive_interval = 1\nkeepalive_count = 1\n");
     drop(d.storage().await); // makes sure the pool exists
-    let mut config = libvirt_rpc::Config::default().keepalive(Duration::from_millis(400), 3);
-    config.stream_queue = 2;
+    let config = libvirt_rpc::Config::default()
+        .keepalive(Duration::from_millis(400), 3)
+        .stream_queue(2);
     let c = d.connect(common::private_daemon::STORAGE_URI, config).await;
     let size = 16u64 << 20;
     let vol = volume(&c, size).await;

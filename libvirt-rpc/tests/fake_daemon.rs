@@ -155,8 +155,7 @@ async fn reply_of_the_wrong_type_is_a_decode_error_not_a_panic() {
 #[tokio::test]
 async fn slow_event_consumer_never_blocks_calls() {
     let (io, mut fake) = Fake::new();
-    let mut config = Config::default();
-    config.event_queue = 4;
+    let config = Config::default().event_queue(4);
     let c = Client::new(io, config);
     let sub = {
         let c = c.clone();
@@ -265,8 +264,7 @@ async fn a_ping_flood_from_a_peer_that_does_not_read_queues_few_pongs() {
         io: b,
         buf: BytesMut::new(),
     };
-    let mut config = Config::default();
-    config.outgoing_buffer = 64 << 10;
+    let config = Config::default().outgoing_buffer(64 << 10);
     let c = Client::new(io, config);
     let ping = packet::encode_raw(&ping_header(), &[]).unwrap();
     const PINGS: usize = 100_000;

@@ -257,8 +257,9 @@ async fn dropping_an_upload_aborts_it_and_client_keeps_working() {
 async fn slow_download_consumer_gets_every_byte() {
     // A stalled reader shows as a chunk deadline passing (the daemon's own
     // keepalive PING, every 5 s, would otherwise unstick it).
-    let mut config = libvirt_rpc::Config::default().call_timeout(Duration::from_secs(3));
-    config.stream_queue = 1;
+    let config = libvirt_rpc::Config::default()
+        .call_timeout(Duration::from_secs(3))
+        .stream_queue(1);
     let c = common::connect_uri(&common::sandbox().libvirt.qemu_uri, config).await;
     let size = 4 * MIB;
     let vol = new_volume(&c, size).await;

@@ -35,9 +35,9 @@ pub enum Action {
     Dead,
 }
 
-const MIN_INTERVAL: Duration = Duration::from_millis(2);
-const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
-const MAX_COUNT: u32 = 1000;
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(2);
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_COUNT: u32 = 1000;
 
 /// Keepalive state for one connection.
 #[derive(Debug, Clone)]
@@ -83,6 +83,7 @@ impl Keepalive {
     }
 
     /// PINGs sent since the last received packet.
+    #[cfg(test)]
     pub fn unanswered(&self) -> u32 {
         self.unanswered
     }

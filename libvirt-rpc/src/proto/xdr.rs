@@ -434,23 +434,63 @@ tuple_encode!(A, B, C, D, E, F);
 tuple_encode!(A, B, C, D, E, F, G);
 
 /// Declares a plain struct whose XDR form is its fields in order, and
-/// implements [`Encode`] and [`Decode`] for it.
+/// implements [`Encode`] and [`Decode`] for it (deriving `Debug`, `Clone`,
+/// `PartialEq` and `Eq`). The expansion names only this crate (through
+/// `$crate`) and `core`, so a crate using it needs no dependency of its own
+/// on `bytes`, and its own `Result` or `Ok` do not interfere:
+///
+/// ```
+/// // As if this crate had no `bytes` dependency: `::bytes` would now name
+/// // `core`, so an expansion naming `::bytes::BytesMut` fails to compile.
+/// extern crate core as bytes;
+/// // Local items shadowing the prelude's names must not matter either.
+/// #[allow(dead_code)]
+/// type Result = ();
+/// #[allow(dead_code)]
+/// struct Ok;
+///
+/// libvirt_rpc::xdr_struct! {
+///     /// `remote_node_get_cpu_stats_args`'s shape.
+///     pub struct CpuStatsArgs {
+///         pub cpu_num: i32,
+///         pub nparams: i32,
+///         pub flags: u32,
+///     }
+/// }
+///
+/// let args = CpuStatsArgs { cpu_num: -1, nparams: 0, flags: 0 };
+/// let wire = libvirt_rpc::proto::xdr::to_bytes(&args).unwrap();
+/// assert_eq!(wire.len(), 12);
+/// assert_eq!(libvirt_rpc::proto::xdr::from_bytes::<CpuStatsArgs>(&wire).unwrap(), args);
+/// ```
 #[macro_export]
 macro_rules! xdr_struct {
     ($(#[$m:meta])* $vis:vis struct $name:ident { $($(#[$fm:meta])* $fvis:vis $field:ident : $ty:ty),* $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq)]
+        #[derive(
+            ::core::fmt::Debug,
+            ::core::clone::Clone,
+            ::core::cmp::PartialEq,
+            ::core::cmp::Eq,
+        )]
         $vis struct $name { $($(#[$fm])* $fvis $field: $ty),* }
 
         impl $crate::proto::xdr::Encode for $name {
-            fn encode(&self, _out: &mut ::bytes::BytesMut) -> Result<(), $crate::proto::xdr::XdrError> {
+            fn encode(
+                &self,
+                _out: &mut $crate::bytes::BytesMut,
+            ) -> ::core::result::Result<(), $crate::proto::xdr::XdrError> {
                 $( $crate::proto::xdr::Encode::encode(&self.$field, _out)?; )*
-                Ok(())
+                ::core::result::Result::Ok(())
             }
         }
         impl $crate::proto::xdr::Decode for $name {
-            fn decode(_r: &mut $crate::proto::xdr::Reader<'_>) -> Result<Self, $crate::proto::xdr::XdrError> {
-                Ok(Self { $($field: $crate::proto::xdr::Decode::decode(_r)?),* })
+            fn decode(
+                _r: &mut $crate::proto::xdr::Reader<'_>,
+            ) -> ::core::result::Result<Self, $crate::proto::xdr::XdrError> {
+                ::core::result::Result::Ok(Self {
+                    $($field: $crate::proto::xdr::Decode::decode(_r)?),*
+                })
             }
         }
     };

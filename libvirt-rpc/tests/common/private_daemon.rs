@@ -77,9 +77,10 @@ impl PrivateDaemon {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(s) = std::fs::read_to_string(d.dir.path().join("libvirtd.pid"))
-                && let Ok(pid) = s.trim().parse()
-            {
+            let pid = std::fs::read_to_string(d.dir.path().join("libvirtd.pid"))
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            if let Some(pid) = pid {
                 d.pid = Some(pid);
                 if d.socket().exists() {
                     return d;
