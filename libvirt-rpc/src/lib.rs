@@ -30,8 +30,15 @@
 //! ([`procedures`]); [`Client::call`] reaches any other with caller-supplied
 //! types.
 //!
-//! What it deliberately does not do: open sockets or SSH channels (bring your
-//! own stream), SASL/polkit/TLS authentication (a clear
+//! It parses connection URIs ([`Uri`]: `qemu:///system`,
+//! `qemu+ssh://user@host/system?keyfile=...`, `test:///default`, ...),
+//! telling the name to open and, for local URIs, which daemon socket to
+//! dial (modular `virtqemud-sock` or monolithic `libvirt-sock`, system or
+//! per-user), by libvirt's own rules.
+//!
+//! What it deliberately does not do: open TCP/TLS connections or SSH
+//! channels (bring your own stream; [`Client::connect_unix`] opens a local
+//! socket), start daemons, SASL/polkit/TLS authentication (a clear
 //! [`Error::UnsupportedAuth`]), file-descriptor passing, sparse streams,
 //! reconnecting (a dead [`Client`] stays dead; watch [`Client::closed`] and
 //! redial).
@@ -105,6 +112,7 @@ mod flags;
 pub mod procedures;
 pub mod proto;
 pub mod stream;
+mod uri;
 
 pub use client::Client;
 pub use config::Config;
@@ -119,6 +127,7 @@ pub use procedures::{
 };
 pub use proto::types::{Domain, StoragePool, StorageVol, Uuid};
 pub use stream::{Download, DownloadReader, Upload};
+pub use uri::{SocketMode, Transport, Uri, UriError};
 
 /// The `bytes` crate (version 1), whose `BytesMut` and `Bytes` appear in
 /// [`proto::xdr`]'s traits: implement [`proto::xdr::Encode`] by hand
