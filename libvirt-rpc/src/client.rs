@@ -158,6 +158,46 @@ impl Client {
         Self::connect(io, uri, flags, config).await
     }
 
+    /// [`Client::connect`] over plain TCP to `addr` (libvirtd's
+    /// `listen_tcp`, port 16509 by default; [`crate::Uri::port_or_default`]
+    /// gives it for a `+tcp` URI), with `TCP_NODELAY` set: the connection
+    /// task coalesces its writes itself. Unencrypted, and the daemon sees
+    /// no credentials: only for trusted networks, or daemons with SASL
+    /// (which this crate does not speak, so they answer
+    /// [`Error::UnsupportedAuth`]).
+    ///
+    /// The TCP connect is bounded by [`Config::call_timeout`], like each
+    /// handshake call after it.
+    ///
+    /// # Errors
+    /// [`Error::Disconnected`] carrying the IO error when no address of
+    /// `addr` accepts the connection in time (`io::ErrorKind::TimedOut`
+    /// when the deadline passed); otherwise as [`Client::connect`].
+    ///
+    /// # Cancel safety
+    /// As [`Client::connect`]; dropping the future during the TCP connect
+    /// drops the half-open socket.
+    pub async fn connect_tcp(
+        addr: impl tokio::net::ToSocketAddrs,
+        uri: &str,
+        flags: crate::flags::OpenFlags,
+        config: Config,
+    ) -> Result<Self> {
+        let io_error = |e| Error::Disconnected(DisconnectReason::Io(Arc::new(e)));
+        let io = tokio::time::timeout(config.call_timeout, tokio::net::TcpStream::connect(addr))
+            .await
+            .map_err(|_| {
+                io_error(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("TCP connect took longer than {:?}", config.call_timeout),
+                ))
+            })?
+            .map_err(io_error)?;
+        // Best effort: without it calls are slower, not wrong.
+        let _ = io.set_nodelay(true);
+        Self::connect(io, uri, flags, config).await
+    }
+
     async fn handshake(&self, uri: &str, flags: crate::flags::OpenFlags) -> Result<()> {
         let auth = self.auth_list().await?;
         if !auth.is_empty() && !auth.contains(&0) {

@@ -36,9 +36,10 @@
 //! dial (modular `virtqemud-sock` or monolithic `libvirt-sock`, system or
 //! per-user), by libvirt's own rules.
 //!
-//! What it deliberately does not do: open TCP/TLS connections or SSH
-//! channels (bring your own stream; [`Client::connect_unix`] opens a local
-//! socket), start daemons, SASL/polkit/TLS authentication (a clear
+//! What it deliberately does not do: open TLS connections or SSH channels
+//! (bring your own stream; [`Client::connect_unix`] and
+//! [`Client::connect_tcp`] open unix and plain TCP sockets), start daemons,
+//! SASL/polkit/TLS authentication (a clear
 //! [`Error::UnsupportedAuth`]), file-descriptor passing, sparse streams,
 //! reconnecting (a dead [`Client`] stays dead; watch [`Client::closed`] and
 //! redial).

@@ -28,6 +28,20 @@ impl PrivateDaemon {
 
     /// Starts a daemon whose `libvirtd.conf` also holds `extra` lines.
     pub fn start_with(extra: &str) -> Self {
+        Self::start_inner(extra, "")
+    }
+
+    /// Starts a daemon that also listens for plain TCP on 127.0.0.1:`port`
+    /// (`--listen`, `listen_tcp`, no TLS, auth none).
+    pub fn start_tcp(port: u16) -> Self {
+        let conf = format!(
+            "listen_tls = 0\nlisten_tcp = 1\nlisten_addr = \"127.0.0.1\"\n\
+             tcp_port = \"{port}\"\nauth_tcp = \"none\"\n"
+        );
+        Self::start_inner(&conf, "--listen")
+    }
+
+    fn start_inner(extra: &str, args: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("lvrpc-daemon-")
             .tempdir()
@@ -56,7 +70,7 @@ impl PrivateDaemon {
              for d in /run/libvirt /etc/libvirt /var/lib/libvirt /var/cache/libvirt; do \
                mkdir -p $d; mount -t tmpfs tmpfs $d; done\n\
              export LIBVIRT_DRIVER_DIR={drivers}\n\
-             exec /usr/sbin/libvirtd -f {conf} -p {pid}\n",
+             exec /usr/sbin/libvirtd -f {conf} -p {pid} {args}\n",
             drivers = p.join("drivers").display(),
             conf = p.join("libvirtd.conf").display(),
             pid = p.join("libvirtd.pid").display(),

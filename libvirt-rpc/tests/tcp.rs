@@ -1,0 +1,103 @@
+//! `Client::connect_tcp` against a real libvirtd listening on TCP (a
+//! private daemon of the test's own, on 127.0.0.1), reached through a
+//! parsed `qemu+tcp`-style URI.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::private_daemon::PrivateDaemon;
+use libvirt_rpc::{Client, Config, ListDomainsFlags, OpenFlags, Transport, Uri};
+
+/// A port nothing listens on right now.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+async fn connect_when_listening(addr: (&str, u16), uri: &str) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Client::connect_tcp(addr, uri, OpenFlags::empty(), Config::default()).await {
+            Ok(c) => return c,
+            Err(e) if e.is_disconnected() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("connect_tcp to {addr:?}: {e}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn tcp_uri_reaches_a_daemon_listening_on_tcp() {
+    let _sandbox = common::sandbox(); // the same libvirtd binary and setup
+    let port = free_port();
+    let daemon = PrivateDaemon::start_tcp(port);
+    let uri = Uri::parse(&format!("test+tcp://127.0.0.1:{port}/default")).unwrap();
+    assert_eq!(uri.transport(), Transport::Tcp);
+    let host = uri.host().unwrap();
+    let c = connect_when_listening((host, uri.port_or_default().unwrap()), &uri.name()).await;
+    let doms = c
+        .connect_list_all_domains(ListDomainsFlags::empty())
+        .await
+        .unwrap();
+    assert!(doms.iter().any(|d| d.name == "test"), "{doms:?}");
+    c.close().await;
+    drop(daemon);
+}
+
+#[tokio::test]
+async fn tcp_connect_refused_is_a_transient_disconnect() {
+    let port = free_port();
+    let e = Client::connect_tcp(
+        ("127.0.0.1", port),
+        "test:///default",
+        OpenFlags::empty(),
+        Config::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.is_disconnected() && e.is_transient(), "{e:?}");
+    assert!(e.to_string().contains("lost"), "{e}");
+}
+
+#[tokio::test]
+async fn tcp_connect_that_never_completes_ends_at_the_call_timeout() {
+    // A listener that never accepts, its backlog filled: the kernel drops
+    // further SYNs, so a connect hangs (for minutes, by default).
+    let listener =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    listener
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.set_nonblocking(true).unwrap();
+        let _ = s.connect(&addr.into());
+        fillers.push(s);
+    }
+    let bound = Duration::from_millis(300);
+    let started = Instant::now();
+    let r = tokio::time::timeout(
+        Duration::from_secs(20),
+        Client::connect_tcp(
+            addr,
+            "test:///default",
+            OpenFlags::empty(),
+            Config::default().call_timeout(bound),
+        ),
+    )
+    .await
+    .expect("connect_tcp returns by its own deadline");
+    let e = r.unwrap_err();
+    assert!(e.is_disconnected(), "{e:?}");
+    assert!(e.to_string().contains("TCP connect took longer"), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
