@@ -17,6 +17,10 @@
 //! - [`remote_error`]: the error payload as it is on the wire, for the
 //!   same peers; callers get it as [`crate::LibvirtError`].
 //!
+//! The enums libvirt may grow (message types, statuses, the codec's and
+//! framing's errors) are `#[non_exhaustive]`; the header is plain data
+//! with public fields, its six fields fixed by the protocol.
+//!
 //! The keepalive state machine is private: the connection drives it, and
 //! [`crate::Config::keepalive`] is its only knob.
 

@@ -31,8 +31,10 @@ pub const PAYLOAD_MAX: usize = MESSAGE_MAX - HEADER_SIZE;
 /// the header).
 pub const LEGACY_PAYLOAD_MAX: usize = 262_144 - HEADER_SIZE;
 
-/// What a packet is (`virNetMessageType`).
+/// What a packet is (`virNetMessageType`). Non-exhaustive: libvirt may
+/// add kinds (it did for fd passing and sparse streams).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum MessageType {
     /// Client → server procedure call.
     Call,
@@ -87,8 +89,10 @@ impl MessageType {
     }
 }
 
-/// Outcome carried in a packet (`virNetMessageStatus`).
+/// Outcome carried in a packet (`virNetMessageStatus`). Non-exhaustive,
+/// like [`MessageType`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Status {
     /// Success, or end of a stream.
     Ok,
