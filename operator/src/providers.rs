@@ -11,6 +11,8 @@ use std::time::Duration;
 use anyhow::Context;
 use provider_api::{ConfigError, Providers, ProvidersConfig, Registry};
 
+use crate::RegistryFn;
+
 /// Every provider type this operator can build.
 ///
 /// # Errors
@@ -25,14 +27,14 @@ pub fn registry() -> anyhow::Result<Registry> {
 ///
 /// # Errors
 /// When the file cannot be read or is invalid, or an entry cannot be built.
-pub fn load(path: &Path) -> anyhow::Result<(ProvidersConfig, Providers)> {
+pub fn load(path: &Path, registry: RegistryFn) -> anyhow::Result<(ProvidersConfig, Providers)> {
     let config = ProvidersConfig::load(path)?;
     let providers = registry()?.build(&config).context("build the providers")?;
     Ok((config, providers))
 }
 
 /// `operator validate --config F`: prints every problem, exits 1 when any.
-pub fn validate_command(path: &Path) -> ExitCode {
+pub fn validate_command(path: &Path, registry: RegistryFn) -> ExitCode {
     match ProvidersConfig::load(path) {
         Ok(config) => match registry().and_then(|r| Ok(r.build(&config)?)) {
             Ok(providers) => {
@@ -65,8 +67,8 @@ pub fn validate_command(path: &Path) -> ExitCode {
 
 /// `operator check --config F`: one row per host of every entry; exits 1
 /// when any host fails (or an entry cannot be checked).
-pub fn check_command(path: &Path, timeout: Duration) -> ExitCode {
-    let (_, providers) = match load(path) {
+pub fn check_command(path: &Path, timeout: Duration, registry: RegistryFn) -> ExitCode {
+    let (_, providers) = match load(path, registry) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -202,7 +204,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../deploy/providers-config.yaml"
         );
-        let (config, providers) = load(Path::new(path)).unwrap();
+        let (config, providers) = load(Path::new(path), registry).unwrap();
         assert_eq!(config.providers.len(), providers.len());
     }
 }

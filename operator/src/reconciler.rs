@@ -173,7 +173,16 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
     };
     let spec = &p.spec.inner;
     let objref = ObjectRef::from_obj(p);
-    let mut written = p.status.as_ref().map(|s| s.0.clone()).unwrap_or_default();
+    let cached = p.status.as_ref().map(|s| s.0.clone()).unwrap_or_default();
+    // The watch cache can lag this reconciler's own last write (a reconcile
+    // triggered before that write's event arrived). Its fields are written
+    // by it alone, so the status it last wrote wins over the cached copy: a
+    // stale copy would repeat a Create and its Event. `Healthy` belongs to
+    // the health engine and is taken from the cache.
+    let mut written = match ctx.tasks.written(&meta.uid) {
+        Some(mine) => mine.with_condition_of(&cached, fleet::ConditionType::Healthy),
+        None => cached,
+    };
     let mut status = written.clone();
     let mut memory = ctx.tasks.memory(&meta.uid);
     // The step looks at the Secret only before a Create, but a Create can
@@ -203,6 +212,7 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
         let mine = step.status.without_condition(fleet::ConditionType::Healthy);
         if mine != written.without_condition(fleet::ConditionType::Healthy) {
             write_status(ctx, &meta.namespace, &meta.name, &mine).await?;
+            ctx.tasks.set_written(&meta.uid, mine);
             written = step.status.clone();
         }
         for event in &step.events {
@@ -363,6 +373,8 @@ struct InFlight {
 #[derive(Default)]
 struct Slot {
     memory: fleet::Memory,
+    /// The reconciler's part of the status as last written.
+    written: Option<fleet::ProxyStatus>,
     op: Option<InFlight>,
 }
 
@@ -412,6 +424,14 @@ impl ProviderTasks {
 
     fn set_memory(&self, uid: &str, memory: fleet::Memory) {
         self.lock().entry(uid.to_owned()).or_default().memory = memory;
+    }
+
+    fn written(&self, uid: &str) -> Option<fleet::ProxyStatus> {
+        self.lock().get(uid).and_then(|s| s.written.clone())
+    }
+
+    fn set_written(&self, uid: &str, status: fleet::ProxyStatus) {
+        self.lock().entry(uid.to_owned()).or_default().written = Some(status);
     }
 
     /// Forgets a Proxy: its call in flight, if any, is cancelled.

@@ -34,6 +34,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::RegistryFn;
 use crate::cli::RunArgs;
 use crate::crd::Proxy;
 use crate::gc::proxy_api;
@@ -49,7 +50,7 @@ const EXIT_LEADERSHIP_LOST: u8 = 3;
 const TRIGGER_QUEUE: usize = 1024;
 
 /// Runs the operator; returns the process's exit status.
-pub fn main(args: RunArgs) -> ExitCode {
+pub fn main(args: RunArgs, registry: RegistryFn) -> ExitCode {
     if let Err(e) = crate::telemetry::init(&args.log) {
         eprintln!("error: --log: {e}");
         return ExitCode::FAILURE;
@@ -66,7 +67,7 @@ pub fn main(args: RunArgs) -> ExitCode {
     };
     let shutdown_timeout = args.shutdown_timeout.0;
     let code = rt.block_on(async {
-        match run(args).await {
+        match run(args, registry).await {
             Ok(code) => code,
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "operator failed");
@@ -109,7 +110,7 @@ async fn cluster_identity(
     fleet::ClusterIdentity::parse(&text).with_context(|| format!("cluster identity {text:?}"))
 }
 
-async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+async fn run(args: RunArgs, registry: RegistryFn) -> anyhow::Result<ExitCode> {
     let cancel = CancellationToken::new();
     let mut tasks = JoinSet::new();
     {
@@ -120,7 +121,7 @@ async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         });
     }
 
-    let (config, providers) = crate::providers::load(&args.providers_config)?;
+    let (config, providers) = crate::providers::load(&args.providers_config, registry)?;
     let mut registry = prometheus_client::registry::Registry::default();
     let provider_metrics = provider_api::ProviderMetrics::new(&mut registry);
     let metrics = OperatorMetrics::new(&mut registry);

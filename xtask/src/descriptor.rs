@@ -90,6 +90,43 @@ impl KubeService {
             crate::kubeconfig::Credentials::Token(token),
         )
     }
+
+    /// Runs `kubectl --kubeconfig <admin> ARGS`; returns its standard output.
+    ///
+    /// # Errors
+    /// When kubectl cannot start or exits non-zero (its stderr is the
+    /// message).
+    pub fn kubectl(&self, args: &[&str]) -> std::io::Result<String> {
+        let out = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()?;
+        if !out.status.success() {
+            return Err(std::io::Error::other(format!(
+                "kubectl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// A kubeconfig (as [`kubeconfig_with_token`](Self::kubeconfig_with_token))
+    /// for the ServiceAccount `namespace/name`, with a one-hour token from
+    /// `kubectl create token`: what a pod running as it would hold.
+    ///
+    /// # Errors
+    /// As [`kubectl`](Self::kubectl).
+    pub fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> std::io::Result<String> {
+        let token = self.kubectl(&["-n", namespace, "create", "token", name, "--duration=1h"])?;
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        Ok(self.kubeconfig_with_token(&user, token.trim()))
+    }
 }
 
 /// The sandbox's libvirtd (the monolithic daemon).

@@ -230,6 +230,17 @@ impl ProxyStatus {
         s.conditions.retain(|c| c.type_ != t.as_str());
         s
     }
+
+    /// This status with its condition of type `t` taken from `other` (or
+    /// none, when `other` has none): how a writer's own fields are joined
+    /// with a condition another writer owns.
+    pub fn with_condition_of(&self, other: &ProxyStatus, t: ConditionType) -> ProxyStatus {
+        let mut s = self.without_condition(t);
+        if let Some(c) = other.condition(t) {
+            s.conditions.push(c.clone());
+        }
+        s
+    }
 }
 
 /// The new value of a condition (see [`ProxyStatus::set_condition`]).

@@ -105,7 +105,7 @@ pub(super) fn after(mut d: Draft<'_>, result: Result<Instance, ProviderError>) -
             d.status.provider_id = Some(instance.id.to_string());
             d.status.host = Some(instance.host.to_string());
             d.status.created_at = Some(instance.created_at.map_or(d.now, Timestamp::from));
-            d.status.port = Some(d.r.policy.proxy_port);
+            d.status.port = Some(instance.proxy_port.unwrap_or(d.r.policy.proxy_port));
             d.status.applied_spec = Some(d.spec());
             d.events.push(Event::normal(
                 EventReason::Created,

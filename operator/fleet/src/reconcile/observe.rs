@@ -1,7 +1,7 @@
 //! The poll path: Get, the instance's state, the H3 grace, replacing a
 //! failed instance and re-creating a vanished one.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use provider_api::{Error as ProviderError, Instance, InstanceState, ProviderId};
 
@@ -37,7 +37,10 @@ pub(super) fn instance(mut d: Draft<'_>, instance: Instance) -> Step {
     d.memory.failures = 0;
     d.status.host = Some(instance.host.to_string());
     match (&instance.state, instance.ip) {
-        (InstanceState::Running, Some(ip)) => running(d, &instance.id, ip),
+        (InstanceState::Running, Some(ip)) => {
+            let port = instance.proxy_port.unwrap_or(d.r.policy.proxy_port);
+            running(d, &instance.id, SocketAddr::new(ip, port))
+        }
         (InstanceState::Failed { reason }, _) => {
             let what = format!("failed ({reason})");
             failed(d, instance.id, &what)
@@ -70,13 +73,14 @@ pub(super) fn created(mut d: Draft<'_>, instance: Instance) -> Step {
     d.finish(next)
 }
 
-fn running(mut d: Draft<'_>, id: &ProviderId, ip: IpAddr) -> Step {
+/// Running at `addr`: the instance's address and the port it reports
+/// (the policy's default when it reports none).
+fn running(mut d: Draft<'_>, id: &ProviderId, addr: SocketAddr) -> Step {
     d.memory.grace = None;
-    let port = d.r.policy.proxy_port;
     d.status.phase = Some(Phase::Running);
-    d.status.ip = Some(ip);
-    d.status.port = Some(port);
-    let msg = format!("instance {id} runs at {}", SocketAddr::new(ip, port));
+    d.status.ip = Some(addr.ip());
+    d.status.port = Some(addr.port());
+    let msg = format!("instance {id} runs at {addr}");
     d.provisioned(true, Reason::Running, msg.clone());
     d.ready(true, Reason::Running, msg);
     let next = d.poll(true);

@@ -47,7 +47,7 @@ pub struct Policy {
     pub address_grace: AddressGrace,
     /// Replacements allowed per window (3 per hour).
     pub replace_cap: ReplaceCap,
-    /// The port proxies listen on (3128), until `Instance` reports it.
+    /// The port a proxy is probed on when its `Instance` reports none (3128).
     pub proxy_port: u16,
     /// Largest cloud-init user data accepted, in bytes (256 KiB; kvm2's
     /// whole seed image is capped at 1 MiB).

@@ -266,6 +266,23 @@ fn create_straight_to_running_polls_long() {
     assert_eq!(requeue(&pass.next), Some(secs(60)));
 }
 
+#[test]
+fn the_port_is_the_one_the_instance_reports() {
+    let mut w = World::new();
+    let on_8080 = running().with_proxy_port(8080);
+    w.pass(&mut [Ok(on_8080.clone())].into_iter().map(Outcome::Created));
+    assert_eq!(w.status.port, Some(8080));
+    let provisioned = w.status.condition(ConditionType::Provisioned).unwrap();
+    assert!(
+        provisioned.message.ends_with("10.0.0.7:8080"),
+        "{provisioned:?}"
+    );
+    // A later Get reporting another port moves the status with it.
+    w.advance(60);
+    w.pass(&mut [got(Ok(running().with_proxy_port(3129)))].into_iter());
+    assert_eq!(w.status.port, Some(3129));
+}
+
 // ------------------------------------------- operation × error class × state
 
 #[derive(Debug, Clone, Copy, PartialEq)]

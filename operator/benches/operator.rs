@@ -1,0 +1,249 @@
+//! `cargo xtask bench operator`: the operator's own cost, with an instant
+//! provider, against the sandbox's real kube-apiserver.
+//!
+//! The operator runs as a separate process (this benchmark binary re-run as
+//! `operator::main` over a registry whose `kvm2` type builds [`Instant`], a
+//! provider that answers every call at once from memory), under deploy/'s
+//! ServiceAccount and RBAC, leading on deploy/'s Lease. Every instance it
+//! makes points at a loopback CONNECT responder, so the health engine probes
+//! for real and `Healthy` turns True.
+//!
+//! Measured, for [`PROXIES`] Proxies (`OPERATOR_BENCH_PROXIES`):
+//! - **time to all Running**: from the operator's start to the last Proxy
+//!   reporting `Running`, against the *peer*, a direct loop that calls the
+//!   same provider for each Proxy and writes its status once (SSA), with the
+//!   operator's concurrency (16) — the least any controller must do. Both
+//!   start from [`PROXIES`] existing Proxies; the ratio is ours / peer.
+//! - **API writes per Proxy to Running** and to Healthy, counted by the API
+//!   server itself (`apiserver_request_total`, writes on Proxies, their
+//!   status and Events; Lease renewals apart).
+//! - **writes in steady state**: over [`STEADY`] (`OPERATOR_BENCH_STEADY_SECS`,
+//!   default 300) once every Proxy is Healthy. Expected 0.
+//! - **RSS**: the operator's resident memory at 1,000 Running Proxies and
+//!   its peak (`VmHWM`); deploy/'s memory limit is taken from this.
+//!
+//! Nothing is asserted; the figures are printed.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    dead_code
+)]
+
+#[path = "../tests/support/instant.rs"]
+mod instant;
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant as Clock};
+
+use futures::StreamExt;
+use instant::{World, delta, object_writes, show, writes};
+use kube::Client;
+use kube::api::{ListParams, Patch, PatchParams};
+use provider_api::{CreateRequest, Identifier, Provider};
+use serde_json::json;
+
+const PROXIES: usize = 1000;
+const STEADY: Duration = Duration::from_secs(300);
+const CONCURRENCY: usize = 16;
+const BUDGET: Duration = Duration::from_secs(1800);
+
+fn main() -> ExitCode {
+    if let Some(code) = instant::run_child_if_asked() {
+        return code;
+    }
+    // `cargo bench` passes `--bench`; a filter naming another bench skips.
+    if std::env::args()
+        .skip(1)
+        .any(|a| !a.starts_with('-') && a != "operator")
+    {
+        return ExitCode::SUCCESS;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(bench());
+    ExitCode::SUCCESS
+}
+
+/// The least a controller must do: one provider call and one status write
+/// per Proxy, [`CONCURRENCY`] at a time.
+async fn peer(client: &Client, ns: &str, provider: Arc<dyn Provider>) -> Duration {
+    let api = instant::proxies(client, ns);
+    let started = Clock::now();
+    let list = api.list(&ListParams::default()).await.unwrap();
+    futures::stream::iter(list.items)
+        .map(|obj| {
+            let api = api.clone();
+            let provider = provider.clone();
+            async move {
+                let name = obj.metadata.name.clone().unwrap();
+                let req = CreateRequest::new(
+                    provider_api::OwnerUid::parse(obj.metadata.uid.as_deref().unwrap()).unwrap(),
+                    provider_api::ObjectName::parse(&name).unwrap(),
+                    Identifier::parse(ns).unwrap(),
+                );
+                let instance = provider.create(&req).await.unwrap();
+                let body = json!({
+                    "apiVersion": "egress-proxies.io/v1alpha1",
+                    "kind": "Proxy",
+                    "status": {
+                        "phase": "Running",
+                        "providerID": instance.id.to_string(),
+                        "host": instance.host.as_str(),
+                        "ip": instance.ip,
+                        "port": instance.proxy_port,
+                    },
+                });
+                api.patch_status(
+                    &name,
+                    &PatchParams::apply("bench-peer").force(),
+                    &Patch::Apply(body),
+                )
+                .await
+                .unwrap();
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<()>>()
+        .await;
+    started.elapsed()
+}
+
+fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn bench() {
+    let n = knob("OPERATOR_BENCH_PROXIES", PROXIES as u64) as usize;
+    let steady = Duration::from_secs(knob("OPERATOR_BENCH_STEADY_SECS", STEADY.as_secs()));
+    let log_filter = std::env::var("OPERATOR_BENCH_LOG").unwrap_or_else(|_| "warn".into());
+    let world = World::new().await;
+    let client = &world.client;
+    let responder = instant::responder().await;
+    println!(
+        "operator bench: {n} Proxies, instant provider, kube-apiserver {}",
+        world.kube.version
+    );
+
+    // Peer: the direct loop, on its own namespace, operator not running.
+    let peer_ns = world.namespace("bench-peer");
+    let peer_api = instant::proxies(client, &peer_ns);
+    instant::create_proxies(&peer_api, &peer_ns, &world.entry, n).await;
+    let w0 = writes(client).await;
+    let peer_time = peer(client, &peer_ns, world.provider(responder)).await;
+    let peer_writes = delta(&writes(client).await, &w0);
+    instant::delete_all(&peer_api).await;
+    println!(
+        "peer: {n} Running in {:.2} s ({:.2} ms/Proxy); writes: {}",
+        peer_time.as_secs_f64(),
+        peer_time.as_secs_f64() * 1000.0 / n as f64,
+        show(&peer_writes)
+    );
+
+    // Ours: the operator process over the same provider.
+    let ns = world.namespace("bench-op");
+    let api = instant::proxies(client, &ns);
+    instant::create_proxies(&api, &ns, &world.entry, n).await;
+    let w1 = writes(client).await;
+    let started = Clock::now();
+    let operator = world
+        .operator(&ns, responder, &["--log", &log_filter])
+        .await;
+    let all_running = instant::wait_all(&api, n, BUDGET, "Running", instant::running).await;
+    let ours = all_running - started;
+    let (rss_running, _) = operator.rss_kib();
+    let to_running = delta(&writes(client).await, &w1);
+    println!(
+        "ours: {n} Running in {:.2} s ({:.2} ms/Proxy) from the operator's start; RSS {} MiB",
+        ours.as_secs_f64(),
+        ours.as_secs_f64() * 1000.0 / n as f64,
+        rss_running / 1024
+    );
+    println!("  writes to Running: {}", show(&to_running));
+    let all_healthy = instant::wait_all(&api, n, BUDGET, "Healthy", instant::healthy).await;
+    let to_healthy = delta(&writes(client).await, &w1);
+    println!(
+        "  all Healthy {:.2} s after all Running; writes to Healthy: {}",
+        (all_healthy - all_running).as_secs_f64(),
+        show(&to_healthy)
+    );
+
+    // Steady state.
+    println!(
+        "  steady state: watching writes for {} s …",
+        steady.as_secs()
+    );
+    let w2 = writes(client).await;
+    let mut peak_rss = 0;
+    let until = Clock::now() + steady;
+    while Clock::now() < until {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        peak_rss = peak_rss.max(operator.rss_kib().0);
+    }
+    let steady_writes = delta(&writes(client).await, &w2);
+    let (rss_end, hwm) = operator.rss_kib();
+    if rss_end == 0 {
+        eprintln!("the operator is gone; log:\n{}", operator.log());
+    }
+
+    // Clean-up, timed: delete with the operator running (finalizers released).
+    let deleting = Clock::now();
+    instant::delete_all(&api).await;
+    let gone = instant::wait_gone(&api, BUDGET).await;
+    let deleted_in = deleting.elapsed();
+    drop(operator);
+    for ns in [&peer_ns, &ns] {
+        let _ = world
+            .kube
+            .kubectl(&["delete", "namespace", ns, "--wait=false"]);
+    }
+
+    let per = |w: &BTreeMap<String, u64>| object_writes(w) as f64 / n as f64;
+    println!();
+    println!("operator bench ({n} Proxies, instant provider)");
+    println!("  {:<34} {:>12} {:>12} {:>8}", "", "ours", "peer", "ratio");
+    println!(
+        "  {:<34} {:>10.2} s {:>10.2} s {:>7.2}x",
+        "time to all Running",
+        ours.as_secs_f64(),
+        peer_time.as_secs_f64(),
+        ours.as_secs_f64() / peer_time.as_secs_f64()
+    );
+    println!(
+        "  {:<34} {:>12.2} {:>12.2} {:>7.2}x",
+        "API writes per Proxy to Running",
+        per(&to_running),
+        per(&peer_writes),
+        per(&to_running) / per(&peer_writes)
+    );
+    println!(
+        "  {:<34} {:>12.2}",
+        "API writes per Proxy to Healthy",
+        per(&to_healthy)
+    );
+    println!(
+        "  {:<34} {:>12} ({})",
+        format!("writes in {} s steady state", steady.as_secs()),
+        object_writes(&steady_writes),
+        show(&steady_writes)
+    );
+    println!(
+        "  {:<34} {:>8} MiB at all Running, {} MiB after steady state, peak {} MiB",
+        "operator RSS",
+        rss_running / 1024,
+        peak_rss.max(rss_end) / 1024,
+        hwm / 1024
+    );
+    println!(
+        "  {:<34} {:>10.2} s{}",
+        "delete all (finalizers released)",
+        deleted_in.as_secs_f64(),
+        if gone { "" } else { " (not all gone!)" }
+    );
+}

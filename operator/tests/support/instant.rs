@@ -1,0 +1,481 @@
+//! The operator over an instant provider, as a child process: shared by
+//! `tests/instant_provider.rs` and `benches/operator.rs` (both re-run their
+//! own binary as the operator, so the operator's memory and API calls are
+//! its own).
+//!
+//! [`Instant`] answers every provider call at once from memory; its
+//! instances point at [`responder`], a loopback CONNECT responder, so the
+//! health engine probes for real. [`writes`] reads the API server's own
+//! count of the writes it served.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use futures::{StreamExt, TryStreamExt};
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::{WatchStreamExt, watcher};
+use provider_api::{
+    CreateRequest, Error, Identifier, Instance, InstanceState, ListedInstance, Provider,
+    ProviderEntry, ProviderId, ProviderType, Registry, Tag,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use xtask::{Descriptor, KubeService};
+
+/// Set in the child's environment: run as the operator.
+const CHILD: &str = "OPERATOR_INSTANT_CHILD";
+/// The CONNECT responder the instances point at.
+const RESPONDER: &str = "OPERATOR_INSTANT_RESPONDER";
+pub const OPERATOR_NS: &str = "egress-proxies-system";
+pub const SA: &str = "egress-proxies-operator";
+pub const LEASE: &str = "egress-proxies-operator";
+
+/// When this process is the child: runs the operator and returns its exit
+/// status. Call first thing in `main`.
+pub fn run_child_if_asked() -> Option<ExitCode> {
+    std::env::var_os(CHILD).map(|_| operator::main(std::env::args_os(), instant_registry))
+}
+
+/// Answers every call at once from memory: the operator's cost alone.
+pub struct Instant {
+    name: Identifier,
+    host: Identifier,
+    responder: SocketAddr,
+    instances: Mutex<HashMap<ProviderId, (Instance, ListedInstance)>>,
+}
+
+fn instant_registry() -> anyhow::Result<Registry> {
+    let responder: SocketAddr = std::env::var(RESPONDER)?.parse()?;
+    Ok(registry_over(responder))
+}
+
+/// A registry whose `kvm2` type builds an [`Instant`] pointing at `responder`.
+pub fn registry_over(responder: SocketAddr) -> Registry {
+    let mut registry = Registry::new();
+    registry
+        .register(ProviderType::Kvm2, move |entry: &ProviderEntry| {
+            Ok(Arc::new(Instant {
+                name: entry.name.clone(),
+                host: Identifier::parse("h1").unwrap(),
+                responder,
+                instances: Mutex::new(HashMap::new()),
+            }) as Arc<dyn Provider>)
+        })
+        .unwrap();
+    registry
+}
+
+#[async_trait]
+impl Provider for Instant {
+    fn name(&self) -> &Identifier {
+        &self.name
+    }
+
+    fn provider_type(&self) -> ProviderType {
+        ProviderType::Kvm2
+    }
+
+    async fn create(&self, req: &CreateRequest) -> Result<Instance, Error> {
+        let id = ProviderId::new(
+            ProviderType::Kvm2,
+            self.name.clone(),
+            self.host.clone(),
+            req.instance_name(),
+        );
+        let mut instances = self.instances.lock().unwrap();
+        let (instance, _) = instances.entry(id.clone()).or_insert_with(|| {
+            let now = SystemTime::now();
+            let instance = Instance::new(
+                id.clone(),
+                InstanceState::Running,
+                Some(self.responder.ip()),
+                Some(now),
+            )
+            .with_proxy_port(self.responder.port());
+            let listed =
+                ListedInstance::new(id, req.owner_uid.clone(), req.tags.clone(), Some(now));
+            (instance, listed)
+        });
+        Ok(instance.clone())
+    }
+
+    async fn get(&self, id: &ProviderId) -> Result<Instance, Error> {
+        let instances = self.instances.lock().unwrap();
+        instances
+            .get(id)
+            .map(|(i, _)| i.clone())
+            .ok_or_else(|| Error::not_found(format!("{id}: no such instance")))
+    }
+
+    async fn delete(&self, id: &ProviderId) -> Result<(), Error> {
+        self.instances.lock().unwrap().remove(id);
+        Ok(())
+    }
+
+    async fn list_by_tag(&self, tag: &Tag) -> Result<Vec<ListedInstance>, Error> {
+        let instances = self.instances.lock().unwrap();
+        Ok(instances
+            .values()
+            .filter(|(_, l)| l.tags.get(&tag.key) == Some(&tag.value))
+            .map(|(_, l)| l.clone())
+            .collect())
+    }
+}
+
+/// Answers every CONNECT with 200 (the instances' "Squid"); runs until the
+/// runtime ends.
+pub async fn responder() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 512];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// The sandbox's API server with deploy/ applied, a namespace of its own
+/// and a providers config naming one entry for the instant provider.
+pub struct World {
+    pub kube: KubeService,
+    pub client: Client,
+    pub id: String,
+    pub entry: String,
+    pub dir: tempfile::TempDir,
+    pub config: PathBuf,
+}
+
+impl World {
+    pub async fn new() -> World {
+        let sandbox = Descriptor::require();
+        let kube = sandbox
+            .kube
+            .clone()
+            .expect("the sandbox descriptor has no `kube` section: restart the sandbox");
+        let kc = Kubeconfig::read_from(&kube.kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        let client = Client::try_from(config).unwrap();
+        let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
+        kube.kubectl(&["apply", "-k", deploy]).unwrap();
+        for crd in [
+            "proxies.egress-proxies.io",
+            "providerhealths.egress-proxies.io",
+        ] {
+            let crd = format!("crd/{crd}");
+            kube.kubectl(&["wait", "--for=condition=Established", "--timeout=60s", &crd])
+                .unwrap();
+        }
+        let t = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap();
+        let id = format!("{:x}", t.as_micros() & 0xff_ffff_ffff);
+        let entry = format!("instant-{id}");
+        let dir = tempfile::tempdir().unwrap();
+        let s = &sandbox.ssh;
+        let config = dir.path().join("providers.yaml");
+        let yaml = format!(
+            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - {{name: h1, address: 127.0.0.1, bridge: br0, pool: default}}\n      images:\n        img: {{url: 'http://127.0.0.1:1/img.qcow2', sha256: '{}', format: qcow2}}\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 2GiB}}\n      defaults: {{machine_type: small, image: img}}\n",
+            s.user,
+            s.key_path.display(),
+            s.known_hosts_path.display(),
+            "0".repeat(64),
+        );
+        std::fs::write(&config, yaml).unwrap();
+        World {
+            kube,
+            client,
+            id,
+            entry,
+            dir,
+            config,
+        }
+    }
+
+    /// A new namespace `PREFIX-ID`.
+    pub fn namespace(&self, prefix: &str) -> String {
+        let ns = format!("{prefix}-{}", self.id);
+        self.kube.kubectl(&["create", "namespace", &ns]).unwrap();
+        ns
+    }
+
+    /// The instant provider this world's config builds, in this process.
+    pub fn provider(&self, responder: SocketAddr) -> Arc<dyn Provider> {
+        let cfg = provider_api::ProvidersConfig::load(&self.config).unwrap();
+        let built = registry_over(responder).build(&cfg).unwrap();
+        built.iter().next().unwrap().clone()
+    }
+
+    /// Starts the operator over the instant provider on namespace `ns`,
+    /// under deploy/'s ServiceAccount, leading on deploy/'s Lease (cleared
+    /// first). `extra` flags follow the defaults.
+    pub async fn operator(&self, ns: &str, responder: SocketAddr, extra: &[&str]) -> Operator {
+        let _ = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+            self.client.clone(),
+            OPERATOR_NS,
+        )
+        .delete(LEASE, &DeleteParams::default())
+        .await;
+        let kubeconfig = self.dir.path().join("operator.kubeconfig");
+        let sa = self
+            .kube
+            .service_account_kubeconfig(OPERATOR_NS, SA)
+            .unwrap();
+        std::fs::write(&kubeconfig, sa).unwrap();
+        let log = self.dir.path().join(format!("operator-{ns}.log"));
+        let cluster = format!("instant-{}", self.id);
+        let child = Command::new(std::env::current_exe().unwrap())
+            .env(CHILD, "1")
+            .env(RESPONDER, responder.to_string())
+            .arg("run")
+            .arg("--providers-config")
+            .arg(&self.config)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--namespace", ns, "--cluster-id", &cluster])
+            .args([
+                "--http-addr",
+                "127.0.0.1:0",
+                "--probe-target",
+                "upstream.invalid:443",
+            ])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Operator { child, log }
+    }
+}
+
+/// The operator child; SIGTERM (then SIGKILL after 30 s) on drop.
+pub struct Operator {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Operator {
+    /// `(VmRSS, VmHWM)` in KiB; zeros once the process is gone.
+    pub fn rss_kib(&self) -> (u64, u64) {
+        let path = format!("/proc/{}/status", self.child.id());
+        let status = std::fs::read_to_string(path).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..300 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn proxies(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "Proxy"),
+        "proxies",
+    );
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+/// Creates Proxies `p0000`… in `ns` on `entry`, 32 at a time.
+pub async fn create_proxies(api: &Api<DynamicObject>, ns: &str, entry: &str, n: usize) {
+    futures::stream::iter(0..n)
+        .map(|i| async move {
+            let obj: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "egress-proxies.io/v1alpha1",
+                "kind": "Proxy",
+                "metadata": { "name": format!("p{i:04}"), "namespace": ns },
+                "spec": { "provider": entry },
+            }))
+            .unwrap();
+            api.create(&PostParams::default(), &obj).await.unwrap();
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// Deletes every Proxy of `api` (no namespace controller runs here).
+pub async fn delete_all(api: &Api<DynamicObject>) {
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+}
+
+/// Waits at most `within` until `api` lists no Proxy; returns whether it
+/// came to that.
+pub async fn wait_gone(api: &Api<DynamicObject>, within: Duration) -> bool {
+    tokio::time::timeout(within, async {
+        loop {
+            match api.list(&ListParams::default().limit(1)).await {
+                Ok(l) if l.items.is_empty() => break,
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// Writes the API server has served on the operator's resources, by
+/// `resource[/subresource] VERB`, from its `apiserver_request_total`.
+pub async fn writes(client: &Client) -> BTreeMap<String, u64> {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.unwrap();
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            let prefix = format!("{name}=\"");
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(prefix.as_str()))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        let verb = label("verb");
+        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE") {
+            continue;
+        }
+        let resource = label("resource");
+        if !matches!(
+            resource.as_str(),
+            "proxies" | "providerhealths" | "events" | "leases"
+        ) {
+            continue;
+        }
+        let sub = label("subresource");
+        let key = if sub.is_empty() {
+            format!("{resource} {verb}")
+        } else {
+            format!("{resource}/{sub} {verb}")
+        };
+        *out.entry(key).or_default() += value.parse::<f64>().unwrap_or(0.0) as u64;
+    }
+    out
+}
+
+/// `after - before`, entries that grew only.
+pub fn delta(
+    after: &BTreeMap<String, u64>,
+    before: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+/// Writes on Proxies, ProviderHealths and Events (Lease renewals apart).
+pub fn object_writes(d: &BTreeMap<String, u64>) -> u64 {
+    d.iter()
+        .filter(|(k, _)| !k.starts_with("leases"))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+pub fn show(d: &BTreeMap<String, u64>) -> String {
+    d.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Waits at most `within` until `done` holds for `n` Proxies of `api`
+/// (from a watch); returns when it did.
+pub async fn wait_all(
+    api: &Api<DynamicObject>,
+    n: usize,
+    within: Duration,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> std::time::Instant {
+    let mut state: HashMap<String, bool> = HashMap::new();
+    let mut stream =
+        std::pin::pin!(watcher(api.clone(), watcher::Config::default()).applied_objects());
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let obj = match tokio::time::timeout_at(deadline, stream.try_next()).await {
+            Err(_) => panic!("not every Proxy {what} within {within:?}"),
+            Ok(Err(e)) => {
+                eprintln!("watch: {e} (retrying)");
+                continue;
+            }
+            Ok(Ok(None)) => panic!("the watch ended"),
+            Ok(Ok(Some(obj))) => obj,
+        };
+        let value = serde_json::to_value(&obj).unwrap();
+        state.insert(obj.metadata.name.clone().unwrap(), done(&value));
+        if state.len() >= n && state.values().all(|d| *d) {
+            return std::time::Instant::now();
+        }
+    }
+}
+
+pub fn running(v: &Value) -> bool {
+    v["status"]["phase"] == "Running"
+}
+
+pub fn healthy(v: &Value) -> bool {
+    v["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Healthy" && c["status"] == "True")
+    })
+}
