@@ -26,6 +26,7 @@
 mod descriptor;
 pub mod guest_recipe;
 pub mod kubeconfig;
+pub mod report;
 
 pub use descriptor::{
     Descriptor, DescriptorError, ENV_VAR, GuestImage, KubeService, LibvirtService, PoolInfo,

@@ -4,14 +4,16 @@
 //! cargo xtask setup                   install what tests need (apt), fast no-op when present
 //! cargo xtask sandbox up|down|status  real libvirtd + virtlogd + pool + sshd + guest network for tests
 //! cargo xtask test [ARGS]             setup → sandbox up → cargo test --workspace → sandbox down
-//! cargo xtask ci                      fmt --check, clippy -D warnings, then test
+//! cargo xtask ci                      fmt --check, clippy -D warnings, test, then demo
 //! cargo xtask bench CRATE [ARGS]      sandbox up → cargo bench -p CRATE (benchmarks print ratios)
 //! cargo xtask fuzz libvirt-rpc [--seconds N]  mutation fuzzer over the packet decoder
 //! cargo xtask guest-image [--force]   build (or find cached) the proxy guest qcow2
+//! cargo xtask demo [--keep]           the whole system: operator, API server, real proxy guests; validation table
 //! ```
 
 mod cmd;
 mod control_plane;
+mod demo;
 mod fuzz;
 mod guest_image;
 mod guest_net;
@@ -28,7 +30,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cmd, run, status};
 
-const USAGE: &str = "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N] | guest-image [--force]>";
+const USAGE: &str = "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N] | guest-image [--force] | demo [--keep]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -58,6 +60,7 @@ fn dispatch(args: &[String]) -> Result<ExitCode> {
         ["ci"] => ci(),
         ["bench", krate, rest @ ..] => bench(krate, rest),
         ["fuzz", rest @ ..] => fuzz::run(rest),
+        ["demo", rest @ ..] => demo::run_demo(rest),
         ["guest-image", rest @ ..] => guest_image::run(rest).map(|()| ExitCode::SUCCESS),
         _ => bail!("{USAGE}"),
     }
@@ -147,5 +150,10 @@ fn ci() -> Result<ExitCode> {
             "warnings",
         ],
     ))?;
-    test(&[])
+    let tests = test(&[])?;
+    if tests != ExitCode::SUCCESS {
+        return Ok(tests);
+    }
+    // The demo's validation table, end to end (its own sandbox cycle).
+    demo::run_demo(&[])
 }

@@ -1,0 +1,502 @@
+//! `cargo xtask demo [--keep]`: the whole system on this machine.
+//!
+//! ```text
+//!  setup (if needed) → sandbox up (API server, libvirtd, sshd, guest network,
+//!  guest image served) → kubectl apply -k deploy/ → the operator (a local
+//!  process under deploy/'s ServiceAccount) → two Proxies → live table →
+//!  the seed's validation rows → delete → teardown
+//! ```
+//!
+//! Each row is measured, printed at once and again in the final table;
+//! the exit status is 0 only when every row passed. `--keep` leaves the
+//! operator, the Proxies and the sandbox running and prints how to reach
+//! them.
+//!
+//! The operator runs as a local process, not as the Deployment's pod: this
+//! machine runs no kubelet (issue 12, item 3).
+
+mod world;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use xtask::Descriptor;
+use xtask::report::Report;
+
+use crate::cmd::{cmd, run};
+use world::{World, condition, domain_of, message, serving};
+
+const PROXIES: [&str; 2] = ["demo-a", "demo-b"];
+/// Two guests booting at once under TCG, image fetch included.
+const TO_SERVING: Duration = Duration::from_secs(900);
+const NEIGHBOUR_BASE: &str = "base-neighbour.proxy-guest.qcow2";
+
+/// Runs the demo.
+pub fn run_demo(args: &[&str]) -> Result<ExitCode> {
+    let keep = match args {
+        [] => false,
+        ["--keep"] => true,
+        _ => bail!("usage: cargo xtask demo [--keep]"),
+    };
+    if crate::setup::needed() {
+        println!("demo: installing what is missing first (cargo xtask setup)");
+        crate::setup::setup()?;
+    }
+    let was_up = crate::sandbox::current();
+    let descriptor = match &was_up {
+        Some(path) => path.clone(),
+        None => {
+            println!("demo: starting the sandbox (first time: builds the guest image, ~2 min)");
+            crate::sandbox::up()?
+        }
+    };
+    let result = demo(&descriptor, keep);
+    if !keep && was_up.is_none() {
+        crate::sandbox::down()?;
+    }
+    let report = result?;
+    println!("\n{}", report.render());
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn demo(descriptor: &Path, keep: bool) -> Result<Report> {
+    let sandbox = Descriptor::load(descriptor)?;
+    println!("demo: building the operator");
+    run(cmd("cargo", ["build", "-p", "operator"]))?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    let dir = sandbox.state_dir.join("demo");
+    let mut w = World::new(sandbox, dir, target.join("debug/operator"))?;
+    let mut report = Report::default();
+    w.install(&workspace().join("deploy"))?;
+    let pool = w.sandbox.pool.name.clone();
+    // Another entry's base on the same pool: the seed's shared base was
+    // overwritten by a neighbour; ours must never touch it (H4).
+    if !w.volumes()?.iter().any(|v| v == NEIGHBOUR_BASE) {
+        w.virsh(&[
+            "vol-create-as",
+            &pool,
+            NEIGHBOUR_BASE,
+            "1M",
+            "--format",
+            "qcow2",
+        ])?;
+    }
+    let neighbour_before = w.virsh(&["vol-info", NEIGHBOUR_BASE, "--pool", &pool])?;
+
+    w.start_operator()?;
+    println!(
+        "demo: operator running (pid {}, log {})",
+        w.operator_pid().unwrap_or(0),
+        w.log_path().display()
+    );
+    let manifest = w.dir.join("proxies.yaml");
+    let mut yaml = String::new();
+    for name in PROXIES {
+        yaml.push_str(&format!(
+            "apiVersion: egress-proxies.io/v1alpha1\nkind: Proxy\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  provider: {}\n---\n",
+            w.ns, w.entry
+        ));
+    }
+    std::fs::write(&manifest, yaml)?;
+    let created = Instant::now();
+    w.kubectl(&["apply", "-f", &manifest.to_string_lossy()])?;
+    watch_until_serving(&w, created)?;
+    let to_serving = created.elapsed();
+    report.row(
+        "both Proxies Running and Healthy=True (real CONNECT through Squid)",
+        true,
+        format!("{:.0} s from kubectl apply", to_serving.as_secs_f64()),
+    );
+
+    provider_health_row(&w, &mut report)?;
+    image_rows(&w, &mut report)?;
+    let after = w.virsh(&["vol-info", NEIGHBOUR_BASE, "--pool", &pool])?;
+    let ours = format!("base-{}.proxy-guest.qcow2", w.entry);
+    let has_ours = w.volumes()?.contains(&ours);
+    report.row(
+        "per-entry base beside another entry's, untouched (H4)",
+        has_ours && after == neighbour_before,
+        format!(
+            "{ours} {}; {NEIGHBOUR_BASE} {}",
+            if has_ours { "present" } else { "missing" },
+            if after == neighbour_before {
+                "unchanged"
+            } else {
+                "CHANGED"
+            }
+        ),
+    );
+    steady_row(&w, &mut report)?;
+    discovery_row(&w, &mut report)?;
+    restart_row(&mut w, &mut report)?;
+    kill_row(&w, &mut report)?;
+
+    if keep {
+        print_keep(&w);
+        // The operator keeps running: its handle is forgotten, not stopped.
+        std::mem::forget(w);
+        return Ok(report);
+    }
+    delete_row(&w, &mut report, &ours)?;
+    w.virsh(&["vol-delete", NEIGHBOUR_BASE, "--pool", &pool])?;
+    Ok(report)
+}
+
+/// Prints the live table every 5 s until every Proxy serves.
+fn watch_until_serving(w: &World, since: Instant) -> Result<()> {
+    let image = w.sandbox.guest_image.clone().context("no guest image")?;
+    let base = w
+        .sandbox
+        .pool
+        .dir
+        .join(format!("base-{}.proxy-guest.qcow2", w.entry));
+    let mut last_bytes = 0u64;
+    let mut last_at = Instant::now();
+    loop {
+        let proxies = w.proxies()?;
+        let elapsed = since.elapsed().as_secs();
+        println!("--- {elapsed:>4} s ---------------------------------------------------------");
+        println!(
+            "{:<10} {:<13} {:<8} {:<16} {:<8}",
+            "PROXY", "PHASE", "HOST", "IP", "HEALTHY"
+        );
+        for p in &proxies {
+            let s = &p["status"];
+            let healthy = condition(p, "Healthy")
+                .and_then(|c| c["status"].as_str())
+                .unwrap_or("-");
+            println!(
+                "{:<10} {:<13} {:<8} {:<16} {:<8}",
+                p["metadata"]["name"].as_str().unwrap_or("?"),
+                s["phase"].as_str().unwrap_or("-"),
+                s["host"].as_str().unwrap_or("-"),
+                s["ip"].as_str().unwrap_or("-"),
+                healthy
+            );
+        }
+        if let Ok(ph) = w.get_json(&["get", "providerhealth", &w.entry]) {
+            println!(
+                "providerhealth/{}: Ready {}",
+                w.entry,
+                ph["status"]["ready"].as_str().unwrap_or("-")
+            );
+        }
+        let bytes = std::fs::metadata(&base).map(|m| m.len()).unwrap_or(0);
+        if bytes > 0 && bytes < image.bytes {
+            let rate = (bytes.saturating_sub(last_bytes)) as f64 / last_at.elapsed().as_secs_f64();
+            println!(
+                "image: {:.1} / {:.1} MiB ({:.0}%), {:.1} MiB/s",
+                bytes as f64 / 1048576.0,
+                image.bytes as f64 / 1048576.0,
+                bytes as f64 * 100.0 / image.bytes as f64,
+                rate / 1048576.0
+            );
+        }
+        last_bytes = bytes;
+        last_at = Instant::now();
+        if proxies.len() == PROXIES.len() && proxies.iter().all(serving) {
+            return Ok(());
+        }
+        if since.elapsed() > TO_SERVING {
+            bail!(
+                "the Proxies did not serve within {} s; operator log: {}",
+                TO_SERVING.as_secs(),
+                w.log_path().display()
+            );
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+}
+
+fn provider_health_row(w: &World, report: &mut Report) -> Result<()> {
+    let ph = w.get_json(&["get", "providerhealth", &w.entry])?;
+    let s = &ph["status"];
+    let t = &s["targets"][0];
+    report.row(
+        "ProviderHealth Ready 1/1: reachable, latency, libvirt version",
+        s["ready"] == "1/1" && t["reachable"] == true && t["version"].is_string(),
+        format!(
+            "Ready {}, {} reachable={} latency={} ms libvirt {}",
+            s["ready"].as_str().unwrap_or("-"),
+            t["name"].as_str().unwrap_or("-"),
+            t["reachable"],
+            t["latencyMs"],
+            t["version"].as_str().unwrap_or("-")
+        ),
+    );
+    Ok(())
+}
+
+/// Cold fetch and cache hit, from the operator's log.
+fn image_rows(w: &World, report: &mut Report) -> Result<()> {
+    let lines = w.log_lines();
+    let started: Vec<&Value> = lines
+        .iter()
+        .filter(|l| message(l) == "downloading base image")
+        .collect();
+    let published = lines.iter().find(|l| message(l) == "base image published");
+    let image = w.sandbox.guest_image.clone().context("no guest image")?;
+    match (started.first(), published) {
+        (Some(start), Some(done)) => {
+            let secs = seconds_between(start, done).unwrap_or(0.0);
+            let bytes = done["fields"]["bytes"].as_u64().unwrap_or(0);
+            report.row(
+                "cold fetch: size, time, rate, sha256 verified before publishing",
+                bytes == image.bytes,
+                format!(
+                    "{:.1} MiB in {secs:.1} s ({:.1} MB/s), sha256 {}… matched",
+                    bytes as f64 / 1048576.0,
+                    bytes as f64 / 1e6 / secs.max(0.001),
+                    &image.sha256[..12]
+                ),
+            );
+        }
+        _ => report.row(
+            "cold fetch: size, time, rate, sha256 verified before publishing",
+            false,
+            "no download/publish pair in the operator's log",
+        ),
+    }
+    report.row(
+        "second Proxy a cache hit (one download for two Proxies)",
+        started.len() == 1,
+        format!(
+            "{} download(s) for {} Proxies",
+            started.len(),
+            PROXIES.len()
+        ),
+    );
+    Ok(())
+}
+
+fn seconds_between(a: &Value, b: &Value) -> Option<f64> {
+    let t = |v: &Value| -> Option<f64> {
+        // RFC 3339 with milliseconds, UTC: compare the time of day (the
+        // demo never spans midnight twice).
+        let s = v["timestamp"].as_str()?;
+        let time = s.split('T').nth(1)?.trim_end_matches('Z');
+        let mut parts = time.split(':');
+        let h: f64 = parts.next()?.parse().ok()?;
+        let m: f64 = parts.next()?.parse().ok()?;
+        let sec: f64 = parts.next()?.parse().ok()?;
+        Some(h * 3600.0 + m * 60.0 + sec)
+    };
+    let d = t(b)? - t(a)?;
+    Some(if d < 0.0 { d + 86400.0 } else { d })
+}
+
+/// H3: the same IP over polls.
+fn steady_row(w: &World, report: &mut Report) -> Result<()> {
+    const POLLS: usize = 6;
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for _ in 0..POLLS {
+        for p in w.proxies()? {
+            let name = p["metadata"]["name"].as_str().unwrap_or("?").to_owned();
+            let ip = format!(
+                "{}/{}",
+                p["status"]["phase"].as_str().unwrap_or("-"),
+                p["status"]["ip"].as_str().unwrap_or("-")
+            );
+            seen.entry(name).or_default().push(ip);
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    let steady = seen.len() == PROXIES.len()
+        && seen
+            .values()
+            .all(|v| v.len() == POLLS && v.iter().all(|x| x == &v[0] && x.starts_with("Running/")));
+    let shown: Vec<String> = seen.iter().map(|(n, v)| format!("{n} {}", v[0])).collect();
+    report.row(
+        "Running steady: same IP over 6 polls, 30 s (H3)",
+        steady,
+        shown.join(", "),
+    );
+    Ok(())
+}
+
+fn discovery_row(w: &World, report: &mut Report) -> Result<()> {
+    let listed = w.discovery(&format!("/proxies?namespace={}&healthy=true", w.ns))?;
+    let addrs: Vec<String> = listed["proxies"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| {
+                    format!(
+                        "{} {}",
+                        p["name"].as_str().unwrap_or("?"),
+                        p["address"].as_str().unwrap_or("-")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    report.row(
+        "discovery API lists both healthy proxies",
+        listed["count"] == PROXIES.len(),
+        addrs.join(", "),
+    );
+    Ok(())
+}
+
+/// What must not change across operator restarts, per Proxy.
+fn fingerprint(w: &World) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for p in w.proxies()? {
+        let s = &p["status"];
+        let healthy = condition(&p, "Healthy")
+            .map(|c| format!("{}@{}", c["status"], c["lastTransitionTime"]))
+            .unwrap_or_default();
+        out.insert(
+            p["metadata"]["name"].as_str().unwrap_or("?").to_owned(),
+            format!(
+                "{} {} {} {} healthy={healthy}",
+                s["providerID"], s["createdAt"], s["ip"], s["replacements"]
+            ),
+        );
+    }
+    Ok(out)
+}
+
+fn restart_row(w: &mut World, report: &mut Report) -> Result<()> {
+    let before = fingerprint(w)?;
+    let domains = w.domains()?;
+    let mut stops = Vec::new();
+    for _ in 0..2 {
+        stops.push(w.stop_operator()?);
+        w.start_operator()?;
+        // A reconcile pass per Proxy and a few probe rounds.
+        std::thread::sleep(Duration::from_secs(20));
+    }
+    let after = fingerprint(w)?;
+    let same_domains = w.domains()? == domains;
+    let changed: Vec<&String> = before
+        .iter()
+        .filter(|(k, v)| after.get(*k) != Some(v))
+        .map(|(k, _)| k)
+        .collect();
+    report.row(
+        "operator restarted twice: no re-create, no IP change, no Healthy flap",
+        changed.is_empty() && same_domains && after.len() == before.len(),
+        format!(
+            "SIGTERM exits in {}; {} (provider ID, created, IP, Healthy transition time compared)",
+            stops
+                .iter()
+                .map(|d| format!("{} ms", d.as_millis()))
+                .collect::<Vec<_>>()
+                .join(" and "),
+            if changed.is_empty() {
+                "nothing changed".to_owned()
+            } else {
+                format!("CHANGED: {changed:?}")
+            }
+        ),
+    );
+    Ok(())
+}
+
+/// Kills one guest's QEMU; waits for the replacement to serve.
+fn kill_row(w: &World, report: &mut Report) -> Result<()> {
+    let name = PROXIES[0];
+    let p = w.proxy(name)?;
+    let domain = domain_of(&p).context("no provider ID")?;
+    let replacements = p["status"]["replacements"].as_u64().unwrap_or(0);
+    let pid = crate::cmd::read(cmd("pgrep", ["-f", &format!("guest={domain},")]))?;
+    let pid = pid.lines().next().unwrap_or("").trim().to_owned();
+    run(cmd("kill", ["-9", &pid]))?;
+    let killed = Instant::now();
+    loop {
+        let p = w.proxy(name)?;
+        let now = p["status"]["replacements"].as_u64().unwrap_or(0);
+        if now > replacements && serving(&p) {
+            let new_pid = crate::cmd::read(cmd("pgrep", ["-f", &format!("guest={domain},")]))
+                .unwrap_or_default();
+            report.row(
+                "QEMU of one proxy killed: replaced, Healthy again",
+                new_pid.trim() != pid,
+                format!(
+                    "{name}: QEMU {pid} killed, replacement #{now} Healthy after {:.0} s at {}",
+                    killed.elapsed().as_secs_f64(),
+                    p["status"]["ip"].as_str().unwrap_or("-")
+                ),
+            );
+            return Ok(());
+        }
+        if killed.elapsed() > TO_SERVING {
+            report.row(
+                "QEMU of one proxy killed: replaced, Healthy again",
+                false,
+                format!("not replaced and Healthy within {} s", TO_SERVING.as_secs()),
+            );
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+}
+
+fn delete_row(w: &World, report: &mut Report, base: &str) -> Result<()> {
+    let domains: Vec<String> = w.proxies()?.iter().filter_map(domain_of).collect();
+    let started = Instant::now();
+    w.kubectl(&["-n", &w.ns, "delete", "proxies", "--all", "--timeout=300s"])?;
+    let took = started.elapsed();
+    let left_domains: Vec<String> = w
+        .domains()?
+        .into_iter()
+        .filter(|d| domains.contains(d))
+        .collect();
+    let prefix = format!("vm-{}.", w.entry);
+    let volumes = w.volumes()?;
+    let left_volumes: Vec<&String> = volumes.iter().filter(|v| v.starts_with(&prefix)).collect();
+    let base_kept = volumes.iter().any(|v| v == base);
+    report.row(
+        "delete: domains and per-VM volumes gone, base kept",
+        left_domains.is_empty() && left_volumes.is_empty() && base_kept,
+        format!(
+            "deleted in {:.1} s; domains left {left_domains:?}, volumes left {left_volumes:?}, base {}",
+            took.as_secs_f64(),
+            if base_kept { "kept" } else { "GONE" }
+        ),
+    );
+    Ok(())
+}
+
+fn print_keep(w: &World) {
+    println!("\ndemo: --keep: everything stays up.");
+    println!(
+        "  kubectl --kubeconfig {} -n {} get proxies,providerhealths",
+        w.kube.kubeconfig.display(),
+        w.ns
+    );
+    println!(
+        "  virsh -c '{}' list --all",
+        w.sandbox.virsh_uri(&w.sandbox.libvirt.qemu_uri)
+    );
+    if let Some(addr) = w.http_addr() {
+        println!("  curl http://{addr}/proxies   (discovery; /metrics too)");
+    }
+    println!(
+        "  operator pid {} (log {})",
+        w.operator_pid().unwrap_or(0),
+        w.log_path().display()
+    );
+    println!(
+        "  stop: kill {}; cargo xtask sandbox down",
+        w.operator_pid().unwrap_or(0)
+    );
+}

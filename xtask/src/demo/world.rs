@@ -1,0 +1,320 @@
+//! What the demo drives: the sandbox's API server (through kubectl), its
+//! libvirtd (through virsh) and the operator process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use xtask::{Descriptor, KubeService};
+
+use crate::cmd::{cmd, read};
+
+/// Where the operator's Lease and ServiceAccount live (deploy/).
+pub const OPERATOR_NS: &str = "egress-proxies-system";
+const SA: &str = "egress-proxies-operator";
+
+/// The demo's view of the sandbox.
+pub struct World {
+    pub sandbox: Descriptor,
+    pub kube: KubeService,
+    /// The demo's files: providers config, kubeconfig, operator log.
+    pub dir: PathBuf,
+    /// The namespace the demo's Proxies live in.
+    pub ns: String,
+    /// The provider entry.
+    pub entry: String,
+    config: PathBuf,
+    kubeconfig: PathBuf,
+    operator_bin: PathBuf,
+    operator: Option<Child>,
+    log: PathBuf,
+    /// Log lines before the current operator process started.
+    log_mark: usize,
+}
+
+impl World {
+    /// Writes the providers config (the sandbox's host, the guest image it
+    /// serves, Squid open to the guest network) and the ServiceAccount's
+    /// kubeconfig into `dir`.
+    pub fn new(sandbox: Descriptor, dir: PathBuf, operator_bin: PathBuf) -> Result<World> {
+        let kube = sandbox
+            .kube
+            .clone()
+            .context("the sandbox has no API server: restart it (`cargo xtask sandbox down; cargo xtask sandbox up`)")?;
+        let image = sandbox
+            .guest_image
+            .clone()
+            .context("the sandbox serves no guest image: restart it")?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let entry = "demo".to_owned();
+        let s = &sandbox.ssh;
+        let yaml = format!(
+            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n      images:\n        proxy-guest:\n          url: {}\n          sha256: {}\n          format: qcow2\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 4GiB}}\n      proxy:\n        port: 3128\n        allowed_clients: [{}]\n      defaults: {{machine_type: small, image: proxy-guest}}\n",
+            s.user,
+            s.key_path.display(),
+            s.known_hosts_path.display(),
+            s.host,
+            s.port,
+            sandbox.bridge,
+            sandbox.pool.name,
+            sandbox.remote_socket.display(),
+            image.url,
+            image.sha256,
+            sandbox.guest_net.cidr(),
+        );
+        let config = dir.join("providers.yaml");
+        std::fs::write(&config, yaml)?;
+        let kubeconfig = dir.join("operator.kubeconfig");
+        let log = dir.join("operator.log");
+        // A new demo, a new log (the rows read it from the start).
+        let _ = std::fs::remove_file(&log);
+        Ok(World {
+            sandbox,
+            kube,
+            ns: "egress-demo".to_owned(),
+            entry,
+            config,
+            kubeconfig,
+            operator_bin,
+            operator: None,
+            log,
+            log_mark: 0,
+            dir,
+        })
+    }
+
+    /// `kubectl apply -k deploy/`, the CRDs established, the namespace, the
+    /// ServiceAccount's token.
+    pub fn install(&self, deploy: &Path) -> Result<()> {
+        let deploy = deploy.to_string_lossy();
+        self.kubectl(&["apply", "-k", &deploy])?;
+        for crd in [
+            "proxies.egress-proxies.io",
+            "providerhealths.egress-proxies.io",
+        ] {
+            let crd = format!("crd/{crd}");
+            self.kubectl(&["wait", "--for=condition=Established", "--timeout=60s", &crd])?;
+        }
+        if self.kubectl(&["get", "namespace", &self.ns]).is_err() {
+            self.kubectl(&["create", "namespace", &self.ns])?;
+        }
+        let sa = self.kube.service_account_kubeconfig(OPERATOR_NS, SA)?;
+        std::fs::write(&self.kubeconfig, sa)?;
+        Ok(())
+    }
+
+    /// kubectl as the administrator.
+    pub fn kubectl(&self, args: &[&str]) -> Result<String> {
+        Ok(self.kube.kubectl(args)?)
+    }
+
+    /// `kubectl get ... -o json`.
+    pub fn get_json(&self, args: &[&str]) -> Result<Value> {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        Ok(serde_json::from_str(&self.kubectl(&all)?)?)
+    }
+
+    /// The demo's Proxies (items of the list).
+    pub fn proxies(&self) -> Result<Vec<Value>> {
+        let list = self.get_json(&["-n", &self.ns, "get", "proxies"])?;
+        Ok(list["items"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// One Proxy.
+    pub fn proxy(&self, name: &str) -> Result<Value> {
+        self.get_json(&["-n", &self.ns, "get", "proxy", name])
+    }
+
+    /// virsh on the sandbox's `qemu:///system`.
+    pub fn virsh(&self, args: &[&str]) -> Result<String> {
+        let uri = self.sandbox.virsh_uri(&self.sandbox.libvirt.qemu_uri);
+        let mut c = cmd("virsh", ["-c", uri.as_str()]);
+        c.args(args);
+        read(c)
+    }
+
+    /// Every domain name on the host.
+    pub fn domains(&self) -> Result<Vec<String>> {
+        Ok(self
+            .virsh(&["list", "--all", "--name"])?
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Every volume name in the sandbox's pool.
+    pub fn volumes(&self) -> Result<Vec<String>> {
+        let pool = self.sandbox.pool.name.clone();
+        Ok(self
+            .virsh(&["vol-list", &pool])?
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Starts the operator under the ServiceAccount's identity; its JSON log
+    /// goes to `operator.log` in the demo's directory.
+    pub fn start_operator(&mut self) -> Result<()> {
+        if self.operator.is_some() {
+            bail!("the operator is running already");
+        }
+        self.log_mark = self.log_lines().len();
+        let net = &self.sandbox.guest_net;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let child = Command::new(&self.operator_bin)
+            .arg("run")
+            .arg("--providers-config")
+            .arg(&self.config)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--namespace", &self.ns, "--cluster-id", "egress-demo"])
+            .args(["--probe-target", &net.upstream.to_string()])
+            .args(["--probe-netns", &net.netns, "--probe-interval", "3s"])
+            .args(["--check-interval", "10s", "--http-addr", "127.0.0.1:0"])
+            .args(["--log", "info,kube=warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {}", self.operator_bin.display()))?;
+        self.operator = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !self
+            .since_start()
+            .iter()
+            .any(|l| message(l) == "leadership acquired")
+        {
+            if let Some(status) = self
+                .operator
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                self.operator = None;
+                bail!(
+                    "the operator exited ({status}); its log: {}",
+                    self.log.display()
+                );
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the operator did not lead within 90 s; its log: {}",
+                    self.log.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    /// SIGTERM, then at most 30 s for it to exit (then SIGKILL).
+    pub fn stop_operator(&mut self) -> Result<Duration> {
+        let Some(mut child) = self.operator.take() else {
+            return Ok(Duration::ZERO);
+        };
+        let started = Instant::now();
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        while started.elapsed() < Duration::from_secs(30) {
+            if child.try_wait()?.is_some() {
+                return Ok(started.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!("the operator did not exit within 30 s of SIGTERM")
+    }
+
+    /// The operator's process ID, while it runs.
+    pub fn operator_pid(&self) -> Option<u32> {
+        self.operator.as_ref().map(Child::id)
+    }
+
+    /// Every JSON line the operator logged (all its runs).
+    pub fn log_lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The lines of the current run.
+    pub fn since_start(&self) -> Vec<Value> {
+        self.log_lines().split_off(self.log_mark)
+    }
+
+    /// The operator's log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// The current run's HTTP address (`/proxies`, `/metrics`).
+    pub fn http_addr(&self) -> Option<String> {
+        self.since_start()
+            .iter()
+            .find(|l| message(l) == "http listening")
+            .and_then(|l| l["fields"]["addr"].as_str().map(str::to_owned))
+    }
+
+    /// `GET http://<operator>/PATH` as JSON.
+    pub fn discovery(&self, path_and_query: &str) -> Result<Value> {
+        let addr = self
+            .http_addr()
+            .context("the operator logged no HTTP address")?;
+        let body = read(cmd(
+            "curl",
+            [
+                "-sf",
+                "--max-time",
+                "5",
+                &format!("http://{addr}{path_and_query}"),
+            ],
+        ))?;
+        Ok(serde_json::from_str(&body)?)
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_operator() {
+            eprintln!("demo: {e:#}");
+        }
+    }
+}
+
+/// A log line's message.
+pub fn message(line: &Value) -> &str {
+    line["fields"]["message"].as_str().unwrap_or_default()
+}
+
+/// The domain name of a Proxy: its provider ID's last segment.
+pub fn domain_of(proxy: &Value) -> Option<String> {
+    let id = proxy["status"]["providerID"].as_str()?;
+    id.rsplit('/').next().map(str::to_owned)
+}
+
+/// A Proxy's condition of type `t`.
+pub fn condition<'a>(proxy: &'a Value, t: &str) -> Option<&'a Value> {
+    proxy["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+/// Whether a Proxy is Running with `Healthy=True`.
+pub fn serving(proxy: &Value) -> bool {
+    proxy["status"]["phase"] == "Running"
+        && condition(proxy, "Healthy").is_some_and(|c| c["status"] == "True")
+}
