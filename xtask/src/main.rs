@@ -9,6 +9,7 @@
 //! cargo xtask fuzz libvirt-rpc [--seconds N]  mutation fuzzer over the packet decoder
 //! cargo xtask guest-image [--force]   build (or find cached) the proxy guest qcow2
 //! cargo xtask demo [--keep]           the whole system: operator, API server, real proxy guests; validation table
+//! cargo xtask integration [--host ...] the same table against a host you name (default: the sandbox)
 //! ```
 
 mod cmd;
@@ -30,7 +31,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cmd, run, status};
 
-const USAGE: &str = "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N] | guest-image [--force] | demo [--keep]>";
+const USAGE: &str = "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N] | guest-image [--force] | demo [--keep] | integration [--host U@A ... (docs/integration.md)] [--keep]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -61,6 +62,7 @@ fn dispatch(args: &[String]) -> Result<ExitCode> {
         ["bench", krate, rest @ ..] => bench(krate, rest),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["demo", rest @ ..] => demo::run_demo(rest),
+        ["integration", rest @ ..] => demo::run_integration(rest),
         ["guest-image", rest @ ..] => guest_image::run(rest).map(|()| ExitCode::SUCCESS),
         _ => bail!("{USAGE}"),
     }

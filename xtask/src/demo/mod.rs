@@ -15,6 +15,7 @@
 //! The operator runs as a local process, not as the Deployment's pod: this
 //! machine runs no kubelet (issue 12, item 3).
 
+mod target;
 mod world;
 
 use std::collections::BTreeMap;
@@ -28,20 +29,74 @@ use xtask::Descriptor;
 use xtask::report::Report;
 
 use crate::cmd::{cmd, run};
+use target::{Flags, Kill, Target};
 use world::{World, condition, domain_of, message, serving};
 
 const PROXIES: [&str; 2] = ["demo-a", "demo-b"];
 /// Two guests booting at once under TCG, image fetch included.
 const TO_SERVING: Duration = Duration::from_secs(900);
-const NEIGHBOUR_BASE: &str = "base-neighbour.proxy-guest.qcow2";
+/// `cargo xtask integration`'s flags (docs/integration.md).
+const INTEGRATION_FLAGS: [&str; 13] = [
+    "host",
+    "key",
+    "known-hosts",
+    "bridge",
+    "pool",
+    "socket",
+    "image-url",
+    "image-sha256",
+    "domain-type",
+    "allowed-clients",
+    "probe-target",
+    "probe-netns",
+    "kubeconfig",
+];
 
-/// Runs the demo.
+/// `cargo xtask demo [--keep]`.
 pub fn run_demo(args: &[&str]) -> Result<ExitCode> {
-    let keep = match args {
-        [] => false,
-        ["--keep"] => true,
-        _ => bail!("usage: cargo xtask demo [--keep]"),
-    };
+    let flags = Flags::parse(args, &[])?;
+    on_sandbox(flags.keep, "demo", |sandbox| {
+        Target::sandbox(sandbox, "egress-demo")
+    })
+}
+
+/// `cargo xtask integration [--host ... | (the sandbox)] [--keep]`.
+pub fn run_integration(args: &[&str]) -> Result<ExitCode> {
+    let flags = Flags::parse(args, &INTEGRATION_FLAGS)?;
+    let tag = format!("egress-it-{:08x}", std::process::id() ^ now_micros());
+    if flags.is_empty() {
+        return on_sandbox(flags.keep, "integration", |sandbox| {
+            Target::sandbox(sandbox, &tag)
+        });
+    }
+    let target = Target::from_flags(&flags, &tag)?;
+    let dir = std::env::temp_dir().join(&tag);
+    finish(suite(target, dir, flags.keep)?)
+}
+
+fn now_micros() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_micros())
+        .unwrap_or(0)
+}
+
+fn finish(report: Report) -> Result<ExitCode> {
+    println!("\n{}", report.render());
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Runs the suite on the local sandbox (started and stopped here unless it
+/// was up, or `keep`).
+fn on_sandbox(
+    keep: bool,
+    what: &str,
+    target: impl FnOnce(&Descriptor) -> Result<Target>,
+) -> Result<ExitCode> {
     if crate::setup::needed() {
         println!("demo: installing what is missing first (cargo xtask setup)");
         crate::setup::setup()?;
@@ -54,17 +109,16 @@ pub fn run_demo(args: &[&str]) -> Result<ExitCode> {
             crate::sandbox::up()?
         }
     };
-    let result = demo(&descriptor, keep);
+    let result = Descriptor::load(&descriptor)
+        .map_err(anyhow::Error::from)
+        .and_then(|sandbox| {
+            let dir = sandbox.state_dir.join(what);
+            suite(target(&sandbox)?, dir, keep)
+        });
     if !keep && was_up.is_none() {
         crate::sandbox::down()?;
     }
-    let report = result?;
-    println!("\n{}", report.render());
-    Ok(if report.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    finish(result?)
 }
 
 fn workspace() -> PathBuf {
@@ -74,31 +128,34 @@ fn workspace() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn demo(descriptor: &Path, keep: bool) -> Result<Report> {
-    let sandbox = Descriptor::load(descriptor)?;
-    println!("demo: building the operator");
+/// The validation rows against `target`; the operator's files in `dir`.
+fn suite(target: Target, dir: PathBuf, keep: bool) -> Result<Report> {
+    println!("suite: building the operator");
     run(cmd("cargo", ["build", "-p", "operator"]))?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    let bin = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"));
-    let dir = sandbox.state_dir.join("demo");
-    let mut w = World::new(sandbox, dir, target.join("debug/operator"))?;
+        .unwrap_or_else(|| workspace().join("target"))
+        .join("debug/operator");
+    let neighbour = format!("base-{}-neighbour.proxy-guest.qcow2", target.tag);
+    let mut w = World::new(target, dir, bin)?;
     let mut report = Report::default();
     w.install(&workspace().join("deploy"))?;
-    let pool = w.sandbox.pool.name.clone();
+    let pool = w.target.pool.clone();
+    let ours = w.target.base_volume.clone();
+    let base_existed = w.volumes()?.contains(&ours);
     // Another entry's base on the same pool: the seed's shared base was
     // overwritten by a neighbour; ours must never touch it (H4).
-    if !w.volumes()?.iter().any(|v| v == NEIGHBOUR_BASE) {
+    if !w.volumes()?.contains(&neighbour) {
         w.virsh(&[
             "vol-create-as",
             &pool,
-            NEIGHBOUR_BASE,
+            neighbour.as_str(),
             "1M",
             "--format",
             "qcow2",
         ])?;
     }
-    let neighbour_before = w.virsh(&["vol-info", NEIGHBOUR_BASE, "--pool", &pool])?;
+    let neighbour_before = w.virsh(&["vol-info", neighbour.as_str(), "--pool", &pool])?;
 
     w.start_operator()?;
     println!(
@@ -127,14 +184,13 @@ fn demo(descriptor: &Path, keep: bool) -> Result<Report> {
 
     provider_health_row(&w, &mut report)?;
     image_rows(&w, &mut report)?;
-    let after = w.virsh(&["vol-info", NEIGHBOUR_BASE, "--pool", &pool])?;
-    let ours = format!("base-{}.proxy-guest.qcow2", w.entry);
+    let after = w.virsh(&["vol-info", neighbour.as_str(), "--pool", &pool])?;
     let has_ours = w.volumes()?.contains(&ours);
     report.row(
         "per-entry base beside another entry's, untouched (H4)",
         has_ours && after == neighbour_before,
         format!(
-            "{ours} {}; {NEIGHBOUR_BASE} {}",
+            "{ours} {}; {neighbour} {}",
             if has_ours { "present" } else { "missing" },
             if after == neighbour_before {
                 "unchanged"
@@ -155,18 +211,28 @@ fn demo(descriptor: &Path, keep: bool) -> Result<Report> {
         return Ok(report);
     }
     delete_row(&w, &mut report, &ours)?;
-    w.virsh(&["vol-delete", NEIGHBOUR_BASE, "--pool", &pool])?;
+    // Leave the host as it was: the planted neighbour, and our base when
+    // this run made it.
+    w.virsh(&["vol-delete", neighbour.as_str(), "--pool", &pool])?;
+    if !base_existed && w.target.pool_dir.is_none() {
+        for v in [ours.clone(), format!("{ours}.marker")] {
+            if let Err(e) = w.virsh(&["vol-delete", &v, "--pool", &pool]) {
+                eprintln!("suite: could not remove {v}: {e:#}");
+            }
+        }
+    }
+    let _ = w.kubectl(&["delete", "namespace", &w.ns, "--wait=false"]);
     Ok(report)
 }
 
 /// Prints the live table every 5 s until every Proxy serves.
 fn watch_until_serving(w: &World, since: Instant) -> Result<()> {
-    let image = w.sandbox.guest_image.clone().context("no guest image")?;
     let base = w
-        .sandbox
-        .pool
-        .dir
-        .join(format!("base-{}.proxy-guest.qcow2", w.entry));
+        .target
+        .pool_dir
+        .as_ref()
+        .map(|d| d.join(&w.target.base_volume));
+    let image_bytes = w.target.image_bytes.unwrap_or(0);
     let mut last_bytes = 0u64;
     let mut last_at = Instant::now();
     loop {
@@ -198,14 +264,17 @@ fn watch_until_serving(w: &World, since: Instant) -> Result<()> {
                 ph["status"]["ready"].as_str().unwrap_or("-")
             );
         }
-        let bytes = std::fs::metadata(&base).map(|m| m.len()).unwrap_or(0);
-        if bytes > 0 && bytes < image.bytes {
+        let bytes = base
+            .as_ref()
+            .and_then(|b| std::fs::metadata(b).ok())
+            .map_or(0, |m| m.len());
+        if bytes > 0 && bytes < image_bytes {
             let rate = (bytes.saturating_sub(last_bytes)) as f64 / last_at.elapsed().as_secs_f64();
             println!(
                 "image: {:.1} / {:.1} MiB ({:.0}%), {:.1} MiB/s",
                 bytes as f64 / 1048576.0,
-                image.bytes as f64 / 1048576.0,
-                bytes as f64 * 100.0 / image.bytes as f64,
+                image_bytes as f64 / 1048576.0,
+                bytes as f64 * 100.0 / image_bytes as f64,
                 rate / 1048576.0
             );
         }
@@ -252,19 +321,18 @@ fn image_rows(w: &World, report: &mut Report) -> Result<()> {
         .filter(|l| message(l) == "downloading base image")
         .collect();
     let published = lines.iter().find(|l| message(l) == "base image published");
-    let image = w.sandbox.guest_image.clone().context("no guest image")?;
     match (started.first(), published) {
         (Some(start), Some(done)) => {
             let secs = seconds_between(start, done).unwrap_or(0.0);
             let bytes = done["fields"]["bytes"].as_u64().unwrap_or(0);
             report.row(
                 "cold fetch: size, time, rate, sha256 verified before publishing",
-                bytes == image.bytes,
+                bytes > 0 && w.target.image_bytes.is_none_or(|b| b == bytes),
                 format!(
                     "{:.1} MiB in {secs:.1} s ({:.1} MB/s), sha256 {}… matched",
                     bytes as f64 / 1048576.0,
                     bytes as f64 / 1e6 / secs.max(0.001),
-                    &image.sha256[..12]
+                    w.target.image_sha256.get(..12).unwrap_or("?")
                 ),
             );
         }
@@ -417,19 +485,22 @@ fn kill_row(w: &World, report: &mut Report) -> Result<()> {
     let p = w.proxy(name)?;
     let domain = domain_of(&p).context("no provider ID")?;
     let replacements = p["status"]["replacements"].as_u64().unwrap_or(0);
-    let pid = crate::cmd::read(cmd("pgrep", ["-f", &format!("guest={domain},")]))?;
-    let pid = pid.lines().next().unwrap_or("").trim().to_owned();
-    run(cmd("kill", ["-9", &pid]))?;
+    let pid = qemu_pid(w, &domain);
+    match w.target.kill {
+        Kill::Process => run(cmd("kill", ["-9", &pid]))?,
+        Kill::Destroy => {
+            w.virsh(&["destroy", &domain])?;
+        }
+    }
     let killed = Instant::now();
     loop {
         let p = w.proxy(name)?;
         let now = p["status"]["replacements"].as_u64().unwrap_or(0);
         if now > replacements && serving(&p) {
-            let new_pid = crate::cmd::read(cmd("pgrep", ["-f", &format!("guest={domain},")]))
-                .unwrap_or_default();
+            let new_pid = qemu_pid(w, &domain);
             report.row(
                 "QEMU of one proxy killed: replaced, Healthy again",
-                new_pid.trim() != pid,
+                new_pid != pid,
                 format!(
                     "{name}: QEMU {pid} killed, replacement #{now} Healthy after {:.0} s at {}",
                     killed.elapsed().as_secs_f64(),
@@ -447,6 +518,25 @@ fn kill_row(w: &World, report: &mut Report) -> Result<()> {
             return Ok(());
         }
         std::thread::sleep(Duration::from_secs(5));
+    }
+}
+
+/// The QEMU process of `domain` on this machine, or (remote) the domain's
+/// ID, which a new start changes too.
+fn qemu_pid(w: &World, domain: &str) -> String {
+    match w.target.kill {
+        Kill::Process => crate::cmd::read(cmd("pgrep", ["-f", &format!("guest={domain},")]))
+            .unwrap_or_default()
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_owned(),
+        Kill::Destroy => w
+            .virsh(&["domid", domain])
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
     }
 }
 
@@ -480,13 +570,10 @@ fn print_keep(w: &World) {
     println!("\ndemo: --keep: everything stays up.");
     println!(
         "  kubectl --kubeconfig {} -n {} get proxies,providerhealths",
-        w.kube.kubeconfig.display(),
+        w.admin_kubeconfig().display(),
         w.ns
     );
-    println!(
-        "  virsh -c '{}' list --all",
-        w.sandbox.virsh_uri(&w.sandbox.libvirt.qemu_uri)
-    );
+    println!("  virsh -c '{}' list --all", w.target.virsh_uri);
     if let Some(addr) = w.http_addr() {
         println!("  curl http://{addr}/proxies   (discovery; /metrics too)");
     }

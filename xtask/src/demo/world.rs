@@ -7,21 +7,20 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use xtask::{Descriptor, KubeService};
 
+use super::target::{Identity, Target};
 use crate::cmd::{cmd, read};
 
 /// Where the operator's Lease and ServiceAccount live (deploy/).
 pub const OPERATOR_NS: &str = "egress-proxies-system";
 const SA: &str = "egress-proxies-operator";
 
-/// The demo's view of the sandbox.
+/// The suite's view of its target.
 pub struct World {
-    pub sandbox: Descriptor,
-    pub kube: KubeService,
-    /// The demo's files: providers config, kubeconfig, operator log.
+    pub target: Target,
+    /// The run's files: providers config, kubeconfig, operator log.
     pub dir: PathBuf,
-    /// The namespace the demo's Proxies live in.
+    /// The namespace the run's Proxies live in.
     pub ns: String,
     /// The provider entry.
     pub entry: String,
@@ -35,46 +34,22 @@ pub struct World {
 }
 
 impl World {
-    /// Writes the providers config (the sandbox's host, the guest image it
-    /// serves, Squid open to the guest network) and the ServiceAccount's
-    /// kubeconfig into `dir`.
-    pub fn new(sandbox: Descriptor, dir: PathBuf, operator_bin: PathBuf) -> Result<World> {
-        let kube = sandbox
-            .kube
-            .clone()
-            .context("the sandbox has no API server: restart it (`cargo xtask sandbox down; cargo xtask sandbox up`)")?;
-        let image = sandbox
-            .guest_image
-            .clone()
-            .context("the sandbox serves no guest image: restart it")?;
+    /// Writes the target's providers config into `dir`.
+    pub fn new(target: Target, dir: PathBuf, operator_bin: PathBuf) -> Result<World> {
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-        let entry = "demo".to_owned();
-        let s = &sandbox.ssh;
-        let yaml = format!(
-            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n      images:\n        proxy-guest:\n          url: {}\n          sha256: {}\n          format: qcow2\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 4GiB}}\n      proxy:\n        port: 3128\n        allowed_clients: [{}]\n      defaults: {{machine_type: small, image: proxy-guest}}\n",
-            s.user,
-            s.key_path.display(),
-            s.known_hosts_path.display(),
-            s.host,
-            s.port,
-            sandbox.bridge,
-            sandbox.pool.name,
-            sandbox.remote_socket.display(),
-            image.url,
-            image.sha256,
-            sandbox.guest_net.cidr(),
-        );
         let config = dir.join("providers.yaml");
-        std::fs::write(&config, yaml)?;
-        let kubeconfig = dir.join("operator.kubeconfig");
+        std::fs::write(&config, &target.config_yaml)?;
+        let kubeconfig = match &target.identity {
+            Identity::ServiceAccount(_) => dir.join("operator.kubeconfig"),
+            Identity::Kubeconfig(k) => k.clone(),
+        };
         let log = dir.join("operator.log");
-        // A new demo, a new log (the rows read it from the start).
+        // A new run, a new log (the rows read it from the start).
         let _ = std::fs::remove_file(&log);
         Ok(World {
-            sandbox,
-            kube,
-            ns: "egress-demo".to_owned(),
-            entry,
+            ns: target.tag.clone(),
+            entry: target.entry.clone(),
+            target,
             config,
             kubeconfig,
             operator_bin,
@@ -100,14 +75,23 @@ impl World {
         if self.kubectl(&["get", "namespace", &self.ns]).is_err() {
             self.kubectl(&["create", "namespace", &self.ns])?;
         }
-        let sa = self.kube.service_account_kubeconfig(OPERATOR_NS, SA)?;
-        std::fs::write(&self.kubeconfig, sa)?;
+        if let Identity::ServiceAccount(kube) = &self.target.identity {
+            let sa = kube.service_account_kubeconfig(OPERATOR_NS, SA)?;
+            std::fs::write(&self.kubeconfig, sa)?;
+        }
         Ok(())
     }
 
     /// kubectl as the administrator.
     pub fn kubectl(&self, args: &[&str]) -> Result<String> {
-        Ok(self.kube.kubectl(args)?)
+        let mut c = cmd("kubectl", ["--kubeconfig"]);
+        c.arg(&self.target.admin_kubeconfig).args(args);
+        read(c)
+    }
+
+    /// The kubeconfig kubectl uses.
+    pub fn admin_kubeconfig(&self) -> &Path {
+        &self.target.admin_kubeconfig
     }
 
     /// `kubectl get ... -o json`.
@@ -128,10 +112,9 @@ impl World {
         self.get_json(&["-n", &self.ns, "get", "proxy", name])
     }
 
-    /// virsh on the sandbox's `qemu:///system`.
+    /// virsh on the target host.
     pub fn virsh(&self, args: &[&str]) -> Result<String> {
-        let uri = self.sandbox.virsh_uri(&self.sandbox.libvirt.qemu_uri);
-        let mut c = cmd("virsh", ["-c", uri.as_str()]);
+        let mut c = cmd("virsh", ["-c", self.target.virsh_uri.as_str()]);
         c.args(args);
         read(c)
     }
@@ -147,11 +130,10 @@ impl World {
             .collect())
     }
 
-    /// Every volume name in the sandbox's pool.
+    /// Every volume name in the target's pool.
     pub fn volumes(&self) -> Result<Vec<String>> {
-        let pool = self.sandbox.pool.name.clone();
         Ok(self
-            .virsh(&["vol-list", &pool])?
+            .virsh(&["vol-list", &self.target.pool])?
             .lines()
             .skip(2)
             .filter_map(|l| l.split_whitespace().next())
@@ -166,22 +148,29 @@ impl World {
             bail!("the operator is running already");
         }
         self.log_mark = self.log_lines().len();
-        let net = &self.sandbox.guest_net;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)?;
-        let child = Command::new(&self.operator_bin)
-            .arg("run")
+        let t = &self.target;
+        let mut c = Command::new(&self.operator_bin);
+        c.arg("run")
             .arg("--providers-config")
             .arg(&self.config)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
-            .args(["--namespace", &self.ns, "--cluster-id", "egress-demo"])
-            .args(["--probe-target", &net.upstream.to_string()])
-            .args(["--probe-netns", &net.netns, "--probe-interval", "3s"])
+            .args(["--namespace", &self.ns, "--cluster-id", &t.tag])
+            .args(["--probe-target", &t.probe_target, "--probe-interval", "3s"])
             .args(["--check-interval", "10s", "--http-addr", "127.0.0.1:0"])
-            .args(["--log", "info,kube=warn"])
+            .args(["--log", "info,kube=warn"]);
+        if let Some(ns) = &t.probe_netns {
+            c.args(["--probe-netns", ns]);
+        }
+        if let Identity::Kubeconfig(_) = t.identity {
+            // The user's cluster may run the real operator: a Lease of our own.
+            c.args(["--lease-namespace", &self.ns, "--lease-name", &t.tag]);
+        }
+        let child = c
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

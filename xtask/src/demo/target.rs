@@ -1,0 +1,249 @@
+//! Where the validation suite runs: the local sandbox (`cargo xtask demo`,
+//! and `cargo xtask integration` without `--host`) or a hypervisor host and
+//! cluster the user names (`cargo xtask integration --host ...`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use xtask::{Descriptor, KubeService};
+
+/// How a guest's QEMU is made to die for the replacement row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kill {
+    /// `kill -9` of the QEMU process (the host is this machine).
+    Process,
+    /// `virsh destroy` (a remote host: the domain stops as if it crashed).
+    Destroy,
+}
+
+/// Who the operator runs as.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    /// deploy/'s ServiceAccount, with a token from the sandbox's API server
+    /// (so a missing RBAC rule fails the run), on deploy/'s Lease.
+    ServiceAccount(KubeService),
+    /// The user's kubeconfig, on a Lease of the run's own.
+    Kubeconfig(PathBuf),
+}
+
+/// Everything the suite needs to know about where it runs.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The providers config the operator runs with (one entry).
+    pub config_yaml: String,
+    /// That entry's name.
+    pub entry: String,
+    /// The image key its Proxies use, and the base volume's name.
+    pub base_volume: String,
+    /// The digest the image must have.
+    pub image_sha256: String,
+    /// Its size when known (the sandbox's image).
+    pub image_bytes: Option<u64>,
+    /// virsh's URI for the host.
+    pub virsh_uri: String,
+    /// The host's storage pool.
+    pub pool: String,
+    /// The pool's directory, when it is on this machine (download progress).
+    pub pool_dir: Option<PathBuf>,
+    /// `host:port` the health engine CONNECTs to through each proxy.
+    pub probe_target: String,
+    /// The network namespace probes are opened in, if any.
+    pub probe_netns: Option<String>,
+    /// kubectl's kubeconfig (an administrator).
+    pub admin_kubeconfig: PathBuf,
+    /// Who the operator runs as.
+    pub identity: Identity,
+    /// How the replacement row kills a guest.
+    pub kill: Kill,
+    /// The namespace, cluster identity and Lease name of this run: nothing
+    /// outside them is touched.
+    pub tag: String,
+}
+
+impl Target {
+    /// The local sandbox.
+    pub fn sandbox(sandbox: &Descriptor, tag: &str) -> Result<Target> {
+        let kube = sandbox
+            .kube
+            .clone()
+            .context("the sandbox has no API server: restart it (`cargo xtask sandbox down; cargo xtask sandbox up`)")?;
+        let image = sandbox
+            .guest_image
+            .clone()
+            .context("the sandbox serves no guest image: restart it")?;
+        let s = &sandbox.ssh;
+        let entry = tag.to_owned();
+        let host = format!(
+            "        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n",
+            s.host,
+            s.port,
+            sandbox.bridge,
+            sandbox.pool.name,
+            sandbox.remote_socket.display(),
+        );
+        let ssh = Ssh {
+            user: s.user.clone(),
+            key: s.key_path.display().to_string(),
+            known_hosts: s.known_hosts_path.display().to_string(),
+        };
+        Ok(Target {
+            config_yaml: config(
+                &entry,
+                "qemu",
+                &ssh,
+                &host,
+                &image.url,
+                &image.sha256,
+                &sandbox.guest_net.cidr(),
+            ),
+            base_volume: format!("base-{entry}.proxy-guest.qcow2"),
+            entry,
+            image_sha256: image.sha256.clone(),
+            image_bytes: Some(image.bytes),
+            virsh_uri: sandbox.virsh_uri(&sandbox.libvirt.qemu_uri),
+            pool: sandbox.pool.name.clone(),
+            pool_dir: Some(sandbox.pool.dir.clone()),
+            probe_target: sandbox.guest_net.upstream.to_string(),
+            probe_netns: Some(sandbox.guest_net.netns.clone()),
+            admin_kubeconfig: kube.kubeconfig.clone(),
+            identity: Identity::ServiceAccount(kube.clone()),
+            kill: Kill::Process,
+            tag: tag.to_owned(),
+        })
+    }
+
+    /// A host the user names: `cargo xtask integration --host user@addr[:port]
+    /// --key F --known-hosts F --bridge B --pool P --image-url U
+    /// --image-sha256 H --kubeconfig K [--socket S] [--domain-type kvm|qemu]
+    /// [--allowed-clients CIDR] [--probe-target host:port] [--probe-netns NS]`.
+    pub fn from_flags(flags: &Flags, tag: &str) -> Result<Target> {
+        let need = |name: &str| {
+            flags
+                .get(name)
+                .with_context(|| format!("--host needs --{name} (see docs/integration.md)"))
+        };
+        let host = need("host")?;
+        let (user, addr) = host
+            .split_once('@')
+            .context("--host is user@address[:port]")?;
+        let (addr, port) = match addr.rsplit_once(':') {
+            Some((a, p)) => (a, p.parse::<u16>().context("--host's port")?),
+            None => (addr, 22),
+        };
+        let key = need("key")?;
+        let known_hosts = need("known-hosts")?;
+        let bridge = need("bridge")?;
+        let pool = need("pool")?;
+        let url = need("image-url")?;
+        let sha = need("image-sha256")?;
+        let kubeconfig = need("kubeconfig")?;
+        let socket = flags
+            .get("socket")
+            .unwrap_or("/var/run/libvirt/libvirt-sock");
+        let domain_type = flags.get("domain-type").unwrap_or("kvm");
+        let allowed = flags
+            .get("allowed-clients")
+            .unwrap_or("10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16");
+        let entry = tag.to_owned();
+        let host_yaml = format!(
+            "        - name: host1\n          address: {addr}\n          port: {port}\n          bridge: {bridge}\n          pool: {pool}\n          socket: {socket}\n"
+        );
+        let ssh = Ssh {
+            user: user.to_owned(),
+            key: key.to_owned(),
+            known_hosts: known_hosts.to_owned(),
+        };
+        Ok(Target {
+            config_yaml: config(&entry, domain_type, &ssh, &host_yaml, url, sha, allowed),
+            base_volume: format!("base-{entry}.proxy-guest.qcow2"),
+            entry,
+            image_sha256: sha.to_owned(),
+            image_bytes: None,
+            virsh_uri: format!(
+                "qemu+ssh://{user}@{addr}:{port}/system?keyfile={key}&known_hosts={known_hosts}&socket={socket}"
+            ),
+            pool: pool.to_owned(),
+            pool_dir: None,
+            probe_target: flags
+                .get("probe-target")
+                .unwrap_or("deb.debian.org:443")
+                .to_owned(),
+            probe_netns: flags.get("probe-netns").map(str::to_owned),
+            admin_kubeconfig: PathBuf::from(kubeconfig),
+            identity: Identity::Kubeconfig(PathBuf::from(kubeconfig)),
+            kill: Kill::Destroy,
+            tag: tag.to_owned(),
+        })
+    }
+}
+
+struct Ssh {
+    user: String,
+    key: String,
+    known_hosts: String,
+}
+
+fn config(
+    entry: &str,
+    domain_type: &str,
+    ssh: &Ssh,
+    hosts: &str,
+    url: &str,
+    sha: &str,
+    allowed: &str,
+) -> String {
+    format!(
+        "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: {domain_type}\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n{hosts}      images:\n        proxy-guest:\n          url: {url}\n          sha256: {sha}\n          format: qcow2\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 4GiB}}\n      proxy:\n        port: 3128\n        allowed_clients: [{allowed}]\n      defaults: {{machine_type: small, image: proxy-guest}}\n",
+        ssh.user, ssh.key, ssh.known_hosts
+    )
+}
+
+/// `--name value` flags (and `--keep`).
+#[derive(Debug, Default)]
+pub struct Flags {
+    values: Vec<(String, String)>,
+    /// `--keep` was given.
+    pub keep: bool,
+}
+
+impl Flags {
+    /// Parses `--name value` pairs; `allowed` lists the names.
+    pub fn parse(args: &[&str], allowed: &[&str]) -> Result<Flags> {
+        let mut flags = Flags::default();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let Some(name) = a.strip_prefix("--") else {
+                bail!("unexpected argument {a:?}");
+            };
+            if name == "keep" {
+                flags.keep = true;
+                continue;
+            }
+            if !allowed.contains(&name) {
+                bail!(
+                    "unknown flag --{name}; known: --keep, --{}",
+                    allowed.join(", --")
+                );
+            }
+            let value = it
+                .next()
+                .with_context(|| format!("--{name} needs a value"))?;
+            flags.values.push((name.to_owned(), (*value).to_owned()));
+        }
+        Ok(flags)
+    }
+
+    /// The value of `--name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether no `--name value` was given.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
