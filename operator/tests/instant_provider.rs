@@ -96,11 +96,29 @@ async fn proxies_reach_running_in_four_writes_and_then_write_nothing() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    // The health engine writes status too (Healthy), maybe already: the
+    // reconciler's status writes are the operator's own count; finalizers
+    // and Events the API server's.
     let to_running = delta(&writes(client).await, &before);
-    println!("writes to Running: {}", show(&to_running));
+    let status_writes = operator
+        .metric("operator_status_writes_total{writer=\"reconciler\"}")
+        .await as u64;
+    let others: u64 = to_running
+        .iter()
+        .filter(|(k, _)| k.as_str() == "proxies PATCH" || k.starts_with("events "))
+        .map(|(_, v)| v)
+        .sum();
+    println!(
+        "writes to Running: reconciler status {status_writes}; API server: {}",
+        show(&to_running)
+    );
     assert!(
-        object_writes(&to_running) <= 4 * PROXIES as u64,
-        "more than 4 writes per Proxy to Running: {}",
+        to_running.get("proxies/status APPLY").copied().unwrap_or(0) >= status_writes,
+        "the API server saw fewer status writes than the operator counted"
+    );
+    assert!(
+        status_writes + others <= 4 * PROXIES as u64,
+        "more than 4 writes per Proxy to Running: {status_writes} status + {}",
         show(&to_running)
     );
     let repeated: Vec<_> = created.iter().filter(|(_, c)| **c != 1).collect();

@@ -303,6 +303,28 @@ impl Operator {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// The value of the sample `series` (name and labels as printed, e.g.
+    /// `operator_status_writes_total{writer="reconciler"}`) on the
+    /// operator's `/metrics`; 0 when absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let addr = self
+            .log()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["fields"]["message"] == "http listening")
+            .and_then(|v| v["fields"]["addr"].as_str().map(str::to_owned))
+            .expect("the operator logged its HTTP address (run it with --log info)");
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: operator\r\n\r\n")
+            .await
+            .unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).await.unwrap();
+        body.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
 }
 
 impl Drop for Operator {
