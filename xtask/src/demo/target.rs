@@ -39,7 +39,9 @@ pub struct Target {
     pub image_sha256: String,
     /// Its size when known (the sandbox's image).
     pub image_bytes: Option<u64>,
-    /// virsh's URI for the host.
+    /// virsh's URI for the host (`qemu+libssh`: unlike `qemu+ssh`, which
+    /// runs OpenSSH with the user's own known_hosts, it takes the key and
+    /// known_hosts files the operator uses).
     pub virsh_uri: String,
     /// The host's storage pool.
     pub pool: String,
@@ -160,7 +162,7 @@ impl Target {
             image_sha256: sha.to_owned(),
             image_bytes: None,
             virsh_uri: format!(
-                "qemu+ssh://{user}@{addr}:{port}/system?keyfile={key}&known_hosts={known_hosts}&socket={socket}"
+                "qemu+libssh://{user}@{addr}:{port}/system?keyfile={key}&known_hosts={known_hosts}&socket={socket}&sshauth=privkey"
             ),
             pool: pool.to_owned(),
             pool_dir: None,
