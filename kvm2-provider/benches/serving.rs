@@ -18,6 +18,10 @@
 //! warmed outside the timing. Nothing is asserted. Knobs:
 //! `KVM2_BENCH_ONLY=serving` (this part only; `image`/`create` skip it),
 //! `KVM2_BENCH_SERVING_ROUNDS` (default 1: a round boots 2 × 5 guests).
+//!
+//! `KVM2_BENCH_SERVING_PEER=1,5` runs only the peer, once per count, and
+//! prints each guest's seconds on a `peer-serving-seconds N: t1 t2 ...` line:
+//! the peer of `cargo xtask bench demo`, which times the whole system.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -244,10 +248,11 @@ impl Peer<'_> {
         mac
     }
 
-    async fn run(&self, tag: &str) -> (Duration, Vec<String>) {
+    /// `guests` at once; each one's time to serving, and their names.
+    async fn run(&self, tag: &str, guests: usize) -> (Vec<Duration>, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();
         let started = Instant::now();
-        let names: Vec<Identifier> = (0..GUESTS)
+        let names: Vec<Identifier> = (0..guests)
             .map(|i| Identifier::parse(&format!("kbp{tag}-{i}")).unwrap())
             .collect();
         let macs: Vec<String> = names.iter().map(|n| self.create(n, dir.path())).collect();
@@ -262,12 +267,8 @@ impl Peer<'_> {
             };
             until_serving(self.d, ip, started).await
         });
-        let slowest = futures::future::join_all(jobs)
-            .await
-            .into_iter()
-            .max()
-            .unwrap();
-        (slowest, names.iter().map(ToString::to_string).collect())
+        let each = futures::future::join_all(jobs).await;
+        (each, names.iter().map(ToString::to_string).collect())
     }
 
     fn remove(&self, names: &[String]) {
@@ -336,17 +337,30 @@ fn main() {
             vendor: kvm2_provider::vendor_data::render(&proxy).unwrap(),
             bridge: BridgeName::parse(&d.bridge).unwrap(),
         };
+        if let Ok(counts) = std::env::var("KVM2_BENCH_SERVING_PEER") {
+            for (i, count) in counts.split(',').enumerate() {
+                let count: usize = count.trim().parse().expect("KVM2_BENCH_SERVING_PEER: counts");
+                let (each, names) = peer.run(&format!("{}{i}", &n[..6.min(n.len())]), count).await;
+                peer.remove(&names);
+                let secs: Vec<String> = each.iter().map(|t| format!("{:.1}", t.as_secs_f64())).collect();
+                println!("peer-serving-seconds {count}: {}", secs.join(" "));
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        }
         let mut ratios = Vec::new();
         for round in 0..rounds {
+            if std::env::var("KVM2_BENCH_SERVING_PEER").is_ok() {
+                break;
+            }
             let mut t = [Duration::ZERO; 2];
             for side in [round % 2, 1 - round % 2] {
                 let tag = format!("{n}{round}{side}");
                 if side == 0 {
                     t[0] = ours(&d, &provider, &tag).await.0;
                 } else {
-                    let (took, names) = peer.run(&tag[..8.min(tag.len())]).await;
+                    let (each, names) = peer.run(&tag[..8.min(tag.len())], GUESTS).await;
                     peer.remove(&names);
-                    t[1] = took;
+                    t[1] = each.into_iter().max().unwrap();
                 }
                 // Let the daemon finish tearing the guests down.
                 tokio::time::sleep(Duration::from_secs(5)).await;

@@ -11,8 +11,13 @@
 //!   `TokenRequest` API works.
 //! - etcd keeps its data in `/dev/shm` (fast, and gone with `down`).
 //!
-//! There is no kube-controller-manager or kubelet: objects are stored and
-//! watched, but namespaces are not finalised and Deployments never run.
+//! - The Node authorizer and the NodeRestriction admission plugin are on,
+//!   and the server holds a client certificate for kubelets, so the node
+//!   [`crate::node`] adds (for the demo) works like a cluster's.
+//!
+//! Without that node there is no kube-controller-manager or kubelet: objects
+//! are stored and watched, but namespaces are not finalised and Deployments
+//! never run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -33,6 +38,8 @@ const APISERVER_READY: Duration = Duration::from_secs(90);
 const ETCD_READY: Duration = Duration::from_secs(30);
 const SERVICE_RANGE: &str = "10.96.0.0/24";
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+/// The service-account signing key's file stem in `kube/` (`.key`, `.pub`).
+pub const SERVICE_ACCOUNT_KEY: &str = "service-account";
 /// The prefix of etcd's data directory in `/dev/shm`.
 pub const ETCD_DATA_PREFIX: &str = "/dev/shm/kvm2-sandbox-etcd-";
 
@@ -104,7 +111,15 @@ pub fn start(
         "/O=system:masters/CN=kvm2-sandbox-admin",
         Usage::Client,
     )?;
-    let (sa_key, sa_pub) = pki::signing_keys(&kube_dir, "service-account")?;
+    // The API server's identity towards kubelets (logs, exec).
+    let kubelet_client = pki::issue(
+        &ca,
+        &kube_dir,
+        "apiserver-kubelet-client",
+        "/O=system:masters/CN=kube-apiserver-kubelet-client",
+        Usage::Client,
+    )?;
+    let (sa_key, sa_pub) = pki::signing_keys(&kube_dir, SERVICE_ACCOUNT_KEY)?;
 
     let port = free_port()?;
     let server = format!("https://127.0.0.1:{port}");
@@ -121,7 +136,21 @@ pub fn start(
         .arg(format!("--tls-cert-file={}", serving.cert.display()))
         .arg(format!("--tls-private-key-file={}", serving.key.display()))
         .arg(format!("--client-ca-file={}", ca.cert.display()))
-        .arg("--authorization-mode=RBAC")
+        .arg("--authorization-mode=Node,RBAC")
+        .arg("--enable-admission-plugins=NodeRestriction")
+        .arg(format!(
+            "--kubelet-client-certificate={}",
+            kubelet_client.cert.display()
+        ))
+        .arg(format!(
+            "--kubelet-client-key={}",
+            kubelet_client.key.display()
+        ))
+        .arg(format!(
+            "--kubelet-certificate-authority={}",
+            ca.cert.display()
+        ))
+        .arg("--kubelet-preferred-address-types=InternalIP")
         .arg("--anonymous-auth=false")
         .arg(format!("--service-account-issuer={ISSUER}"))
         .arg(format!("--service-account-key-file={}", sa_pub.display()))
@@ -181,7 +210,7 @@ pub fn start(
 
 /// Starts `c` in a process group of its own (so Ctrl-C meant for a test run
 /// does not reach it) with its output appended to `log`; returns its pid.
-fn spawn_logged(mut c: Command, log: &Path) -> Result<u32> {
+pub(crate) fn spawn_logged(mut c: Command, log: &Path) -> Result<u32> {
     use std::os::unix::process::CommandExt;
     let file =
         std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;

@@ -65,6 +65,66 @@ const PYTHON: &str = "/usr/bin/python3";
 /// after SIGKILL.
 const STOP_BUDGET: Duration = Duration::from_secs(10);
 
+/// The host's end of the link [`link_host`] makes, and its address.
+const HOST_LINK: &str = "kvm2-sbx-h";
+const HOST_LINK_PEER: &str = "kvm2-sbx-n";
+const HOST_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 213, 7, 2);
+
+/// Joins the host to the guests' bridge with a veth pair: the host gets
+/// `10.213.7.2/24` (its route to the guests comes with the address), so a
+/// host-network pod — the operator's, in the demo — reaches guests as an
+/// operator on a real host network does, without entering the namespace.
+/// Nothing is forwarded through it (forwarding off on the host's end, and
+/// already off inside), so the guests still have no way out. Idempotent;
+/// the pair goes when the namespace is deleted.
+pub fn link_host() -> Result<()> {
+    if Path::new("/sys/class/net").join(HOST_LINK).exists() {
+        return Ok(());
+    }
+    read(cmd(
+        "ip",
+        [
+            "link",
+            "add",
+            HOST_LINK,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            HOST_LINK_PEER,
+            "netns",
+            NETNS,
+        ],
+    ))?;
+    read(cmd(
+        "ip",
+        [
+            "-n",
+            NETNS,
+            "link",
+            "set",
+            HOST_LINK_PEER,
+            "master",
+            BRIDGE,
+            "up",
+        ],
+    ))?;
+    let forwarding = format!("/proc/sys/net/ipv4/conf/{HOST_LINK}/forwarding");
+    std::fs::write(&forwarding, "0").with_context(|| format!("cannot write {forwarding}"))?;
+    read(cmd(
+        "ip",
+        [
+            "address",
+            "add",
+            &format!("{HOST_ADDRESS}/{PREFIX_LEN}"),
+            "dev",
+            HOST_LINK,
+        ],
+    ))?;
+    read(cmd("ip", ["link", "set", HOST_LINK, "up"]))?;
+    Ok(())
+}
+
 /// Creates the namespace and starts dnsmasq and the upstream server in it,
 /// pushing their (comm, pid) onto `processes`. A namespace of the same name
 /// left by a killed run is removed first: the name is ours.
@@ -120,6 +180,9 @@ pub fn present() -> bool {
 /// libvirtd started: QEMU) and deletes the namespace, its bridge and taps
 /// with it. Bounded; reports what it could not do.
 pub fn remove() {
+    if Path::new("/sys/class/net").join(HOST_LINK).exists() {
+        let _ = output(cmd("ip", ["link", "delete", HOST_LINK]));
+    }
     if !present() {
         return;
     }

@@ -1,16 +1,20 @@
-//! Builds kube-apiserver from Debian's `kubernetes` source package, once.
+//! Builds Kubernetes' binaries from Debian's `kubernetes` source package, once.
 //!
-//! No registry this machine reaches ships a runnable kube-apiserver, so
-//! `cargo xtask setup` builds v1.20.2 from bookworm's source package with
-//! Debian's Go 1.19 and Kubernetes' own `make WHAT=cmd/kube-apiserver`
+//! No registry this machine reaches ships a runnable kube-apiserver or
+//! kubelet, so `cargo xtask setup` builds v1.20.2 from bookworm's source
+//! package with Debian's Go 1.19 and Kubernetes' own `make WHAT=...`
 //! (offline: `GOPROXY=off`, everything is vendored). One fix is applied first:
 //! the vendored `modern-go/reflect2` 1.0.1 crashes under Go ≥ 1.18 when JSON
 //! encodes a map, so it is replaced by Debian's 1.0.2.
 //!
-//! The binary is cached outside the work tree under [`CACHE`], in a directory
-//! named by the key: the source's `.dsc` digest plus [`RECIPE`]. A cache hit
-//! is one `stat`. A build is made in a scratch directory and renamed into
-//! place, so an interrupted build never looks complete.
+//! Two builds, cached apart so neither invalidates the other: [`APISERVER`]
+//! (what every test needs) and [`NODE`] (kube-controller-manager,
+//! kube-scheduler and kubelet: what runs the operator's pod in the demo).
+//! Each is cached outside the work tree under [`CACHE`], in a directory
+//! named by its key: the source's `.dsc` digest, the build's name and its
+//! recipe. A cache hit is one `stat`. A build is made in a scratch
+//! directory and renamed into place, so an interrupted build never looks
+//! complete; both share Go's build cache.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -30,8 +34,6 @@ pub const CACHE: &str = "/var/cache/egress-proxies";
 const VERSION: &str = "1.20.5+really1.20.2-1.1+deb12u1";
 /// sha256 of that version's `.dsc` (which lists the tarballs' digests).
 const DSC_SHA256: &str = "19fa1da5aefcef673894ac9511986bd98a14410cf8eea0b626613c30df435257";
-/// Bumped whenever the build steps change, so old binaries are not reused.
-const RECIPE: &str = "r1";
 /// The deb-src entry `apt-get source` needs (bookworm main only).
 const SRC_LIST: &str = "/etc/apt/sources.list.d/egress-proxies-src.sources";
 const SRC_ENTRY: &str = "Types: deb-src
@@ -43,15 +45,63 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 const GO_ROOT: &str = "/usr/lib/go-1.19";
 const REFLECT2: &str = "/usr/share/gocode/src/github.com/modern-go/reflect2";
 
-/// The cached kube-apiserver binary (it may not exist yet).
-pub fn apiserver_path() -> PathBuf {
-    key_dir().join("kube-apiserver")
+/// One `make WHAT=...` and the binaries it leaves in `_output/bin`.
+pub struct Build {
+    /// Names the cache directory (with the recipe).
+    name: &'static str,
+    /// Bumped whenever the build steps change, so old binaries are not reused.
+    recipe: &'static str,
+    /// The binaries, as `cmd/<binary>` in the tree.
+    binaries: &'static [&'static str],
+    /// What the progress lines say it takes.
+    expect: &'static str,
 }
 
-fn key_dir() -> PathBuf {
-    PathBuf::from(CACHE)
-        .join("kube")
-        .join(format!("v1.20.2-{}-{RECIPE}", &DSC_SHA256[..16]))
+/// kube-apiserver (its cache key predates [`NODE`] and is kept: `r1`).
+pub const APISERVER: Build = Build {
+    name: "",
+    recipe: "r1",
+    binaries: &["kube-apiserver"],
+    expect: "about 11 min cold on 2 cores",
+};
+
+/// What turns the API server into a one-node cluster.
+pub const NODE: Build = Build {
+    name: "node-",
+    recipe: "r1",
+    binaries: &["kube-controller-manager", "kube-scheduler", "kubelet"],
+    expect: "about 4 min with Go's cache warm from kube-apiserver's build",
+};
+
+impl Build {
+    /// The cached binary `name` of this build (it may not exist yet).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.key_dir().join(name)
+    }
+
+    /// Whether every binary is cached.
+    pub fn cached(&self) -> bool {
+        self.binaries.iter().all(|b| self.path(b).exists())
+    }
+
+    fn key_dir(&self) -> PathBuf {
+        PathBuf::from(CACHE).join("kube").join(format!(
+            "v1.20.2-{}-{}{}",
+            &DSC_SHA256[..16],
+            self.name,
+            self.recipe
+        ))
+    }
+
+    fn what(&self) -> String {
+        let cmds: Vec<String> = self.binaries.iter().map(|b| format!("cmd/{b}")).collect();
+        format!("WHAT={}", cmds.join(" "))
+    }
+}
+
+/// The cached kube-apiserver binary (it may not exist yet).
+pub fn apiserver_path() -> PathBuf {
+    APISERVER.path("kube-apiserver")
 }
 
 /// What a build measured, kept beside the binary.
@@ -59,22 +109,24 @@ fn key_dir() -> PathBuf {
 struct BuildInfo {
     source: String,
     dsc_sha256: &'static str,
+    binaries: &'static [&'static str],
     recipe: &'static str,
     seconds: u64,
     peak_rss_mib: u64,
     binary_bytes: u64,
 }
 
-/// Builds the binary unless the cache has it; returns its path.
-pub fn ensure_apiserver() -> Result<PathBuf> {
-    let binary = apiserver_path();
-    if binary.exists() {
-        return Ok(binary);
+/// Builds `build` unless the cache has all its binaries.
+pub fn ensure(build: &Build) -> Result<()> {
+    if build.cached() {
+        return Ok(());
     }
     let started = Instant::now();
+    let names = build.binaries.join(", ");
     eprintln!(
-        "setup: building kube-apiserver v1.20.2 from Debian's source (about 11 min cold on 2 cores; cached in {})",
-        key_dir().display()
+        "setup: building {names} v1.20.2 from Debian's source ({}; cached in {})",
+        build.expect,
+        build.key_dir().display()
     );
     let sources = fetch_source()?;
     let scratch = PathBuf::from(CACHE)
@@ -82,39 +134,44 @@ pub fn ensure_apiserver() -> Result<PathBuf> {
         .join(format!("build-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch)?;
-    let result = build_in(&scratch, &sources);
-    let peak = match result {
+    let peak = match build_in(&scratch, &sources, &build.what()) {
         Ok(peak) => peak,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&scratch);
             return Err(e);
         }
     };
-    let built = scratch.join("src/_output/bin/kube-apiserver");
     let out = scratch.join("out");
     std::fs::create_dir_all(&out)?;
-    std::fs::rename(&built, out.join("kube-apiserver")).context("cannot move the binary")?;
+    let mut bytes = 0;
+    for binary in build.binaries {
+        let built = scratch.join("src/_output/bin").join(binary);
+        std::fs::rename(&built, out.join(binary))
+            .with_context(|| format!("cannot move {}", built.display()))?;
+        bytes += std::fs::metadata(out.join(binary))?.len();
+    }
     let info = BuildInfo {
         source: format!("kubernetes {VERSION}"),
         dsc_sha256: DSC_SHA256,
-        recipe: RECIPE,
+        binaries: build.binaries,
+        recipe: build.recipe,
         seconds: started.elapsed().as_secs(),
         peak_rss_mib: peak / (1024 * 1024),
-        binary_bytes: std::fs::metadata(out.join("kube-apiserver"))?.len(),
+        binary_bytes: bytes,
     };
     std::fs::write(out.join("build.json"), serde_json::to_string_pretty(&info)?)?;
-    let dest = key_dir();
+    let dest = build.key_dir();
     let _ = std::fs::remove_dir_all(&dest);
     std::fs::rename(&out, &dest).context("cannot publish the build")?;
     let _ = std::fs::remove_dir_all(&scratch);
     eprintln!(
-        "setup: kube-apiserver built in {:.0?}: peak memory {} MiB (whole build tree), binary {} MiB, at {}",
+        "setup: {names} built in {:.0?}: peak memory {} MiB (whole build tree), {} MiB of binaries, in {}",
         started.elapsed(),
         info.peak_rss_mib,
         info.binary_bytes / (1024 * 1024),
-        binary.display()
+        dest.display()
     );
-    Ok(binary)
+    Ok(())
 }
 
 /// Downloads the source package (once) and checks it against the pin.
@@ -154,7 +211,7 @@ fn fetch_source() -> Result<PathBuf> {
 }
 
 /// Unpacks, patches and builds in `scratch`; returns the peak memory seen.
-fn build_in(scratch: &Path, dsc: &Path) -> Result<u64> {
+fn build_in(scratch: &Path, dsc: &Path, what: &str) -> Result<u64> {
     let tree = scratch.join("src");
     eprintln!("setup: [kube] unpacking the source");
     run(cmd(
@@ -179,7 +236,7 @@ fn build_in(scratch: &Path, dsc: &Path) -> Result<u64> {
     std::fs::create_dir_all(gopath.join("src/k8s.io"))?;
     std::os::unix::fs::symlink(&tree, &link)?;
 
-    let mut make = cmd("make", ["WHAT=cmd/kube-apiserver"]);
+    let mut make = cmd("make", [what]);
     let path = format!(
         "{GO_ROOT}/bin:{}",
         std::env::var("PATH").unwrap_or_default()
@@ -195,7 +252,7 @@ fn build_in(scratch: &Path, dsc: &Path) -> Result<u64> {
         .env("KUBE_VERBOSE", "2")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    eprintln!("setup: [kube] make WHAT=cmd/kube-apiserver (progress every 30 s)");
+    eprintln!("setup: [kube] make {what} (progress every 30 s)");
     let mut child = make.spawn().context("cannot run make")?;
     let peak = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -231,7 +288,7 @@ fn build_in(scratch: &Path, dsc: &Path) -> Result<u64> {
     let _ = watcher.join();
     let status = status.context("make did not run")?;
     if !status.success() {
-        bail!("building kube-apiserver failed: make exited with {status}");
+        bail!("building Kubernetes ({what}) failed: make exited with {status}");
     }
     Ok(peak.load(Ordering::Relaxed))
 }

@@ -21,6 +21,14 @@ const WATCHED: &[&str] = &[
     "qemu-system-x86",
     "etcd",
     "kube-apiserver",
+    // The sandbox's node (demo): comm is cut at 15 bytes.
+    "kube-controller",
+    "kube-scheduler",
+    "kubelet",
+    "containerd",
+    "containerd-shim",
+    "pause",
+    "operator",
 ];
 /// Network namespaces (`ip netns` names) with this prefix are the project's.
 const NETNS_PREFIX: &str = "kvm2-";

@@ -26,6 +26,7 @@
 mod descriptor;
 pub mod guest_recipe;
 pub mod kubeconfig;
+pub mod oci_image;
 pub mod report;
 
 pub use descriptor::{

@@ -21,6 +21,7 @@ mod guest_net;
 mod image_server;
 mod kube_build;
 mod leaks;
+mod node;
 mod pki;
 mod sandbox;
 mod setup;
@@ -31,7 +32,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cmd, run, status};
 
-const USAGE: &str = "usage: cargo xtask <setup | sandbox up|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N] | guest-image [--force] | demo [--keep] | integration [--host U@A ... (docs/integration.md)] [--keep]>";
+const USAGE: &str = "usage: cargo xtask <setup | sandbox up|node|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N] | guest-image [--force] | demo [--keep] | integration [--host U@A ... (docs/integration.md)] [--keep]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -50,6 +51,16 @@ fn dispatch(args: &[String]) -> Result<ExitCode> {
         ["setup"] => setup::setup().map(|()| ExitCode::SUCCESS),
         ["sandbox", "up"] => sandbox::up().map(|_| ExitCode::SUCCESS),
         ["sandbox", "down"] => sandbox::down().map(|()| ExitCode::SUCCESS),
+        ["sandbox", "node"] => sandbox::up().and_then(|path| {
+            let d = xtask::Descriptor::load(&path)?;
+            let node = node::ensure(&d)?;
+            println!(
+                "node {} Ready (containerd at {})",
+                node.name,
+                node.containerd.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }),
         ["sandbox", "status"] => sandbox::status().map(|up| {
             if up {
                 ExitCode::SUCCESS
@@ -59,6 +70,7 @@ fn dispatch(args: &[String]) -> Result<ExitCode> {
         }),
         ["test", rest @ ..] => test(rest),
         ["ci"] => ci(),
+        ["bench", "demo", rest @ ..] => demo::run_bench(rest),
         ["bench", krate, rest @ ..] => bench(krate, rest),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["demo", rest @ ..] => demo::run_demo(rest),
@@ -156,6 +168,17 @@ fn ci() -> Result<ExitCode> {
     if tests != ExitCode::SUCCESS {
         return Ok(tests);
     }
-    // The demo's validation table, end to end (its own sandbox cycle).
-    demo::run_demo(&[])
+    // The demo's validation table, end to end (its own sandbox cycle, the
+    // node and the operator's pod included): it too must leave nothing.
+    let before = leaks::snapshot();
+    let demo = demo::run_demo(&[])?;
+    let leftovers = leaks::leftovers(&before, &sandbox::recorded_pids());
+    for l in &leftovers {
+        eprintln!("xtask: the demo left {l}");
+    }
+    Ok(if leftovers.is_empty() {
+        demo
+    } else {
+        ExitCode::FAILURE
+    })
 }

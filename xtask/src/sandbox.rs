@@ -42,17 +42,21 @@ const READY_BUDGET: Duration = Duration::from_secs(15);
 const STOP_BUDGET: Duration = Duration::from_secs(10);
 
 /// What `up` started, so `down` touches nothing else.
-#[derive(Debug, Serialize, Deserialize)]
-struct Record {
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Record {
     /// Processes started by `up`: (name as in /proc/PID/comm, pid).
-    processes: Vec<(String, u32)>,
+    pub(crate) processes: Vec<(String, u32)>,
     /// Domains on `qemu:///system` that existed before `up` (never touched).
     domains_before: Vec<String>,
     /// Pools on `qemu:///system` that existed before `up` (never touched).
     pools_before: Vec<String>,
-    /// Directories outside the run directory that `down` removes (etcd's data).
+    /// Directories outside the run directory that `down` removes (etcd's
+    /// data; what the node's kubelet made under /var).
     #[serde(default)]
-    scratch: Vec<PathBuf>,
+    pub(crate) scratch: Vec<PathBuf>,
+    /// Kernel settings to put back at `down` (`/proc/sys` path, value before).
+    #[serde(default)]
+    pub(crate) sysctls: Vec<(PathBuf, String)>,
 }
 
 /// The descriptor path of the running sandbox, if one is up.
@@ -101,12 +105,7 @@ pub fn up() -> Result<PathBuf> {
     let _ = std::fs::remove_file(CURRENT);
     std::os::unix::fs::symlink(&dir, CURRENT).context("cannot link the current sandbox")?;
 
-    let mut record = Record {
-        processes: Vec::new(),
-        domains_before: Vec::new(),
-        pools_before: Vec::new(),
-        scratch: Vec::new(),
-    };
+    let mut record = Record::default();
     let result = start_all(&dir, &mut record);
     // The record is written whatever happened, so `down` can stop what did start.
     save_record(&dir, &record)?;
@@ -346,12 +345,7 @@ pub fn down() -> Result<()> {
         eprintln!("sandbox: not up");
         return Ok(());
     };
-    let record = load_record(&dir).unwrap_or(Record {
-        processes: Vec::new(),
-        domains_before: Vec::new(),
-        pools_before: Vec::new(),
-        scratch: Vec::new(),
-    });
+    let record = load_record(&dir).unwrap_or_default();
     let socket = dir.join("libvirt-sock");
     let libvirtd_alive = record
         .processes
@@ -363,10 +357,18 @@ pub fn down() -> Result<()> {
             eprintln!("sandbox: cleanup incomplete: {e:#}");
         }
     }
-    // Stop in reverse start order: sshd, libvirtd, the guest network's
-    // servers, virtlogd.
+    // The node's pods first (the kubelet would restart them), then every
+    // process in reverse start order: the node, the image server, the
+    // control plane, sshd, libvirtd, the guest network's servers, virtlogd.
+    crate::node::stop_pods(&dir, &record);
     for (name, pid) in record.processes.iter().rev() {
         stop(name, *pid);
+    }
+    crate::node::clean_up(&dir);
+    for (path, value) in &record.sysctls {
+        if let Err(e) = std::fs::write(path, value) {
+            eprintln!("sandbox: cannot restore {}: {e}", path.display());
+        }
     }
     let _ = std::fs::remove_dir_all(dir.join("pool"));
     for scratch in &record.scratch {
@@ -414,6 +416,13 @@ fn remove_created(uri: &str, record: &Record) -> Result<()> {
         eprintln!("sandbox: removed {}", removed.join(", "));
     }
     Ok(())
+}
+
+/// Changes the current sandbox's record (what `down` undoes) in place.
+pub(crate) fn update_record(dir: &Path, change: impl FnOnce(&mut Record)) -> Result<()> {
+    let mut record = load_record(dir)?;
+    change(&mut record);
+    save_record(dir, &record)
 }
 
 /// Prints what runs.
@@ -493,7 +502,7 @@ fn save_record(dir: &Path, record: &Record) -> Result<()> {
 
 /// Whether `pid` runs and is the program we started (guards against pid
 /// reuse). A zombie (exited, not yet reaped by its parent) does not run.
-fn alive(pid: u32, name: &str) -> bool {
+pub(crate) fn alive(pid: u32, name: &str) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -511,7 +520,7 @@ fn alive(pid: u32, name: &str) -> bool {
 }
 
 /// SIGTERM, a bounded wait, then SIGKILL.
-fn stop(name: &str, pid: u32) {
+pub(crate) fn stop(name: &str, pid: u32) {
     if !alive(pid, name) {
         return;
     }

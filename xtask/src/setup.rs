@@ -62,6 +62,17 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     ("/usr/bin/make", "make", Source::Main),
     ("/usr/bin/dpkg-source", "dpkg-dev", Source::Main),
     ("/usr/bin/kubectl", "kubernetes-client", Source::Main),
+    // The sandbox's node (the demo runs the operator's pod): the container
+    // runtime, its OCI runtime and the CNI plugins the node's network
+    // config names.
+    ("/usr/bin/containerd", "containerd", Source::Main),
+    ("/usr/bin/ctr", "containerd", Source::Main),
+    ("/usr/sbin/runc", "runc", Source::Main),
+    (
+        "/usr/lib/cni/bridge",
+        "containernetworking-plugins",
+        Source::Main,
+    ),
     // The real tools that read what the provider renders, for host-side
     // checks: cloud-init's schema validator (never run at boot here: see
     // CLOUD_INIT_DISABLED) and Squid's parser (its daemon is not started).
@@ -127,15 +138,16 @@ pub fn missing() -> Vec<(&'static str, bool)> {
 
 /// Whether `setup` has anything to do.
 pub fn needed() -> bool {
-    !missing().is_empty() || !kube_build::apiserver_path().exists()
+    !missing().is_empty() || !kube_build::APISERVER.cached() || !kube_build::NODE.cached()
 }
 
-/// Installs what is missing and builds kube-apiserver unless cached; a fast
-/// no-op when nothing is missing.
+/// Installs what is missing and builds Kubernetes' binaries unless cached; a
+/// fast no-op when nothing is missing.
 pub fn setup() -> Result<()> {
     let started = Instant::now();
     install_packages()?;
-    kube_build::ensure_apiserver()?;
+    kube_build::ensure(&kube_build::APISERVER)?;
+    kube_build::ensure(&kube_build::NODE)?;
     eprintln!(
         "setup: everything is installed ({} checks, {:.0?})",
         REQUIRED.len(),

@@ -2,9 +2,10 @@
 //!
 //! ```text
 //!  setup (if needed) → sandbox up (API server, libvirtd, sshd, guest network,
-//!  guest image served) → kubectl apply -k deploy/ → the operator (a local
-//!  process under deploy/'s ServiceAccount) → two Proxies → live table →
-//!  the seed's validation rows → delete → teardown
+//!  guest image served) → the sandbox's node (controller-manager, scheduler,
+//!  kubelet, containerd) → the operator's image → kubectl apply -k deploy/
+//!  (an overlay: the image, the run's config) → the operator's pod → two
+//!  Proxies → live table → the seed's validation rows → delete → teardown
 //! ```
 //!
 //! Each row is measured, printed at once and again in the final table;
@@ -12,11 +13,17 @@
 //! operator, the Proxies and the sandbox running and prints how to reach
 //! them.
 //!
-//! The operator runs as a local process, not as the Deployment's pod: this
-//! machine runs no kubelet (issue 12, item 3).
+//! The demo runs the operator as deploy/'s pod ([`pod`]); `cargo xtask
+//! integration` runs it as a local process, under deploy/'s ServiceAccount
+//! on the sandbox or the user's kubeconfig on their cluster (whose nodes
+//! cannot pull an image built here).
 
+mod bench;
+mod pod;
 mod target;
 mod world;
+
+pub use bench::run as run_bench;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,11 +37,11 @@ use xtask::report::Report;
 
 use crate::cmd::{cmd, run};
 use target::{Flags, Kill, Target};
-use world::{World, condition, domain_of, message, serving};
+use world::{Runner, World, condition, domain_of, message, serving};
 
 const PROXIES: [&str; 2] = ["demo-a", "demo-b"];
 /// Two guests booting at once under TCG, image fetch included.
-const TO_SERVING: Duration = Duration::from_secs(900);
+pub(crate) const TO_SERVING: Duration = Duration::from_secs(900);
 /// `cargo xtask integration`'s flags (docs/integration.md).
 const INTEGRATION_FLAGS: [&str; 13] = [
     "host",
@@ -55,7 +62,7 @@ const INTEGRATION_FLAGS: [&str; 13] = [
 /// `cargo xtask demo [--keep]`.
 pub fn run_demo(args: &[&str]) -> Result<ExitCode> {
     let flags = Flags::parse(args, &[])?;
-    on_sandbox(flags.keep, "demo", |sandbox| {
+    on_sandbox(flags.keep, "demo", Operator::Pod, |sandbox| {
         Target::sandbox(sandbox, "egress-demo")
     })
 }
@@ -65,13 +72,13 @@ pub fn run_integration(args: &[&str]) -> Result<ExitCode> {
     let flags = Flags::parse(args, &INTEGRATION_FLAGS)?;
     let tag = format!("egress-it-{:08x}", std::process::id() ^ now_micros());
     if flags.is_empty() {
-        return on_sandbox(flags.keep, "integration", |sandbox| {
+        return on_sandbox(flags.keep, "integration", Operator::Process, |sandbox| {
             Target::sandbox(sandbox, &tag)
         });
     }
     let target = Target::from_flags(&flags, &tag)?;
     let dir = std::env::temp_dir().join(&tag);
-    finish(suite(target, dir, flags.keep)?)
+    finish(suite(target, dir, None, flags.keep)?)
 }
 
 fn now_micros() -> u32 {
@@ -90,11 +97,21 @@ fn finish(report: Report) -> Result<ExitCode> {
     })
 }
 
+/// How the suite runs the operator on the sandbox.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Operator {
+    /// deploy/'s Deployment on the sandbox's node.
+    Pod,
+    /// A local process.
+    Process,
+}
+
 /// Runs the suite on the local sandbox (started and stopped here unless it
 /// was up, or `keep`).
 fn on_sandbox(
     keep: bool,
     what: &str,
+    operator: Operator,
     target: impl FnOnce(&Descriptor) -> Result<Target>,
 ) -> Result<ExitCode> {
     if crate::setup::needed() {
@@ -113,7 +130,11 @@ fn on_sandbox(
         .map_err(anyhow::Error::from)
         .and_then(|sandbox| {
             let dir = sandbox.state_dir.join(what);
-            suite(target(&sandbox)?, dir, keep)
+            let node = match operator {
+                Operator::Pod => Some(crate::node::ensure(&sandbox)?),
+                Operator::Process => None,
+            };
+            suite(target(&sandbox)?, dir, node, keep)
         });
     if !keep && was_up.is_none() {
         crate::sandbox::down()?;
@@ -121,25 +142,27 @@ fn on_sandbox(
     finish(result?)
 }
 
-fn workspace() -> PathBuf {
+pub(crate) fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// The validation rows against `target`; the operator's files in `dir`.
-fn suite(target: Target, dir: PathBuf, keep: bool) -> Result<Report> {
-    println!("suite: building the operator");
-    run(cmd("cargo", ["build", "-p", "operator"]))?;
-    let bin = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"))
-        .join("debug/operator");
+/// The validation rows against `target`; the operator's files in `dir`;
+/// the operator as a pod when a `node` is given, else as a local process.
+fn suite(
+    target: Target,
+    dir: PathBuf,
+    node: Option<crate::node::Node>,
+    keep: bool,
+) -> Result<Report> {
+    let deploy = workspace().join("deploy");
+    let runner = runner(&target, &dir, node.as_ref(), &deploy)?;
     let neighbour = format!("base-{}-neighbour.proxy-guest.qcow2", target.tag);
-    let mut w = World::new(target, dir, bin)?;
+    let mut w = World::new(target, dir, runner)?;
     let mut report = Report::default();
-    w.install(&workspace().join("deploy"))?;
+    w.install(&deploy)?;
     let pool = w.target.pool.clone();
     let ours = w.target.base_volume.clone();
     let base_existed = w.volumes()?.contains(&ours);
@@ -159,21 +182,11 @@ fn suite(target: Target, dir: PathBuf, keep: bool) -> Result<Report> {
 
     w.start_operator()?;
     println!(
-        "demo: operator running (pid {}, log {})",
-        w.operator_pid().unwrap_or(0),
-        w.log_path().display()
+        "demo: operator running ({})",
+        w.operator_label().unwrap_or_default()
     );
-    let manifest = w.dir.join("proxies.yaml");
-    let mut yaml = String::new();
-    for name in PROXIES {
-        yaml.push_str(&format!(
-            "apiVersion: egress-proxies.io/v1alpha1\nkind: Proxy\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  provider: {}\n---\n",
-            w.ns, w.entry
-        ));
-    }
-    std::fs::write(&manifest, yaml)?;
     let created = Instant::now();
-    w.kubectl(&["apply", "-f", &manifest.to_string_lossy()])?;
+    w.apply_proxies(&PROXIES)?;
     watch_until_serving(&w, created)?;
     let to_serving = created.elapsed();
     report.row(
@@ -215,14 +228,46 @@ fn suite(target: Target, dir: PathBuf, keep: bool) -> Result<Report> {
     // this run made it.
     w.virsh(&["vol-delete", neighbour.as_str(), "--pool", &pool])?;
     if !base_existed && w.target.pool_dir.is_none() {
-        for v in [ours.clone(), format!("{ours}.marker")] {
-            if let Err(e) = w.virsh(&["vol-delete", &v, "--pool", &pool]) {
-                eprintln!("suite: could not remove {v}: {e:#}");
-            }
-        }
+        remove_base(&w, &ours);
     }
     let _ = w.kubectl(&["delete", "namespace", &w.ns, "--wait=false"]);
     Ok(report)
+}
+
+/// The operator's image and Deployment overlay (with a `node`), or its
+/// debug binary as a local process.
+fn runner(
+    target: &Target,
+    dir: &Path,
+    node: Option<&crate::node::Node>,
+    deploy: &Path,
+) -> Result<Runner> {
+    Ok(match node {
+        Some(node) => {
+            let release = pod::build_release(&workspace())?;
+            Runner::Pod(pod::Deployment::prepare(
+                target, node, dir, &release, deploy,
+            )?)
+        }
+        None => {
+            println!("suite: building the operator");
+            run(cmd("cargo", ["build", "-p", "operator"]))?;
+            let bin = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| workspace().join("target"))
+                .join("debug/operator");
+            Runner::Process { bin, child: None }
+        }
+    })
+}
+
+/// Removes the run's base image (and its marker) when this run made it.
+pub(crate) fn remove_base(w: &World, base: &str) {
+    for v in [base.to_owned(), format!("{base}.marker")] {
+        if let Err(e) = w.virsh(&["vol-delete", &v, "--pool", &w.target.pool]) {
+            eprintln!("suite: could not remove {v}: {e:#}");
+        }
+    }
 }
 
 /// Prints the live table every 5 s until every Proxy serves.
@@ -463,7 +508,12 @@ fn restart_row(w: &mut World, report: &mut Report) -> Result<()> {
         "operator restarted twice: no re-create, no IP change, no Healthy flap",
         changed.is_empty() && same_domains && after.len() == before.len(),
         format!(
-            "SIGTERM exits in {}; {} (provider ID, created, IP, Healthy transition time compared)",
+            "{} {}; {} (provider ID, created, IP, Healthy transition time compared)",
+            if w.in_pod() {
+                "pod scaled to 0 and gone in"
+            } else {
+                "SIGTERM exits in"
+            },
             stops
                 .iter()
                 .map(|d| format!("{} ms", d.as_millis()))
@@ -568,9 +618,9 @@ fn delete_row(w: &World, report: &mut Report, base: &str) -> Result<()> {
 
 fn print_keep(w: &World) {
     println!("\ndemo: --keep: everything stays up.");
+    let admin = w.admin_kubeconfig().display();
     println!(
-        "  kubectl --kubeconfig {} -n {} get proxies,providerhealths",
-        w.admin_kubeconfig().display(),
+        "  kubectl --kubeconfig {admin} -n {} get proxies,providerhealths",
         w.ns
     );
     println!("  virsh -c '{}' list --all", w.target.virsh_uri);
@@ -578,12 +628,17 @@ fn print_keep(w: &World) {
         println!("  curl http://{addr}/proxies   (discovery; /metrics too)");
     }
     println!(
-        "  operator pid {} (log {})",
-        w.operator_pid().unwrap_or(0),
+        "  operator: {} (earlier runs' log {})",
+        w.operator_label().unwrap_or_default(),
         w.log_path().display()
     );
-    println!(
-        "  stop: kill {}; cargo xtask sandbox down",
-        w.operator_pid().unwrap_or(0)
-    );
+    if w.in_pod() {
+        println!(
+            "  kubectl --kubeconfig {admin} -n {} logs deploy/egress-proxies-operator",
+            world::OPERATOR_NS
+        );
+        println!("  stop: cargo xtask sandbox down");
+    } else {
+        println!("  stop: kill the operator; cargo xtask sandbox down");
+    }
 }

@@ -30,7 +30,7 @@ pub enum Identity {
 #[derive(Debug, Clone)]
 pub struct Target {
     /// The providers config the operator runs with (one entry).
-    pub config_yaml: String,
+    provider: ProviderConfig,
     /// That entry's name.
     pub entry: String,
     /// The image key its Proxies use, and the base volume's name.
@@ -89,15 +89,15 @@ impl Target {
             known_hosts: s.known_hosts_path.display().to_string(),
         };
         Ok(Target {
-            config_yaml: config(
-                &entry,
-                "qemu",
-                &ssh,
-                &host,
-                &image.url,
-                &image.sha256,
-                &sandbox.guest_net.cidr(),
-            ),
+            provider: ProviderConfig {
+                entry: entry.clone(),
+                domain_type: "qemu".into(),
+                ssh,
+                hosts: host,
+                url: image.url.clone(),
+                sha256: image.sha256.clone(),
+                allowed: sandbox.guest_net.cidr(),
+            },
             base_volume: format!("base-{entry}.proxy-guest.qcow2"),
             entry,
             image_sha256: image.sha256.clone(),
@@ -156,7 +156,15 @@ impl Target {
             known_hosts: known_hosts.to_owned(),
         };
         Ok(Target {
-            config_yaml: config(&entry, domain_type, &ssh, &host_yaml, url, sha, allowed),
+            provider: ProviderConfig {
+                entry: entry.clone(),
+                domain_type: domain_type.to_owned(),
+                ssh,
+                hosts: host_yaml,
+                url: url.to_owned(),
+                sha256: sha.to_owned(),
+                allowed: allowed.to_owned(),
+            },
             base_volume: format!("base-{entry}.proxy-guest.qcow2"),
             entry,
             image_sha256: sha.to_owned(),
@@ -179,25 +187,67 @@ impl Target {
     }
 }
 
+#[derive(Debug, Clone)]
 struct Ssh {
     user: String,
     key: String,
     known_hosts: String,
 }
 
-fn config(
-    entry: &str,
-    domain_type: &str,
-    ssh: &Ssh,
-    hosts: &str,
-    url: &str,
-    sha: &str,
-    allowed: &str,
-) -> String {
-    format!(
-        "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: {domain_type}\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n{hosts}      images:\n        proxy-guest:\n          url: {url}\n          sha256: {sha}\n          format: qcow2\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 4GiB}}\n      proxy:\n        port: 3128\n        allowed_clients: [{allowed}]\n      defaults: {{machine_type: small, image: proxy-guest}}\n",
-        ssh.user, ssh.key, ssh.known_hosts
-    )
+/// What the providers config is made of.
+#[derive(Debug, Clone)]
+struct ProviderConfig {
+    entry: String,
+    domain_type: String,
+    ssh: Ssh,
+    hosts: String,
+    url: String,
+    sha256: String,
+    allowed: String,
+}
+
+impl ProviderConfig {
+    fn render(&self, key: &str, known_hosts: &str) -> String {
+        format!(
+            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: {domain_type}\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {known_hosts}\n      hosts:\n{hosts}      images:\n        proxy-guest:\n          url: {url}\n          sha256: {sha}\n          format: qcow2\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 4GiB}}\n      proxy:\n        port: 3128\n        allowed_clients: [{allowed}]\n      defaults: {{machine_type: small, image: proxy-guest}}\n",
+            entry = self.entry,
+            domain_type = self.domain_type,
+            user = self.ssh.user,
+            hosts = self.hosts,
+            url = self.url,
+            sha = self.sha256,
+            allowed = self.allowed,
+        )
+    }
+}
+
+impl Target {
+    /// The providers config, with the SSH files where they are on this
+    /// machine.
+    pub fn config_yaml(&self) -> String {
+        let ssh = &self.provider.ssh;
+        self.provider.render(&ssh.key, &ssh.known_hosts)
+    }
+
+    /// The providers config for a pod that mounts the SSH Secret (keys
+    /// `id_ed25519` and `known_hosts`) at `dir`.
+    pub fn config_for_ssh_dir(&self, dir: &str) -> String {
+        self.provider
+            .render(&format!("{dir}/id_ed25519"), &format!("{dir}/known_hosts"))
+    }
+
+    /// The SSH key and known_hosts files on this machine.
+    pub fn ssh_files(&self) -> (&str, &str) {
+        (&self.provider.ssh.key, &self.provider.ssh.known_hosts)
+    }
+
+    /// The API server's URL, when the suite runs on the sandbox's.
+    pub fn api_server(&self) -> Option<&str> {
+        match &self.identity {
+            Identity::ServiceAccount(kube) => Some(&kube.server),
+            Identity::Kubeconfig(_) => None,
+        }
+    }
 }
 
 /// `--name value` flags (and `--keep`).

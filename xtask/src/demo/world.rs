@@ -1,5 +1,6 @@
 //! What the demo drives: the sandbox's API server (through kubectl), its
-//! libvirtd (through virsh) and the operator process.
+//! libvirtd (through virsh) and the operator (deploy/'s pod, or a local
+//! process).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+use super::pod::Deployment;
 use super::target::{Identity, Target};
 use crate::cmd::{cmd, read};
 
@@ -26,19 +28,31 @@ pub struct World {
     pub entry: String,
     config: PathBuf,
     kubeconfig: PathBuf,
-    operator_bin: PathBuf,
-    operator: Option<Child>,
+    runner: Runner,
     log: PathBuf,
     /// Log lines before the current operator process started.
     log_mark: usize,
 }
 
+/// How the operator runs.
+pub enum Runner {
+    /// A local process of this binary, as the target's identity.
+    Process {
+        /// The operator binary.
+        bin: PathBuf,
+        /// The process, while it runs.
+        child: Option<Child>,
+    },
+    /// deploy/'s Deployment on the sandbox's node.
+    Pod(Deployment),
+}
+
 impl World {
     /// Writes the target's providers config into `dir`.
-    pub fn new(target: Target, dir: PathBuf, operator_bin: PathBuf) -> Result<World> {
+    pub fn new(target: Target, dir: PathBuf, runner: Runner) -> Result<World> {
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         let config = dir.join("providers.yaml");
-        std::fs::write(&config, &target.config_yaml)?;
+        std::fs::write(&config, target.config_yaml())?;
         let kubeconfig = match &target.identity {
             Identity::ServiceAccount(_) => dir.join("operator.kubeconfig"),
             Identity::Kubeconfig(k) => k.clone(),
@@ -52,19 +66,23 @@ impl World {
             target,
             config,
             kubeconfig,
-            operator_bin,
-            operator: None,
+            runner,
             log,
             log_mark: 0,
             dir,
         })
     }
 
-    /// `kubectl apply -k deploy/`, the CRDs established, the namespace, the
+    /// `kubectl apply -k deploy/` (with the pod: the overlay over it, and
+    /// the SSH Secret), the CRDs established, the namespace, the
     /// ServiceAccount's token.
     pub fn install(&self, deploy: &Path) -> Result<()> {
-        let deploy = deploy.to_string_lossy();
-        self.kubectl(&["apply", "-k", &deploy])?;
+        match &self.runner {
+            Runner::Pod(d) => d.install(&self.target)?,
+            Runner::Process { .. } => {
+                self.kubectl(&["apply", "-k", &deploy.to_string_lossy()])?;
+            }
+        }
         for crd in [
             "proxies.egress-proxies.io",
             "providerhealths.egress-proxies.io",
@@ -99,6 +117,21 @@ impl World {
         let mut all = args.to_vec();
         all.extend(["-o", "json"]);
         Ok(serde_json::from_str(&self.kubectl(&all)?)?)
+    }
+
+    /// Applies Proxies of these names on the run's provider entry.
+    pub fn apply_proxies(&self, names: &[&str]) -> Result<()> {
+        let manifest = self.dir.join("proxies.yaml");
+        let mut yaml = String::new();
+        for name in names {
+            yaml.push_str(&format!(
+                "apiVersion: egress-proxies.io/v1alpha1\nkind: Proxy\nmetadata:\n  name: {name}\n  namespace: {}\nspec:\n  provider: {}\n---\n",
+                self.ns, self.entry
+            ));
+        }
+        std::fs::write(&manifest, yaml)?;
+        self.kubectl(&["apply", "-f", &manifest.to_string_lossy()])?;
+        Ok(())
     }
 
     /// The demo's Proxies (items of the list).
@@ -141,54 +174,42 @@ impl World {
             .collect())
     }
 
-    /// Starts the operator under the ServiceAccount's identity; its JSON log
-    /// goes to `operator.log` in the demo's directory.
+    /// Starts the operator (scales the Deployment to one pod, or starts the
+    /// local process under the target's identity, its JSON log going to
+    /// `operator.log`) and waits until it leads.
     pub fn start_operator(&mut self) -> Result<()> {
-        if self.operator.is_some() {
-            bail!("the operator is running already");
+        match &mut self.runner {
+            Runner::Pod(d) => {
+                if d.pod.is_some() {
+                    bail!("the operator is running already");
+                }
+                d.start()?;
+            }
+            Runner::Process { bin, child } => {
+                if child.is_some() {
+                    bail!("the operator is running already");
+                }
+                self.log_mark = log_file_lines(&self.log).len();
+                *child = Some(spawn_process(
+                    bin,
+                    &self.target,
+                    &self.config,
+                    &self.kubeconfig,
+                    &self.ns,
+                    &self.log,
+                )?);
+            }
         }
-        self.log_mark = self.log_lines().len();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)?;
-        let t = &self.target;
-        let mut c = Command::new(&self.operator_bin);
-        c.arg("run")
-            .arg("--providers-config")
-            .arg(&self.config)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["--namespace", &self.ns, "--cluster-id", &t.tag])
-            .args(["--probe-target", &t.probe_target, "--probe-interval", "3s"])
-            .args(["--check-interval", "10s", "--http-addr", "127.0.0.1:0"])
-            .args(["--log", "info,kube=warn"]);
-        if let Some(ns) = &t.probe_netns {
-            c.args(["--probe-netns", ns]);
-        }
-        if let Identity::Kubeconfig(_) = t.identity {
-            // The user's cluster may run the real operator: a Lease of our own.
-            c.args(["--lease-namespace", &self.ns, "--lease-name", &t.tag]);
-        }
-        let child = c
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("start {}", self.operator_bin.display()))?;
-        self.operator = Some(child);
         let deadline = Instant::now() + Duration::from_secs(90);
         while !self
             .since_start()
             .iter()
             .any(|l| message(l) == "leadership acquired")
         {
-            if let Some(status) = self
-                .operator
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
+            if let Runner::Process { child, .. } = &mut self.runner
+                && let Some(status) = child.as_mut().and_then(|c| c.try_wait().ok().flatten())
             {
-                self.operator = None;
+                *child = None;
                 bail!(
                     "the operator exited ({status}); its log: {}",
                     self.log.display()
@@ -197,7 +218,7 @@ impl World {
             if Instant::now() > deadline {
                 bail!(
                     "the operator did not lead within 90 s; its log: {}",
-                    self.log.display()
+                    self.log_path().display()
                 );
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -205,43 +226,72 @@ impl World {
         Ok(())
     }
 
-    /// SIGTERM, then at most 30 s for it to exit (then SIGKILL).
+    /// Stops the operator: scales the Deployment to zero (the pod's log is
+    /// kept in `operator.log` first), or SIGTERM to the process and at most
+    /// 30 s for it to exit (then SIGKILL). Returns how long it took.
     pub fn stop_operator(&mut self) -> Result<Duration> {
-        let Some(mut child) = self.operator.take() else {
-            return Ok(Duration::ZERO);
-        };
-        let started = Instant::now();
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        while started.elapsed() < Duration::from_secs(30) {
-            if child.try_wait()?.is_some() {
-                return Ok(started.elapsed());
+        match &mut self.runner {
+            Runner::Pod(d) => {
+                if d.pod.is_none() {
+                    return Ok(Duration::ZERO);
+                }
+                let log = d.log();
+                let mut file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.log)?;
+                std::io::Write::write_all(&mut file, log.as_bytes())?;
+                d.stop()
             }
-            std::thread::sleep(Duration::from_millis(50));
+            Runner::Process { child, .. } => {
+                let Some(mut child) = child.take() else {
+                    return Ok(Duration::ZERO);
+                };
+                let started = Instant::now();
+                let _ = Command::new("kill")
+                    .args(["-TERM", &child.id().to_string()])
+                    .status();
+                while started.elapsed() < Duration::from_secs(30) {
+                    if child.try_wait()?.is_some() {
+                        return Ok(started.elapsed());
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("the operator did not exit within 30 s of SIGTERM")
+            }
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        bail!("the operator did not exit within 30 s of SIGTERM")
     }
 
-    /// The operator's process ID, while it runs.
-    pub fn operator_pid(&self) -> Option<u32> {
-        self.operator.as_ref().map(Child::id)
+    /// What runs the operator now: `pod NAME` or `pid N`.
+    pub fn operator_label(&self) -> Option<String> {
+        match &self.runner {
+            Runner::Pod(d) => d.pod.as_ref().map(|p| format!("pod {OPERATOR_NS}/{p}")),
+            Runner::Process { child, .. } => child.as_ref().map(|c| format!("pid {}", c.id())),
+        }
+    }
+
+    /// Whether the operator runs as deploy/'s pod.
+    pub fn in_pod(&self) -> bool {
+        matches!(self.runner, Runner::Pod(_))
     }
 
     /// Every JSON line the operator logged (all its runs).
     pub fn log_lines(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        let mut lines = log_file_lines(&self.log);
+        if let Runner::Pod(d) = &self.runner {
+            lines.extend(json_lines(&d.log()));
+        }
+        lines
     }
 
     /// The lines of the current run.
     pub fn since_start(&self) -> Vec<Value> {
-        self.log_lines().split_off(self.log_mark)
+        match &self.runner {
+            Runner::Pod(d) => json_lines(&d.log()),
+            Runner::Process { .. } => log_file_lines(&self.log).split_off(self.log_mark),
+        }
     }
 
     /// The operator's log file.
@@ -281,6 +331,53 @@ impl Drop for World {
             eprintln!("demo: {e:#}");
         }
     }
+}
+
+fn log_file_lines(path: &Path) -> Vec<Value> {
+    json_lines(&std::fs::read_to_string(path).unwrap_or_default())
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The operator as a local process, logging to `log`.
+fn spawn_process(
+    bin: &Path,
+    t: &Target,
+    config: &Path,
+    kubeconfig: &Path,
+    ns: &str,
+    log: &Path,
+) -> Result<Child> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    let mut c = Command::new(bin);
+    c.arg("run")
+        .arg("--providers-config")
+        .arg(config)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--namespace", ns, "--cluster-id", &t.tag])
+        .args(["--probe-target", &t.probe_target, "--probe-interval", "3s"])
+        .args(["--check-interval", "10s", "--http-addr", "127.0.0.1:0"])
+        .args(["--log", "info,kube=warn"]);
+    if let Some(netns) = &t.probe_netns {
+        c.args(["--probe-netns", netns]);
+    }
+    if let Identity::Kubeconfig(_) = t.identity {
+        // The user's cluster may run the real operator: a Lease of our own.
+        c.args(["--lease-namespace", ns, "--lease-name", &t.tag]);
+    }
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("start {}", bin.display()))
 }
 
 /// A log line's message.
