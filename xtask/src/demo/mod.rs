@@ -552,7 +552,11 @@ fn kill_row(w: &World, report: &mut Report) -> Result<()> {
                 "QEMU of one proxy killed: replaced, Healthy again",
                 new_pid != pid,
                 format!(
-                    "{name}: QEMU {pid} killed, replacement #{now} Healthy after {:.0} s at {}",
+                    "{name}: {} {pid} killed, replacement #{now} Healthy after {:.0} s at {}",
+                    match w.target.kill {
+                        Kill::Process => "QEMU",
+                        Kill::Destroy => "domain (virsh destroy) id",
+                    },
                     killed.elapsed().as_secs_f64(),
                     p["status"]["ip"].as_str().unwrap_or("-")
                 ),
