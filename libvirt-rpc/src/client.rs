@@ -107,12 +107,13 @@ impl Client {
     }
 
     /// Connects: starts the connection task, then runs libvirt's handshake —
-    /// auth list (only NONE is supported), keepalive feature probe (our own
-    /// PINGs start when the daemon speaks it) and connect-open of `uri`
-    /// (`qemu:///system`, `test:///default`, ...).
+    /// authentication (NONE, or polkit: see [`crate::AuthType`]), keepalive
+    /// feature probe (our own PINGs start when the daemon speaks it) and
+    /// connect-open of `uri` (`qemu:///system`, `test:///default`, ...).
     ///
     /// # Errors
-    /// [`Error::UnsupportedAuth`] when the daemon requires SASL or polkit;
+    /// [`Error::UnsupportedAuth`] when the daemon requires SASL;
+    /// [`Error::AuthRefused`] when polkit says no;
     /// [`Error::Libvirt`] when the open fails; [`Error::Disconnected`] or
     /// [`Error::Timeout`] when the link fails during the handshake.
     ///
@@ -199,10 +200,7 @@ impl Client {
     }
 
     async fn handshake(&self, uri: &str, flags: crate::flags::OpenFlags) -> Result<()> {
-        let auth = self.auth_list().await?;
-        if !auth.is_empty() && !auth.contains(&0) {
-            return Err(Error::UnsupportedAuth { offered: auth });
-        }
+        crate::auth::authenticate(self).await?;
         // VIR_DRV_FEATURE_PROGRAM_KEEPALIVE
         if self.connect_supports_feature(10).await? {
             let _ = self.shared.control.send(Control::EnableKeepalive);

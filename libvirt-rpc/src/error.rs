@@ -32,13 +32,25 @@ pub enum Error {
         after: Duration,
     },
     /// The daemon offers only authentication schemes this crate does not
-    /// implement (SASL, polkit).
+    /// implement (SASL).
     #[error(
-        "unsupported libvirt authentication: the daemon offers {offered:?}, only NONE (0) is supported"
+        "unsupported libvirt authentication: the daemon offers {offered:?}, only NONE (0) and polkit (2) are supported"
     )]
     UnsupportedAuth {
-        /// Auth types the daemon offered (0 none, 1 SASL, 2 polkit).
+        /// Auth types the daemon offered (0 none, 1 SASL, 2 polkit; see
+        /// [`crate::AuthType::from_i32`]).
         offered: Vec<i32>,
+    },
+    /// The daemon refused to authenticate this connection (polkit said no:
+    /// the peer's user is not allowed `org.libvirt.unix.manage`). Not
+    /// transient: retrying gets the same answer until the policy changes.
+    #[error("libvirt {method:?} authentication refused")]
+    AuthRefused {
+        /// The scheme that was tried.
+        method: crate::auth::AuthType,
+        /// The daemon's answer (code [`ErrorCode::AuthFailed`] usually).
+        #[source]
+        reason: LibvirtError,
     },
     /// Arguments could not be encoded (a string or list over its limit).
     #[error("cannot encode arguments of libvirt procedure {procedure}")]

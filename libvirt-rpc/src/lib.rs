@@ -22,7 +22,7 @@
 //! ```
 //!
 //! What it does: connects over any `AsyncRead + AsyncWrite + Send` byte
-//! stream, runs libvirt's handshake (auth NONE, keepalive probe,
+//! stream, runs libvirt's handshake (auth NONE or polkit, keepalive probe,
 //! connect-open), multiplexes calls by serial, answers and sends keepalive
 //! PINGs, detects dead links, runs upload/download streams that abort on
 //! the wire when their source or sink fails, and delivers domain lifecycle
@@ -39,8 +39,8 @@
 //! What it deliberately does not do: open TLS connections or SSH channels
 //! (bring your own stream; [`Client::connect_unix`] and
 //! [`Client::connect_tcp`] open unix and plain TCP sockets), start daemons,
-//! SASL/polkit/TLS authentication (a clear
-//! [`Error::UnsupportedAuth`]), file-descriptor passing, sparse streams,
+//! SASL authentication (a clear [`Error::UnsupportedAuth`]; polkit is
+//! supported, see [`AuthType`]), file-descriptor passing, sparse streams,
 //! reconnecting (a dead [`Client`] stays dead; watch [`Client::closed`] and
 //! redial).
 //!
@@ -102,6 +102,7 @@
 //! # Ok(()) }
 //! ```
 
+mod auth;
 mod client;
 mod config;
 mod connection;
@@ -115,6 +116,7 @@ pub mod proto;
 pub mod stream;
 mod uri;
 
+pub use auth::AuthType;
 pub use client::Client;
 pub use config::Config;
 pub use error::{DisconnectReason, Error, LibvirtError, Result};

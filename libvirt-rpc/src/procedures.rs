@@ -115,6 +115,11 @@ procedures! {
         map |r| r != 0 => bool;
     /// Authentication types the daemon offers (0 none, 1 SASL, 2 polkit).
     fn auth_list() -> Vec<i32> = AUTH_LIST(66);
+    /// Asks the daemon to authorize this connection with polkit (it checks
+    /// the peer's uid and pid against `org.libvirt.unix.manage` or
+    /// `.monitor`); [`Client::connect`] calls it when the daemon offers
+    /// only polkit. Returns the daemon's `complete` flag.
+    fn auth_polkit() -> i32 = AUTH_POLKIT(70);
     /// Rescans a storage pool for volumes.
     fn storage_pool_refresh(pool: &StoragePool, flags: NoFlags) -> () = STORAGE_POOL_REFRESH(83);
     /// Looks a storage pool up by name.

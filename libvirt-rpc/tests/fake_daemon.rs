@@ -9,6 +9,7 @@ use libvirt_rpc::proto::packet::{
     self, Header, KEEPALIVE_PING, KEEPALIVE_PONG, KEEPALIVE_PROGRAM, KEEPALIVE_VERSION,
     MessageType, Packet, Status,
 };
+use libvirt_rpc::proto::remote_error::WireError;
 use libvirt_rpc::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
@@ -80,6 +81,76 @@ async fn sasl_only_daemon_gives_unsupported_auth() {
         other => panic!("{other:?}"),
     }
     daemon.await.unwrap();
+}
+
+/// Plays a daemon that offers only polkit and answers AUTH_POLKIT with
+/// `polkit`; the connection's later calls get empty OK replies.
+async fn polkit_daemon(mut fake: Fake, polkit: Result<(), WireError>) -> Vec<i32> {
+    let mut seen = Vec::new();
+    while let Some(call) = fake.read().await {
+        seen.push(call.header.procedure);
+        match call.header.procedure {
+            proc_num::AUTH_LIST => fake.reply(&call.header, Status::Ok, &vec![2i32]).await,
+            proc_num::AUTH_POLKIT => match &polkit {
+                Ok(()) => fake.reply(&call.header, Status::Ok, &1i32).await,
+                Err(e) => fake.reply(&call.header, Status::Error, e).await,
+            },
+            proc_num::CONNECT_SUPPORTS_FEATURE => fake.reply(&call.header, Status::Ok, &0i32).await,
+            _ => fake.reply(&call.header, Status::Ok, &()).await,
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn polkit_only_daemon_gets_the_polkit_call_before_the_open() {
+    let (io, fake) = Fake::new();
+    let daemon = tokio::spawn(polkit_daemon(fake, Ok(())));
+    let c = Client::connect(io, "qemu:///system", OpenFlags::empty(), Config::default())
+        .await
+        .unwrap();
+    c.close().await;
+    drop(c);
+    let seen = tokio::time::timeout(Duration::from_secs(5), daemon)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        seen,
+        [
+            proc_num::AUTH_LIST,
+            proc_num::AUTH_POLKIT,
+            proc_num::CONNECT_SUPPORTS_FEATURE,
+            proc_num::CONNECT_OPEN
+        ]
+    );
+}
+
+#[tokio::test]
+async fn polkit_refusal_is_auth_refused_and_nothing_is_opened() {
+    let (io, fake) = Fake::new();
+    // What libvirtd 11.3 answers when polkit says no (seen by
+    // tests/polkit.rs): VIR_ERR_AUTH_FAILED from VIR_FROM_POLKIT.
+    let refusal = WireError::new(45, 60, "authentication failed: access denied by policy");
+    let daemon = tokio::spawn(polkit_daemon(fake, Err(refusal)));
+    let e = Client::connect(io, "qemu:///system", OpenFlags::empty(), Config::default())
+        .await
+        .unwrap_err();
+    match &e {
+        Error::AuthRefused { method, reason } => {
+            assert_eq!(*method, AuthType::Polkit);
+            assert_eq!(reason.code, ErrorCode::AuthFailed);
+            assert!(reason.message.contains("denied by policy"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!e.is_transient());
+    assert!(e.to_string().contains("refused"), "{e}");
+    let seen = tokio::time::timeout(Duration::from_secs(5), daemon)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen, [proc_num::AUTH_LIST, proc_num::AUTH_POLKIT]);
 }
 
 /// A keepalive PING, as the daemon sends it.

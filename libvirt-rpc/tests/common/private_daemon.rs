@@ -16,6 +16,7 @@ pub struct PrivateDaemon {
     dir: tempfile::TempDir,
     pid: Option<i32>,
     child: Option<std::process::Child>,
+    relays: std::sync::Mutex<Vec<tokio::process::Child>>,
 }
 
 pub const STORAGE_URI: &str = "storage:///system";
@@ -28,7 +29,26 @@ impl PrivateDaemon {
 
     /// Starts a daemon whose `libvirtd.conf` also holds `extra` lines.
     pub fn start_with(extra: &str) -> Self {
-        Self::start_inner(extra, "")
+        Self::start_inner(extra, "", "")
+    }
+
+    /// Starts a daemon whose unix sockets authenticate with polkit
+    /// (`auth_unix_rw = "polkit"`, as stock distribution hosts do), with
+    /// a D-Bus system bus and a polkitd of its own in the daemon's mount
+    /// namespace, judging by `rules` (polkit JavaScript, installed as the
+    /// only file in `/etc/polkit-1/rules.d`). libvirtd lets root in without
+    /// asking polkit, so clients must connect as another user (see
+    /// [`PrivateDaemon::connect_as`]). Dropping it kills all three.
+    pub fn start_polkit(rules: &str) -> Self {
+        let conf = "auth_unix_ro = \"polkit\"\nauth_unix_rw = \"polkit\"\n";
+        let prelude = format!(
+            "for d in /run/dbus /etc/polkit-1/rules.d; do mkdir -p $d; mount -t tmpfs tmpfs $d; done\n\
+             cat > /etc/polkit-1/rules.d/10-test.rules <<'RULES'\n{rules}\nRULES\n\
+             dbus-daemon --system --fork --print-pid > $DIR/dbus.pid\n\
+             /usr/lib/polkit-1/polkitd --no-debug > $DIR/polkitd.log 2>&1 &\n\
+             echo $! > $DIR/polkitd.pid\n"
+        );
+        Self::start_inner(conf, "", &prelude)
     }
 
     /// Starts a daemon that also listens for plain TCP on 127.0.0.1:`port`
@@ -38,10 +58,29 @@ impl PrivateDaemon {
             "listen_tls = 0\nlisten_tcp = 1\nlisten_addr = \"127.0.0.1\"\n\
              tcp_port = \"{port}\"\nauth_tcp = \"none\"\n"
         );
-        Self::start_inner(&conf, "--listen")
+        Self::start_inner(&conf, "--listen", "")
     }
 
-    fn start_inner(extra: &str, args: &str) -> Self {
+    /// Starts a daemon that also listens for TLS on 127.0.0.1:`port` with
+    /// the PEM files `ca.pem`, `server-cert.pem` and `server-key.pem` of
+    /// `pki` (`--listen`, `listen_tls`, auth none, client certificates
+    /// verified against the CA and, when `allowed_dn` is given, the
+    /// `tls_allowed_dn_list`).
+    pub fn start_tls(port: u16, pki: &Path, allowed_dn: Option<&str>) -> Self {
+        let mut conf = format!(
+            "listen_tls = 1\nlisten_tcp = 0\nlisten_addr = \"127.0.0.1\"\n\
+             tls_port = \"{port}\"\nauth_tls = \"none\"\n\
+             ca_file = \"{pki}/ca.pem\"\ncert_file = \"{pki}/server-cert.pem\"\n\
+             key_file = \"{pki}/server-key.pem\"\ncrl_file = \"\"\n",
+            pki = pki.display()
+        );
+        if let Some(dn) = allowed_dn {
+            conf.push_str(&format!("tls_allowed_dn_list = [\"{dn}\"]\n"));
+        }
+        Self::start_inner(&conf, "--listen", "")
+    }
+
+    fn start_inner(extra: &str, args: &str, prelude: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("lvrpc-daemon-")
             .tempdir()
@@ -50,6 +89,11 @@ impl PrivateDaemon {
         std::fs::create_dir_all(p.join("drivers")).unwrap();
         std::fs::create_dir_all(p.join("run")).unwrap();
         std::fs::create_dir_all(p.join("pool")).unwrap();
+        // Reachable by the unprivileged clients of the polkit tests.
+        for d in [p.to_path_buf(), p.join("run")] {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
         std::os::unix::fs::symlink(
             "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_storage.so",
             p.join("drivers/libvirt_driver_storage.so"),
@@ -58,8 +102,9 @@ impl PrivateDaemon {
         std::fs::write(
             p.join("libvirtd.conf"),
             format!(
-                "unix_sock_dir = \"{run}\"\nauth_unix_ro = \"none\"\nauth_unix_rw = \"none\"\n\
-                 max_client_requests = 64\nlog_outputs = \"3:file:{log}\"\n{extra}",
+                // `extra` first: libvirtd takes a key's first value.
+                "{extra}unix_sock_dir = \"{run}\"\nauth_unix_ro = \"none\"\nauth_unix_rw = \"none\"\n\
+                 max_client_requests = 64\nlog_outputs = \"3:file:{log}\"\n",
                 run = p.join("run").display(),
                 log = p.join("libvirtd.log").display()
             ),
@@ -67,10 +112,13 @@ impl PrivateDaemon {
         .unwrap();
         let script = format!(
             "set -e\n\
+             DIR={dir}\n\
              for d in /run/libvirt /etc/libvirt /var/lib/libvirt /var/cache/libvirt; do \
                mkdir -p $d; mount -t tmpfs tmpfs $d; done\n\
+             {prelude}\
              export LIBVIRT_DRIVER_DIR={drivers}\n\
              exec /usr/sbin/libvirtd -f {conf} -p {pid} {args}\n",
+            dir = p.display(),
             drivers = p.join("drivers").display(),
             conf = p.join("libvirtd.conf").display(),
             pid = p.join("libvirtd.pid").display(),
@@ -88,6 +136,7 @@ impl PrivateDaemon {
             dir,
             pid: None,
             child: Some(child),
+            relays: std::sync::Mutex::new(Vec::new()),
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
@@ -177,8 +226,50 @@ impl PrivateDaemon {
         c
     }
 
-    /// SIGKILLs the daemon.
+    /// Connects to `socket` as user `uid` (not root, whom libvirtd lets in
+    /// without asking polkit): through `nc -U` run by `setpriv`, so the
+    /// daemon's peer is that process. Bounded by 30 s.
+    pub async fn connect_as(&self, uid: u32, uri: &str) -> libvirt_rpc::Result<Client> {
+        let mut relay = tokio::process::Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".to_owned(),
+                "nc".to_owned(),
+                "-U".to_owned(),
+            ])
+            .arg(self.socket())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn setpriv nc");
+        let io = tokio::io::join(relay.stdout.take().unwrap(), relay.stdin.take().unwrap());
+        let r = tokio::time::timeout(
+            Duration::from_secs(30),
+            Client::connect(io, uri, OpenFlags::empty(), Config::default()),
+        )
+        .await
+        .expect("handshake within 30 s");
+        // The relay lives as long as the test needs the client: the
+        // caller's runtime ends it (kill_on_drop) with the test.
+        self.relays.lock().unwrap().push(relay);
+        r
+    }
+
+    /// SIGKILLs the daemon (and the D-Bus and polkitd of a polkit daemon).
     pub fn kill(&mut self) {
+        for helper in ["dbus.pid", "polkitd.pid"] {
+            if let Some(pid) = std::fs::read_to_string(self.dir.path().join(helper))
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+            {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+        }
+        for mut relay in self.relays.lock().unwrap().drain(..) {
+            let _ = relay.start_kill();
+        }
         self.pid = None;
         if let Some(mut child) = self.child.take() {
             let _ = child.kill(); // SIGKILL
