@@ -39,10 +39,11 @@ use libvirt_rpc::{
 use provider_api::{AddressSource, AddressSources, Error as ApiError};
 
 use crate::connection::Connection;
-use crate::observe::observed;
+use crate::observe::{observed, observed_source};
+use libvirt_rpc::proc_num;
 
-/// The sources, in the order they are asked, with the procedure name each
-/// call is observed under and the [`AddressSource`] it is reported as.
+/// The sources, in the order they are asked, with the name each call is
+/// observed under (the `source` beside `domain_interface_addresses`) and the [`AddressSource`] it is reported as.
 ///
 /// For the provider's own domains (a NIC on a plain bridge) only the agent
 /// and ARP can ever know an address: libvirt reads leases only for NICs on
@@ -51,17 +52,13 @@ use crate::observe::observed;
 pub const SOURCES: [(InterfaceAddressesSource, &str, AddressSource); 3] = [
     (
         InterfaceAddressesSource::Agent,
-        "domain_interface_addresses(agent)",
+        "agent",
         AddressSource::GuestAgent,
     ),
-    (
-        InterfaceAddressesSource::Arp,
-        "domain_interface_addresses(arp)",
-        AddressSource::Arp,
-    ),
+    (InterfaceAddressesSource::Arp, "arp", AddressSource::Arp),
     (
         InterfaceAddressesSource::Lease,
-        "domain_interface_addresses(lease)",
+        "lease",
         AddressSource::Lease,
     ),
 ];
@@ -178,11 +175,17 @@ pub async fn discover(conn: &Connection, domain: &Domain) -> Result<Discovered, 
     let mut failures = Vec::new();
     let mut answered = AddressSources::empty();
     let mut macs: Option<Vec<String>> = None;
-    for (source, procedure, reported) in SOURCES {
+    for (source, source_name, reported) in SOURCES {
         let call = conn
             .client()
             .domain_interface_addresses(domain, source, NoFlags::empty());
-        let mut result = observed(host, procedure, call).await;
+        let mut result = observed_source(
+            host,
+            proc_num::DOMAIN_INTERFACE_ADDRESSES,
+            source_name,
+            call,
+        )
+        .await;
         if let Ok(interfaces) = &mut result
             && serving_interfaces(interfaces) > 1
         {
@@ -200,7 +203,9 @@ pub async fn discover(conn: &Connection, domain: &Domain) -> Result<Discovered, 
                 });
             }
             Step::Nothing => answered.insert(reported),
-            Step::SourceFailed(why) => failures.push(format!("{procedure}: {why}")),
+            Step::SourceFailed(why) => {
+                failures.push(format!("domain_interface_addresses({source_name}): {why}"))
+            }
             Step::LinkDead(e) => return Err(link_failed(conn, domain, e)),
         }
     }
@@ -214,7 +219,7 @@ async fn nic_macs(conn: &Connection, domain: &Domain) -> Result<Vec<String>, Api
     let call = conn
         .client()
         .domain_get_xml_desc(domain, DomainXmlFlags::empty());
-    match observed(conn.host(), "domain_get_xml_desc", call).await {
+    match observed(conn.host(), proc_num::DOMAIN_GET_XML_DESC, call).await {
         Ok(xml) => Ok(crate::nic_macs::interface_macs(&xml).unwrap_or_else(|e| {
             tracing::debug!(domain = %domain.name, error = %e, "domain XML unreadable; addresses not matched to NICs");
             Vec::new()

@@ -29,6 +29,7 @@ use crate::Error;
 use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
 use crate::ownership_mark::MAX_DOCUMENT_LEN;
+use libvirt_rpc::proc_num;
 
 /// What references a base's file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -88,7 +89,7 @@ pub(crate) async fn users_of(
     let mut users = Users::default();
     let vols = observed(
         host,
-        "storage_pool_list_all_volumes",
+        proc_num::STORAGE_POOL_LIST_ALL_VOLUMES,
         client.storage_pool_list_all_volumes(pool),
     )
     .await
@@ -96,7 +97,7 @@ pub(crate) async fn users_of(
     for vol in vols {
         let xml = match observed(
             host,
-            "storage_vol_get_xml_desc",
+            proc_num::STORAGE_VOL_GET_XML_DESC,
             client.storage_vol_get_xml_desc(&vol, NoFlags::empty()),
         )
         .await
@@ -120,7 +121,7 @@ pub(crate) async fn users_of(
     }
     let domains = observed(
         host,
-        "connect_list_all_domains",
+        proc_num::CONNECT_LIST_ALL_DOMAINS,
         client.connect_list_all_domains(ListDomainsFlags::empty()),
     )
     .await
@@ -128,7 +129,7 @@ pub(crate) async fn users_of(
     for dom in domains {
         let xml = match observed(
             host,
-            "domain_get_xml_desc",
+            proc_num::DOMAIN_GET_XML_DESC,
             client.domain_get_xml_desc(&dom, DomainXmlFlags::empty()),
         )
         .await

@@ -30,6 +30,7 @@ use provider_api::{CheckReason, Checker, Error as ApiError, Identifier, TargetSt
 
 use crate::host_table::HostTable;
 use crate::observe::observed;
+use libvirt_rpc::proc_num;
 
 /// The kvm2 provider's [`Checker`]: checks every host of one provider entry.
 pub struct HostChecker {
@@ -81,7 +82,7 @@ async fn probe(hosts: &HostTable, host: &Identifier) -> TargetStatus {
     };
     let version = observed(
         host,
-        "connect_get_lib_version",
+        proc_num::CONNECT_GET_LIB_VERSION,
         conn.client().connect_get_lib_version(),
     )
     .await;

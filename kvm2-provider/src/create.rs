@@ -48,7 +48,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use libvirt_rpc::{Client, DomainCreateFlags, DomainDefineFlags, NoFlags};
+use libvirt_rpc::{
+    Client, DomainCreateFlags, DomainDefineFlags, NoFlags, RunningReason, StateReason,
+};
 use provider_api::config::{DomainType, Kvm2Host};
 use provider_api::{
     CreateRequest, Error as ApiError, ErrorClass, Identifier, Instance, InstanceState, OwnerUid,
@@ -71,6 +73,7 @@ use crate::vendor_data::{ClientRange, ProxySettings};
 use crate::volume_names::VmVolumes;
 use crate::volume_xml::overlay_volume;
 use crate::volumes::PoolOps;
+use libvirt_rpc::proc_num;
 
 /// How often the start watch reads the domain's state.
 const WATCH_INTERVAL: Duration = Duration::from_millis(250);
@@ -141,7 +144,7 @@ async fn create_once(
     let lookup = async {
         match observed(
             &host.name,
-            "domain_lookup_by_name",
+            proc_num::DOMAIN_LOOKUP_BY_NAME,
             client.domain_lookup_by_name(name.as_str()),
         )
         .await
@@ -340,7 +343,7 @@ async fn build_and_start(
     let xml = render(&spec).map_err(ApiError::from)?;
     let dom = observed(
         h,
-        "domain_define_xml_flags",
+        proc_num::DOMAIN_DEFINE_XML_FLAGS,
         client.domain_define_xml_flags(&xml, DomainDefineFlags::VALIDATE),
     )
     .await
@@ -359,7 +362,7 @@ async fn start(
 ) -> Result<(), ApiError> {
     observed(
         host,
-        "domain_create_with_flags",
+        proc_num::DOMAIN_CREATE_WITH_FLAGS,
         client.domain_create_with_flags(dom, DomainCreateFlags::empty()),
     )
     .await
@@ -389,12 +392,12 @@ async fn watch_start(
     loop {
         let info = observed(
             host,
-            "domain_get_state",
+            proc_num::DOMAIN_GET_STATE,
             client.domain_get_state(dom, NoFlags::empty()),
         )
         .await
         .map_err(|e| to_provider_error(format!("host {host}: state of {}", dom.name), e))?;
-        if let Err(detail) = start_verdict(info.state.to_wire(), info.reason) {
+        if let Err(detail) = start_verdict(info.state_reason()) {
             return Err(ApiError::transient(format!(
                 "domain {} on host {host} failed right after start ({detail})",
                 dom.name
@@ -410,8 +413,8 @@ async fn watch_start(
 /// The immediate verdict on a just-started domain's `(state, reason)`:
 /// fine while starting or running; otherwise libvirt's state and reason in
 /// words (crashed, shut off, paused by an error or a user).
-fn start_verdict(state: i32, reason: i32) -> Result<(), String> {
-    let verdict = classify(state, reason);
+fn start_verdict(state: StateReason) -> Result<(), String> {
+    let verdict = classify(state);
     match verdict.phase {
         DomainPhase::Running | DomainPhase::Starting => Ok(()),
         DomainPhase::Stopped | DomainPhase::Failed => Err(verdict.detail),
@@ -472,16 +475,16 @@ async fn existing(
     };
     let info = observed(
         h,
-        "domain_get_state",
+        proc_num::DOMAIN_GET_STATE,
         client.domain_get_state(&dom, NoFlags::empty()),
     )
     .await
     .map_err(|e| to_provider_error(format!("host {h}: state of {}", dom.name), e))?;
-    let mut verdict = classify(info.state.to_wire(), info.reason);
+    let mut verdict = classify(info.state_reason());
     if verdict.phase == DomainPhase::Stopped {
         start(h, client, &dom).await?;
         watch_start(h, client, &dom, inner.options.start_watch).await?;
-        verdict = classify(libvirt_rpc::DomainState::Running.to_wire(), 0);
+        verdict = classify(StateReason::Running(RunningReason::Unspecified));
     }
     let state = match verdict.instance_state() {
         // Create reports no address: `get` does.
@@ -642,21 +645,25 @@ mod tests {
 
     #[test]
     fn start_verdicts() {
-        use crate::state::libvirt_state as s;
-        assert!(start_verdict(s::RUNNING, 1).is_ok());
+        use libvirt_rpc::{CrashedReason, PausedReason, ShutoffReason};
+        assert!(start_verdict(StateReason::Running(RunningReason::Booted)).is_ok());
         // libvirt starts domains paused, then resumes them.
-        assert!(start_verdict(s::PAUSED, 11).is_ok());
-        for (state, reason) in [
-            (s::CRASHED, 0),
-            (s::SHUTOFF, 5),
-            (s::SHUTOFF, 6),
-            (s::PAUSED, 1),
-            (s::PAUSED, 5),
+        assert!(start_verdict(StateReason::Paused(PausedReason::StartingUp)).is_ok());
+        for state in [
+            StateReason::Crashed(CrashedReason::Unspecified),
+            StateReason::Shutoff(ShutoffReason::Saved),
+            StateReason::Shutoff(ShutoffReason::Failed),
+            StateReason::Paused(PausedReason::User),
+            StateReason::Paused(PausedReason::IoError),
         ] {
-            let detail = start_verdict(state, reason).unwrap_err();
-            assert!(!detail.is_empty(), "{state}/{reason}");
+            let detail = start_verdict(state).unwrap_err();
+            assert!(!detail.is_empty(), "{state:?}");
         }
-        assert!(start_verdict(s::PAUSED, 5).unwrap_err().contains("paused"));
+        assert!(
+            start_verdict(StateReason::Paused(PausedReason::IoError))
+                .unwrap_err()
+                .contains("paused")
+        );
     }
 
     #[test]

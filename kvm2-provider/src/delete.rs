@@ -16,6 +16,7 @@ use crate::observe::observed;
 use crate::provider::Inner;
 use crate::volume_names::VmVolumes;
 use crate::volumes::PoolOps;
+use libvirt_rpc::proc_num;
 
 pub(crate) async fn delete(inner: &Inner, id: &ProviderId) -> Result<(), ApiError> {
     ensure_ours(&inner.name, id)?;
@@ -29,7 +30,7 @@ pub(crate) async fn delete(inner: &Inner, id: &ProviderId) -> Result<(), ApiErro
 
     match observed(
         h,
-        "domain_lookup_by_name",
+        proc_num::DOMAIN_LOOKUP_BY_NAME,
         client.domain_lookup_by_name(name.as_str()),
     )
     .await
@@ -76,7 +77,7 @@ pub(crate) async fn remove_domain(
 ) -> Result<(), ApiError> {
     let dom = match observed(
         host,
-        "domain_lookup_by_name",
+        proc_num::DOMAIN_LOOKUP_BY_NAME,
         client.domain_lookup_by_name(name.as_str()),
     )
     .await
@@ -87,7 +88,7 @@ pub(crate) async fn remove_domain(
     };
     let info = observed(
         host,
-        "domain_get_state",
+        proc_num::DOMAIN_GET_STATE,
         client.domain_get_state(&dom, NoFlags::empty()),
     )
     .await;
@@ -104,7 +105,7 @@ pub(crate) async fn remove_domain(
     if active {
         match observed(
             host,
-            "domain_destroy_flags",
+            proc_num::DOMAIN_DESTROY_FLAGS,
             client.domain_destroy_flags(&dom, DomainDestroyFlags::empty()),
         )
         .await
@@ -119,7 +120,7 @@ pub(crate) async fn remove_domain(
     }
     match observed(
         host,
-        "domain_undefine_flags",
+        proc_num::DOMAIN_UNDEFINE_FLAGS,
         client.domain_undefine_flags(&dom, DomainUndefineFlags::NVRAM),
     )
     .await

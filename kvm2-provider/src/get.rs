@@ -31,6 +31,7 @@ use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
 use crate::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_metadata_reply};
 use crate::state::{DomainPhase, classify};
+use libvirt_rpc::proc_num;
 
 /// Reads the instance `id` of provider entry `entry` from its host in
 /// `hosts`.
@@ -66,7 +67,7 @@ pub async fn get(
 
     let domain = observed(
         host,
-        "domain_lookup_by_name",
+        proc_num::DOMAIN_LOOKUP_BY_NAME,
         client.domain_lookup_by_name(name.as_str()),
     )
     .await
@@ -85,12 +86,12 @@ pub async fn get(
 
     let state = observed(
         host,
-        "domain_get_state",
+        proc_num::DOMAIN_GET_STATE,
         client.domain_get_state(&domain, NoFlags::empty()),
     )
     .await
     .map_err(|e| to_provider_error(format!("host {host}: state of domain {name}"), e))?;
-    let verdict = classify(state.state.to_wire(), state.reason);
+    let verdict = classify(state.state_reason());
     let (state, ip, answered) = match verdict.phase {
         DomainPhase::Running => {
             let found = address::discover(&conn, &domain).await?;
@@ -155,7 +156,7 @@ pub(crate) async fn read_mark(
     let name = &domain.name;
     let reply = observed(
         host,
-        "domain_get_metadata",
+        proc_num::DOMAIN_GET_METADATA,
         conn.client().domain_get_metadata(
             domain,
             MetadataType::Element,

@@ -31,11 +31,7 @@ use provider_api::{Error as ApiError, ErrorClass, Identifier};
 
 use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
-
-/// `REMOTE_PROC_NODE_GET_INFO`.
-const NODE_GET_INFO: i32 = 6;
-/// `REMOTE_PROC_NODE_GET_FREE_MEMORY`.
-const NODE_GET_FREE_MEMORY: i32 = 102;
+use libvirt_rpc::proc_num;
 
 /// `remote_node_get_info_ret`: `char model[32]` (32 XDR ints), `memory`
 /// (KiB), `cpus`, `mhz`, `nodes`, `sockets`, `cores`, `threads`.
@@ -77,13 +73,17 @@ pub(crate) async fn cpus_and_free_memory(
     host: &Identifier,
     client: &Client,
 ) -> Result<(u32, u64), ApiError> {
-    let info: NodeInfo = observed(host, "node_get_info", client.call(NODE_GET_INFO, &()))
-        .await
-        .map_err(|e| to_provider_error(format!("host {host}: node info"), e))?;
+    let info: NodeInfo = observed(
+        host,
+        proc_num::NODE_GET_INFO,
+        client.call(proc_num::NODE_GET_INFO, &()),
+    )
+    .await
+    .map_err(|e| to_provider_error(format!("host {host}: node info"), e))?;
     let free: u64 = observed(
         host,
-        "node_get_free_memory",
-        client.call(NODE_GET_FREE_MEMORY, &()),
+        proc_num::NODE_GET_FREE_MEMORY,
+        client.call(proc_num::NODE_GET_FREE_MEMORY, &()),
     )
     .await
     .map_err(|e| to_provider_error(format!("host {host}: free memory"), e))?;

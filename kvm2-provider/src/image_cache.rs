@@ -75,6 +75,7 @@ use crate::single_flight::{Left, SharedResult, SingleFlight};
 use crate::volume_names::BaseNames;
 use crate::volume_xml::raw_volume;
 use crate::volumes::PoolOps;
+use libvirt_rpc::proc_num;
 
 /// Budgets of the image cache.
 #[derive(Debug, Clone)]
@@ -702,7 +703,7 @@ async fn fill(
     let mut reader = FencedRead::new(download.into_async_read(), fence.clone());
     let sent = observed(
         host,
-        "storage_vol_upload",
+        proc_num::STORAGE_VOL_UPLOAD,
         client.storage_vol_upload(
             &base,
             0,

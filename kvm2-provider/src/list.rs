@@ -26,6 +26,7 @@ use crate::get::read_mark;
 use crate::host_table::HostTable;
 use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
+use libvirt_rpc::proc_num;
 
 /// Mark reads in flight per host.
 const MARK_READS_IN_FLIGHT: usize = 8;
@@ -67,7 +68,7 @@ async fn list_host(
     let conn = hosts.shared(host).await?;
     let domains = observed(
         host,
-        "connect_list_all_domains",
+        proc_num::CONNECT_LIST_ALL_DOMAINS,
         conn.client()
             .connect_list_all_domains(ListDomainsFlags::empty()),
     )

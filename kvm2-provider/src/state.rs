@@ -1,39 +1,21 @@
 //! libvirt domain state and reason → instance state.
 //!
-//! libvirt reports a domain's state as two numbers: a `virDomainState` and a
-//! per-state reason (`virDomainRunningReason`, `virDomainPausedReason`, ...),
-//! both from `include/libvirt/libvirt-domain.h`. [`classify`] maps the pair
-//! to what the operator needs: is the proxy VM coming up, serving, going
+//! libvirt-rpc decodes a domain's state and its per-state reason into one
+//! typed [`StateReason`]; [`classify`] maps it to what the operator needs: is the proxy VM coming up, serving, going
 //! away, or broken (and why).
 //!
 //! A running domain is only [`DomainPhase::Running`] here; whether it has an
 //! address yet (and so is really serving) is decided by the address lookup,
 //! not by this table.
 //!
-//! Numbers libvirt adds in later versions fall through to the state's
-//! generic row, with the raw reason number in the text.
+//! States and reasons libvirt adds in later versions (libvirt-rpc's
+//! `Unknown` fallbacks) fall through to the state's generic row, with the
+//! raw reason number in the text.
 
+use libvirt_rpc::{
+    CrashedReason, DomainState, PausedReason, RunningReason, ShutoffReason, StateReason,
+};
 use provider_api::InstanceState;
-
-/// `virDomainState` numbers.
-pub mod libvirt_state {
-    /// `VIR_DOMAIN_NOSTATE`
-    pub const NOSTATE: i32 = 0;
-    /// `VIR_DOMAIN_RUNNING`
-    pub const RUNNING: i32 = 1;
-    /// `VIR_DOMAIN_BLOCKED`
-    pub const BLOCKED: i32 = 2;
-    /// `VIR_DOMAIN_PAUSED`
-    pub const PAUSED: i32 = 3;
-    /// `VIR_DOMAIN_SHUTDOWN`
-    pub const SHUTDOWN: i32 = 4;
-    /// `VIR_DOMAIN_SHUTOFF`
-    pub const SHUTOFF: i32 = 5;
-    /// `VIR_DOMAIN_CRASHED`
-    pub const CRASHED: i32 = 6;
-    /// `VIR_DOMAIN_PMSUSPENDED`
-    pub const PMSUSPENDED: i32 = 7;
-}
 
 /// What a domain's libvirt state means for the proxy instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,107 +58,131 @@ impl StateVerdict {
     }
 }
 
-/// Maps a libvirt `(state, reason)` pair to a [`StateVerdict`]. Total: any
+/// Maps a libvirt state and reason to a [`StateVerdict`]. Total: any
 /// pair, including numbers libvirt has not defined yet, gets an answer.
-pub fn classify(state: i32, reason: i32) -> StateVerdict {
-    use DomainPhase::*;
-    use libvirt_state as s;
-    let (phase, state_name, reason_name) = match state {
-        s::NOSTATE => (Starting, "no state", None),
-        s::RUNNING => (Running, "running", running_reason(reason)),
-        // Xen's "blocked on a resource" is a running guest waiting for I/O.
-        s::BLOCKED => (Running, "blocked", None),
-        s::PAUSED => {
-            let phase = match reason {
-                // STARTING_UP: libvirt starts domains paused, then resumes.
-                11 => Starting,
-                // SHUTTING_DOWN
-                8 => Stopped,
-                // MIGRATION, SAVE, DUMP, SNAPSHOT, POSTCOPY: a host-side job
-                // that ends by itself (resumed, or shut off).
-                2 | 3 | 4 | 9 | 12 => Starting,
-                // UNKNOWN, USER, IOERROR, WATCHDOG, FROM_SNAPSHOT, CRASHED,
-                // POSTCOPY_FAILED, API_ERROR and anything newer.
-                _ => Failed,
-            };
-            (phase, "paused", paused_reason(reason))
-        }
-        s::SHUTDOWN => (Stopped, "shutting down", None),
-        s::SHUTOFF => {
-            let phase = match reason {
-                // CRASHED, FAILED (to start), DAEMON (killed on reconnect)
-                3 | 6 | 8 => Failed,
-                _ => Stopped,
-            };
-            (phase, "shut off", shutoff_reason(reason))
-        }
-        s::CRASHED => (
-            Failed,
-            "crashed",
-            match reason {
-                1 => Some("guest panicked"),
-                _ => None,
-            },
+pub fn classify(state: StateReason) -> StateVerdict {
+    let phase = phase(state);
+    let reason = state.reason_number();
+    let detail = match (state_name(state.state()), reason_name(state)) {
+        (Some(name), Some(r)) => format!("{name}: {r}"),
+        (Some(name), None) if reason == 0 => name.to_owned(),
+        (Some(name), None) => format!("{name} (reason {reason})"),
+        (None, _) => format!(
+            "unknown libvirt state {} (reason {reason})",
+            state.state().to_wire()
         ),
-        // The guest suspended itself (S3/S4): it serves nothing until woken.
-        s::PMSUSPENDED => (Failed, "suspended by guest power management", None),
-        _ => (Failed, "unknown libvirt state", None),
-    };
-    let detail = match (state, reason_name) {
-        (_, Some(r)) => format!("{state_name}: {r}"),
-        (s::NOSTATE..=s::PMSUSPENDED, None) if reason == 0 => state_name.to_owned(),
-        (s::NOSTATE..=s::PMSUSPENDED, None) => format!("{state_name} (reason {reason})"),
-        _ => format!("{state_name} {state} (reason {reason})"),
     };
     StateVerdict { phase, detail }
 }
 
-fn running_reason(reason: i32) -> Option<&'static str> {
-    Some(match reason {
-        1 => "booted",
-        2 => "migrated",
-        3 => "restored",
-        4 => "from snapshot",
-        5 => "unpaused",
-        6 => "migration canceled",
-        7 => "save canceled",
-        8 => "woken up",
-        9 => "resumed from crash",
-        10 => "post-copy migration",
+/// The phase of a state and reason.
+fn phase(state: StateReason) -> DomainPhase {
+    use DomainPhase::*;
+    match state {
+        StateReason::NoState(_) => Starting,
+        // Xen's "blocked on a resource" is a running guest waiting for I/O.
+        StateReason::Running(_) | StateReason::Blocked(_) => Running,
+        // libvirt starts domains paused, then resumes them.
+        StateReason::Paused(PausedReason::StartingUp) => Starting,
+        StateReason::Paused(PausedReason::ShuttingDown) => Stopped,
+        // A host-side job that ends by itself (resumed, or shut off).
+        StateReason::Paused(
+            PausedReason::Migration
+            | PausedReason::Save
+            | PausedReason::Dump
+            | PausedReason::Snapshot
+            | PausedReason::Postcopy,
+        ) => Starting,
+        // Paused by a user or an error, or a reason newer than this table.
+        StateReason::Paused(_) => Failed,
+        StateReason::Shutdown(_) => Stopped,
+        StateReason::Shutoff(
+            ShutoffReason::Crashed | ShutoffReason::Failed | ShutoffReason::Daemon,
+        ) => Failed,
+        StateReason::Shutoff(_) => Stopped,
+        StateReason::Crashed(_) => Failed,
+        // The guest suspended itself (S3/S4): it serves nothing until woken.
+        StateReason::PmSuspended(_) => Failed,
+        _ => Failed,
+    }
+}
+
+/// The state in words; `None` for a state libvirt added after this table.
+fn state_name(state: DomainState) -> Option<&'static str> {
+    Some(match state {
+        DomainState::NoState => "no state",
+        DomainState::Running => "running",
+        DomainState::Blocked => "blocked",
+        DomainState::Paused => "paused",
+        DomainState::Shutdown => "shutting down",
+        DomainState::Shutoff => "shut off",
+        DomainState::Crashed => "crashed",
+        DomainState::PmSuspended => "suspended by guest power management",
         _ => return None,
     })
 }
 
-fn paused_reason(reason: i32) -> Option<&'static str> {
+/// The reason in words, where it says more than the state.
+fn reason_name(state: StateReason) -> Option<&'static str> {
+    match state {
+        StateReason::Running(r) => running_reason(r),
+        StateReason::Paused(r) => paused_reason(r),
+        StateReason::Shutoff(r) => shutoff_reason(r),
+        StateReason::Crashed(CrashedReason::Panicked) => Some("guest panicked"),
+        _ => None,
+    }
+}
+
+fn running_reason(reason: RunningReason) -> Option<&'static str> {
+    use RunningReason::*;
     Some(match reason {
-        1 => "paused by user",
-        2 => "migration",
-        3 => "save",
-        4 => "core dump",
-        5 => "I/O error",
-        6 => "watchdog",
-        7 => "restored from snapshot",
-        8 => "shutting down",
-        9 => "snapshot",
-        10 => "guest crashed",
-        11 => "starting up",
-        12 => "post-copy migration",
-        13 => "post-copy migration failed",
-        14 => "API error",
+        Booted => "booted",
+        Migrated => "migrated",
+        Restored => "restored",
+        FromSnapshot => "from snapshot",
+        Unpaused => "unpaused",
+        MigrationCanceled => "migration canceled",
+        SaveCanceled => "save canceled",
+        Wakeup => "woken up",
+        Crashed => "resumed from crash",
+        Postcopy => "post-copy migration",
+        PostcopyFailed => "post-copy migration failed",
         _ => return None,
     })
 }
 
-fn shutoff_reason(reason: i32) -> Option<&'static str> {
+fn paused_reason(reason: PausedReason) -> Option<&'static str> {
+    use PausedReason::*;
     Some(match reason {
-        1 => "shut down",
-        2 => "destroyed",
-        3 => "crashed",
-        4 => "migrated",
-        5 => "saved",
-        6 => "failed to start",
-        7 => "restored from snapshot",
-        8 => "killed by the daemon",
+        User => "paused by user",
+        Migration => "migration",
+        Save => "save",
+        Dump => "core dump",
+        IoError => "I/O error",
+        Watchdog => "watchdog",
+        FromSnapshot => "restored from snapshot",
+        ShuttingDown => "shutting down",
+        Snapshot => "snapshot",
+        Crashed => "guest crashed",
+        StartingUp => "starting up",
+        Postcopy => "post-copy migration",
+        PostcopyFailed => "post-copy migration failed",
+        ApiError => "API error",
+        _ => return None,
+    })
+}
+
+fn shutoff_reason(reason: ShutoffReason) -> Option<&'static str> {
+    use ShutoffReason::*;
+    Some(match reason {
+        Shutdown => "shut down",
+        Destroyed => "destroyed",
+        Crashed => "crashed",
+        Migrated => "migrated",
+        Saved => "saved",
+        Failed => "failed to start",
+        FromSnapshot => "restored from snapshot",
+        Daemon => "killed by the daemon",
         _ => return None,
     })
 }
@@ -186,8 +192,17 @@ mod tests {
     use super::DomainPhase::*;
     use super::*;
 
+    /// The verdict for a raw wire pair.
+    fn classify_wire(state: i32, reason: i32) -> StateVerdict {
+        classify(StateReason::from_wire(
+            DomainState::from_wire(state),
+            reason,
+        ))
+    }
+
     /// One row per libvirt state and reason (libvirt 11 header), plus
-    /// out-of-range numbers.
+    /// out-of-range numbers. The table keeps the wire numbers on purpose:
+    /// it pins the decoding as well as the words.
     const TABLE: &[(i32, i32, DomainPhase, &str)] = &[
         (0, 0, Starting, "no state"),
         (1, 0, Running, "running"),
@@ -201,6 +216,7 @@ mod tests {
         (1, 8, Running, "running: woken up"),
         (1, 9, Running, "running: resumed from crash"),
         (1, 10, Running, "running: post-copy migration"),
+        (1, 11, Running, "running: post-copy migration failed"),
         (2, 0, Running, "blocked"),
         (3, 0, Failed, "paused"),
         (3, 1, Failed, "paused: paused by user"),
@@ -239,7 +255,7 @@ mod tests {
     #[test]
     fn state_table() {
         for &(state, reason, phase, detail) in TABLE {
-            let v = classify(state, reason);
+            let v = classify_wire(state, reason);
             assert_eq!(v.phase, phase, "({state}, {reason})");
             assert_eq!(v.detail, detail, "({state}, {reason})");
             let expected = match phase {
@@ -259,19 +275,27 @@ mod tests {
     /// Failed with a reason; only shut-off / shutting-down ones are Stopped.
     #[test]
     fn paused_and_suspended_are_failed_as_the_contract_says() {
-        use libvirt_state as s;
-        for (state, reason) in [(s::PAUSED, 1), (s::PAUSED, 5), (s::PMSUSPENDED, 0)] {
-            let v = classify(state, reason).instance_state();
+        use libvirt_rpc::{PmSuspendedReason, ShutdownReason};
+        for state in [
+            StateReason::Paused(PausedReason::User),
+            StateReason::Paused(PausedReason::IoError),
+            StateReason::PmSuspended(PmSuspendedReason::Unspecified),
+        ] {
+            let v = classify(state).instance_state();
             assert!(
                 matches!(v, InstanceState::Failed { ref reason } if !reason.is_empty()),
-                "({state}, {reason}): {v:?}"
+                "{state:?}: {v:?}"
             );
         }
-        for (state, reason) in [(s::SHUTOFF, 1), (s::SHUTOFF, 2), (s::SHUTDOWN, 0)] {
+        for state in [
+            StateReason::Shutoff(ShutoffReason::Shutdown),
+            StateReason::Shutoff(ShutoffReason::Destroyed),
+            StateReason::Shutdown(ShutdownReason::Unspecified),
+        ] {
             assert_eq!(
-                classify(state, reason).instance_state(),
+                classify(state).instance_state(),
                 InstanceState::Stopped,
-                "({state}, {reason})"
+                "{state:?}"
             );
         }
     }
@@ -279,7 +303,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn classify_is_total(state: i32, reason: i32) {
-            let v = classify(state, reason);
+            let v = classify_wire(state, reason);
             proptest::prop_assert!(!v.detail.is_empty());
         }
     }

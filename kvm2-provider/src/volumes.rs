@@ -13,6 +13,7 @@ use provider_api::{Error as ApiError, Identifier};
 use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
 use crate::volume_xml::raw_volume;
+use libvirt_rpc::proc_num;
 
 /// One host's pool, reached through one client.
 pub(crate) struct PoolOps<'a> {
@@ -30,7 +31,7 @@ impl<'a> PoolOps<'a> {
     ) -> Result<Self, ApiError> {
         let handle = observed(
             host,
-            "storage_pool_lookup_by_name",
+            proc_num::STORAGE_POOL_LOOKUP_BY_NAME,
             client.storage_pool_lookup_by_name(pool.as_str()),
         )
         .await
@@ -53,7 +54,7 @@ impl<'a> PoolOps<'a> {
     pub(crate) async fn find(&self, name: &str) -> Result<Option<StorageVol>, ApiError> {
         match observed(
             self.host,
-            "storage_vol_lookup_by_name",
+            proc_num::STORAGE_VOL_LOOKUP_BY_NAME,
             self.client.storage_vol_lookup_by_name(&self.pool, name),
         )
         .await
@@ -71,7 +72,7 @@ impl<'a> PoolOps<'a> {
         };
         match observed(
             self.host,
-            "storage_vol_delete",
+            proc_num::STORAGE_VOL_DELETE,
             self.client
                 .storage_vol_delete(&vol, StorageVolDeleteFlags::empty()),
         )
@@ -88,7 +89,7 @@ impl<'a> PoolOps<'a> {
     pub(crate) async fn create(&self, name: &str, xml: &str) -> Result<StorageVol, ApiError> {
         observed(
             self.host,
-            "storage_vol_create_xml",
+            proc_num::STORAGE_VOL_CREATE_XML,
             self.client
                 .storage_vol_create_xml(&self.pool, xml, StorageVolCreateFlags::empty()),
         )
@@ -100,7 +101,7 @@ impl<'a> PoolOps<'a> {
     pub(crate) async fn path(&self, vol: &StorageVol) -> Result<String, ApiError> {
         observed(
             self.host,
-            "storage_vol_get_path",
+            proc_num::STORAGE_VOL_GET_PATH,
             self.client.storage_vol_get_path(vol),
         )
         .await
@@ -112,7 +113,7 @@ impl<'a> PoolOps<'a> {
     pub(crate) async fn capacity(&self, vol: &StorageVol) -> Result<u64, ApiError> {
         observed(
             self.host,
-            "storage_vol_get_info",
+            proc_num::STORAGE_VOL_GET_INFO,
             self.client.storage_vol_get_info(vol),
         )
         .await
@@ -125,7 +126,7 @@ impl<'a> PoolOps<'a> {
     pub(crate) async fn physical(&self, vol: &StorageVol) -> Result<u64, ApiError> {
         observed(
             self.host,
-            "storage_vol_get_info_flags",
+            proc_num::STORAGE_VOL_GET_INFO_FLAGS,
             self.client
                 .storage_vol_get_info_flags(vol, StorageVolInfoFlags::GET_PHYSICAL),
         )
@@ -141,7 +142,7 @@ impl<'a> PoolOps<'a> {
     pub(crate) async fn available(&self) -> Result<u64, ApiError> {
         if let Err(e) = observed(
             self.host,
-            "storage_pool_refresh",
+            proc_num::STORAGE_POOL_REFRESH,
             self.client
                 .storage_pool_refresh(&self.pool, libvirt_rpc::NoFlags::empty()),
         )
@@ -151,7 +152,7 @@ impl<'a> PoolOps<'a> {
         }
         observed(
             self.host,
-            "storage_pool_get_info",
+            proc_num::STORAGE_POOL_GET_INFO,
             self.client.storage_pool_get_info(&self.pool),
         )
         .await
@@ -169,7 +170,7 @@ impl<'a> PoolOps<'a> {
         let vol = self.create(name, &xml).await?;
         observed(
             self.host,
-            "storage_vol_upload",
+            proc_num::STORAGE_VOL_UPLOAD,
             self.client.storage_vol_upload(
                 &vol,
                 0,
@@ -192,7 +193,7 @@ impl<'a> PoolOps<'a> {
     ) -> Result<(), ApiError> {
         observed(
             self.host,
-            "storage_vol_upload",
+            proc_num::STORAGE_VOL_UPLOAD,
             self.client.storage_vol_upload(
                 vol,
                 0,
@@ -219,7 +220,7 @@ impl<'a> PoolOps<'a> {
         let mut buf = Vec::new();
         observed(
             self.host,
-            "storage_vol_download",
+            proc_num::STORAGE_VOL_DOWNLOAD,
             self.client
                 .storage_vol_download(vol, 0, 0, StorageVolStreamFlags::empty(), &mut buf),
         )

@@ -210,14 +210,14 @@ async fn one_log_line_per_call_and_no_user_data_in_any_log() {
 
     observed(
         &host,
-        "connect_get_lib_version",
+        libvirt_rpc::proc_num::CONNECT_GET_LIB_VERSION,
         client.connect_get_lib_version(),
     )
     .await
     .unwrap();
     let err = observed(
         &host,
-        "domain_lookup_by_name",
+        libvirt_rpc::proc_num::DOMAIN_LOOKUP_BY_NAME,
         client.domain_lookup_by_name("kvm2-it-no-such-domain"),
     )
     .await
@@ -241,7 +241,7 @@ async fn one_log_line_per_call_and_no_user_data_in_any_log() {
     let target = temp_volume(&conn, &sandbox, "seed").await;
     observed(
         &host,
-        "storage_vol_upload",
+        libvirt_rpc::proc_num::STORAGE_VOL_UPLOAD,
         client.storage_vol_upload(
             &target.vol,
             0,

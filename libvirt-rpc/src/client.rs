@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::connection::{Command, Connection, Control, Handles};
+use crate::domain_state::DrvFeature;
 use crate::error::{DisconnectReason, Error, LibvirtError, Result};
 use crate::proto::packet::{
     self, Header, MessageType, Packet, REMOTE_PROGRAM, REMOTE_VERSION, Status,
@@ -201,8 +202,10 @@ impl Client {
 
     async fn handshake(&self, uri: &str, flags: crate::flags::OpenFlags) -> Result<()> {
         crate::auth::authenticate(self).await?;
-        // VIR_DRV_FEATURE_PROGRAM_KEEPALIVE
-        if self.connect_supports_feature(10).await? {
+        if self
+            .connect_supports_feature(DrvFeature::ProgramKeepalive)
+            .await?
+        {
             let _ = self.shared.control.send(Control::EnableKeepalive);
         }
         self.connect_open(Some(uri), flags).await

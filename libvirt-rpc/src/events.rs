@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::client::{Client, decode_reply};
 use crate::connection::{Command, Control};
+use crate::domain_state::DomainEventId;
 use crate::error::{DisconnectReason, Error, Result};
 use crate::flags::LifecycleEventKind;
 use crate::procedures::proc_num;
@@ -135,8 +136,7 @@ impl Client {
         let procedure = proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY;
         let serial = self.next_serial();
         let h = Header::remote(procedure, MessageType::Call, serial, Status::Ok);
-        // VIR_DOMAIN_EVENT_ID_LIFECYCLE = 0
-        let packet = packet::encode_packet(&h, &(0i32, dom))
+        let packet = packet::encode_packet(&h, &(DomainEventId::Lifecycle, dom))
             .map_err(|source| Error::Encode { procedure, source })?;
         let (tx, rx) = mpsc::channel(self.config().event_queue);
         let missed = Arc::new(AtomicU64::new(0));

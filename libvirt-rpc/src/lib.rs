@@ -106,6 +106,7 @@ mod auth;
 mod client;
 mod config;
 mod connection;
+mod domain_state;
 mod error;
 mod error_code;
 mod error_domain;
@@ -119,6 +120,10 @@ mod uri;
 pub use auth::AuthType;
 pub use client::Client;
 pub use config::Config;
+pub use domain_state::{
+    BlockedReason, CrashedReason, DomainEventId, DomainState, DrvFeature, NoStateReason,
+    PausedReason, PmSuspendedReason, RunningReason, ShutdownReason, ShutoffReason, StateReason,
+};
 pub use error::{DisconnectReason, Error, LibvirtError, Result};
 pub use error_code::ErrorCode;
 pub use error_domain::{ErrorDomain, ErrorLevel};

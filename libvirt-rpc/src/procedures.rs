@@ -9,10 +9,11 @@
 //! [`Client::call`] with caller-supplied types.
 
 use crate::client::Client;
+use crate::domain_state::{DomainState, DrvFeature, StateReason};
 use crate::error::Result;
 use crate::flags::{
     DomainCreateFlags, DomainDefineFlags, DomainDestroyFlags, DomainModificationImpact,
-    DomainState, DomainUndefineFlags, DomainXmlFlags, InterfaceAddressesSource, ListDomainsFlags,
+    DomainUndefineFlags, DomainXmlFlags, InterfaceAddressesSource, ListDomainsFlags,
     ListStoragePoolsFlags, MetadataType, NoFlags, OpenFlags, StorageVolCreateFlags,
     StorageVolDeleteFlags, StorageVolInfoFlags,
 };
@@ -41,6 +42,38 @@ macro_rules! procedures {
             pub const CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY: i32 = 317;
             /// `REMOTE_PROC_DOMAIN_EVENT_CALLBACK_LIFECYCLE` (an event message).
             pub const DOMAIN_EVENT_CALLBACK_LIFECYCLE: i32 = 318;
+            /// `REMOTE_PROC_NODE_GET_INFO` (no typed method: call it through
+            /// [`crate::Client::call`] with the caller's `_ret` type).
+            pub const NODE_GET_INFO: i32 = 6;
+            /// `REMOTE_PROC_NODE_GET_FREE_MEMORY` (no typed method; the reply is a `u64`).
+            pub const NODE_GET_FREE_MEMORY: i32 = 102;
+
+            /// The procedure's name for logs and spans: the [`crate::Client`]
+            /// method's name (`"domain_get_state"`), `None` for a number this
+            /// table does not list.
+            pub fn name(procedure: i32) -> Option<&'static str> {
+                Some(match procedure {
+                    $($num_name => stringify!($name),)*
+                    STORAGE_VOL_UPLOAD => "storage_vol_upload",
+                    STORAGE_VOL_DOWNLOAD => "storage_vol_download",
+                    CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY => "subscribe_lifecycle",
+                    CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY => "unsubscribe_lifecycle",
+                    DOMAIN_EVENT_CALLBACK_LIFECYCLE => "domain_event_callback_lifecycle",
+                    NODE_GET_INFO => "node_get_info",
+                    NODE_GET_FREE_MEMORY => "node_get_free_memory",
+                    _ => return None,
+                })
+            }
+
+            /// Every listed procedure number (for tests of the table).
+            #[cfg(test)]
+            pub(crate) const ALL: &[i32] = &[
+                $($num_name,)*
+                STORAGE_VOL_UPLOAD, STORAGE_VOL_DOWNLOAD,
+                CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY,
+                CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY,
+                DOMAIN_EVENT_CALLBACK_LIFECYCLE, NODE_GET_INFO, NODE_GET_FREE_MEMORY,
+            ];
         }
 
         impl Client {
@@ -111,7 +144,7 @@ procedures! {
     /// The daemon host's hostname.
     fn connect_get_hostname() -> String = CONNECT_GET_HOSTNAME(59);
     /// Whether the daemon supports a `VIR_DRV_FEATURE_*` feature.
-    fn connect_supports_feature(feature: i32) -> i32 = CONNECT_SUPPORTS_FEATURE(60),
+    fn connect_supports_feature(feature: DrvFeature) -> i32 = CONNECT_SUPPORTS_FEATURE(60),
         map |r| r != 0 => bool;
     /// Authentication types the daemon offers (0 none, 1 SASL, 2 polkit).
     fn auth_list() -> Vec<i32> = AUTH_LIST(66);
@@ -227,8 +260,16 @@ xdr_struct! {
     pub struct DomainStateInfo {
         /// The state.
         pub state: DomainState,
-        /// A state-specific reason code.
+        /// A state-specific reason code; [`DomainStateInfo::state_reason`]
+        /// reads it.
         pub reason: i32,
+    }
+}
+
+impl DomainStateInfo {
+    /// The state with its reason, typed.
+    pub fn state_reason(&self) -> StateReason {
+        StateReason::from_wire(self.state, self.reason)
     }
 }
 
@@ -360,6 +401,22 @@ mod tests {
             let v = vec![DomainInterface { name, hwaddr, addrs: vec![DomainIpAddr { kind, addr, prefix }] }];
             prop_assert_eq!(from_bytes::<Vec<DomainInterface>>(&to_bytes(&v).unwrap()).unwrap(), v);
         }
+    }
+
+    #[test]
+    fn every_procedure_has_one_distinct_name() {
+        let mut names = std::collections::HashSet::new();
+        let mut numbers = std::collections::HashSet::new();
+        for &n in proc_num::ALL {
+            let name = proc_num::name(n).unwrap_or_else(|| panic!("{n} has no name"));
+            assert!(names.insert(name), "{name} named twice");
+            assert!(numbers.insert(n), "{n} listed twice");
+        }
+        assert_eq!(
+            proc_num::name(proc_num::DOMAIN_GET_STATE),
+            Some("domain_get_state")
+        );
+        assert_eq!(proc_num::name(-1), None);
     }
 
     #[test]

@@ -23,7 +23,9 @@ async fn connection_procedures() {
     let caps = c.connect_get_capabilities().await.unwrap();
     assert!(caps.contains("<capabilities>"), "{caps}");
     assert!(
-        c.connect_supports_feature(10).await.unwrap(),
+        c.connect_supports_feature(libvirt_rpc::DrvFeature::ProgramKeepalive)
+            .await
+            .unwrap(),
         "keepalive feature"
     );
     let auth = c.auth_list().await.unwrap();
