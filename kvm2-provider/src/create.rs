@@ -60,7 +60,7 @@ use sha2::{Digest, Sha256};
 
 use crate::connection::Connection;
 use crate::domain_xml::{DomainSpec, VirtType, render};
-use crate::get::read_mark;
+use crate::domains::{DomainOps, Ownership};
 use crate::host_capacity::{HostFree, start_failure_class};
 use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
@@ -141,29 +141,25 @@ async fn create_once(
         name.clone(),
     );
 
-    let lookup = async {
-        match observed(
-            &host.name,
-            proc_num::DOMAIN_LOOKUP_BY_NAME,
-            client.domain_lookup_by_name(name.as_str()),
-        )
-        .await
-        {
-            Ok(dom) => Ok(Some(dom)),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(to_provider_error(
-                format!("host {}: look up domain {name}", host.name),
-                e,
-            )),
+    let domains = DomainOps::new(&conn);
+    let lookup = domains.find_ours(&name, &inner.name);
+    match by(deadline, "looking the domain up", lookup).await? {
+        Ownership::Absent => {}
+        Ownership::Ours { domain, mark } if mark.owner_uid() == &req.owner_uid => {
+            return by(
+                deadline,
+                "starting the existing domain",
+                existing(inner, host, &conn, domain, &mark, id),
+            )
+            .await;
         }
-    };
-    if let Some(dom) = by(deadline, "looking the domain up", lookup).await? {
-        return by(
-            deadline,
-            "starting the existing domain",
-            existing(inner, host, &conn, dom, &req.owner_uid, id),
-        )
-        .await;
+        Ownership::Ours { domain, .. } | Ownership::Foreign { domain, .. } => {
+            return Err(ApiError::permanent(format!(
+                "host {}: a domain named {} exists without this owner's mark; it is not adopted \
+                 (remove or rename it, or delete the owning object)",
+                host.name, domain.name
+            )));
+        }
     }
 
     let base = inner
@@ -429,7 +425,7 @@ async fn undo(inner: &Inner, host: &Kvm2Host, name: &Identifier, made: &Made) {
         let client = conn.client();
         let h = &host.name;
         if made.domain {
-            crate::delete::remove_domain(h, client, name).await?;
+            DomainOps::new(&conn).remove(name).await?;
         }
         let ops = PoolOps::open(h, client, &host.pool).await?;
         let vols = VmVolumes::new(&inner.name, name);
@@ -452,27 +448,18 @@ async fn undo(inner: &Inner, host: &Kvm2Host, name: &Identifier, made: &Made) {
     }
 }
 
-/// An existing domain with the instance's name: returned (started if shut
-/// off) when it carries this owner's mark from this entry, refused
-/// otherwise.
+/// An existing domain with the instance's name and this owner's mark from
+/// this entry (the caller checked): returned, started if shut off.
 async fn existing(
     inner: &Inner,
     host: &Kvm2Host,
     conn: &Connection,
     dom: libvirt_rpc::Domain,
-    owner: &OwnerUid,
+    mark: &OwnerMark,
     id: ProviderId,
 ) -> Result<Instance, ApiError> {
     let h = &host.name;
     let client = conn.client();
-    let mark = read_mark(conn, &dom).await?;
-    let Some(mark) = mark.filter(|m| m.owner_uid() == owner && m.entry() == &inner.name) else {
-        return Err(ApiError::permanent(format!(
-            "host {h}: a domain named {} exists without this owner's mark; it is not adopted \
-             (remove or rename it, or delete the owning object)",
-            dom.name
-        )));
-    };
     let info = observed(
         h,
         proc_num::DOMAIN_GET_STATE,

@@ -17,19 +17,16 @@
 //! Every libvirt call goes through [`observed`] and carries the connection's
 //! call deadline.
 
-use libvirt_rpc::{
-    DomainModificationImpact, ErrorCode, MetadataType, NoFlags, proto::types::Domain,
-};
+use libvirt_rpc::NoFlags;
 use provider_api::{
     AddressSources, Error as ApiError, Identifier, Instance, ProviderId, ProviderType,
 };
 
 use crate::address;
-use crate::connection::Connection;
+use crate::domains::{DomainOps, Foreign, Ownership};
 use crate::host_table::HostTable;
 use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
-use crate::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_metadata_reply};
 use crate::state::{DomainPhase, classify};
 use libvirt_rpc::proc_num;
 
@@ -64,25 +61,30 @@ pub async fn get(
     let name = id.instance();
     let conn = hosts.shared(host).await?;
     let client = conn.client();
-
-    let domain = observed(
-        host,
-        proc_num::DOMAIN_LOOKUP_BY_NAME,
-        client.domain_lookup_by_name(name.as_str()),
-    )
-    .await
-    .map_err(|e| to_provider_error(format!("host {host}: look up domain {name}"), e))?;
-    let Some(mark) = read_mark(&conn, &domain).await? else {
-        return Err(ApiError::permanent(format!(
-            "host {host}: domain {name} has no valid ownership mark; it is not ours"
-        )));
+    let (domain, mark) = match DomainOps::new(&conn).find_ours(name, entry).await? {
+        Ownership::Ours { domain, mark } => (domain, mark),
+        Ownership::Absent => {
+            return Err(ApiError::not_found(format!(
+                "host {host}: no domain named {name}"
+            )));
+        }
+        Ownership::Foreign {
+            why: Foreign::Unmarked,
+            ..
+        } => {
+            return Err(ApiError::permanent(format!(
+                "host {host}: domain {name} has no valid ownership mark; it is not ours"
+            )));
+        }
+        Ownership::Foreign {
+            why: Foreign::OtherEntry(other),
+            ..
+        } => {
+            return Err(ApiError::permanent(format!(
+                "host {host}: domain {name} belongs to provider entry {other}, not {entry}"
+            )));
+        }
     };
-    if mark.entry() != entry {
-        return Err(ApiError::permanent(format!(
-            "host {host}: domain {name} belongs to provider entry {}, not {entry}",
-            mark.entry()
-        )));
-    }
 
     let state = observed(
         host,
@@ -137,48 +139,6 @@ pub(crate) fn ensure_ours(entry: &Identifier, id: &ProviderId) -> Result<(), Api
         )));
     }
     Ok(())
-}
-
-/// Reads and parses `domain`'s ownership mark: `None` when the domain has
-/// no mark or a malformed one (it is foreign: never touched).
-///
-/// # Errors
-/// NotFound when the domain vanished; otherwise as the
-/// [error table](crate::libvirt_errors).
-///
-/// # Cancel safety
-/// Cancel safe: read-only.
-pub(crate) async fn read_mark(
-    conn: &Connection,
-    domain: &Domain,
-) -> Result<Option<OwnerMark>, ApiError> {
-    let host = conn.host();
-    let name = &domain.name;
-    let reply = observed(
-        host,
-        proc_num::DOMAIN_GET_METADATA,
-        conn.client().domain_get_metadata(
-            domain,
-            MetadataType::Element,
-            Some(MARK_NAMESPACE),
-            DomainModificationImpact::empty(),
-        ),
-    )
-    .await;
-    match reply {
-        Ok(text) => match parse_metadata_reply(&text) {
-            Ok(mark) => Ok(Some(mark)),
-            Err(e) => {
-                tracing::debug!(%host, domain = %name, error = %e, "malformed ownership mark; foreign");
-                Ok(None)
-            }
-        },
-        Err(e) if e.code() == Some(ErrorCode::NoDomainMetadata) => Ok(None),
-        Err(e) => Err(to_provider_error(
-            format!("host {host}: ownership mark of domain {name}"),
-            e,
-        )),
-    }
 }
 
 #[cfg(test)]

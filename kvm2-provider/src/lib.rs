@@ -70,6 +70,7 @@ pub mod connection;
 mod create;
 mod delete;
 pub mod domain_xml;
+mod domains;
 mod error;
 mod fenced_read;
 pub mod fill_lease;

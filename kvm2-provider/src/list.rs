@@ -22,7 +22,7 @@ use provider_api::{
 };
 
 use crate::connection::Connection;
-use crate::get::read_mark;
+use crate::domains::{DomainOps, Ownership};
 use crate::host_table::HostTable;
 use crate::libvirt_errors::to_provider_error;
 use crate::observe::observed;
@@ -95,17 +95,11 @@ async fn listed(
     entry: &Identifier,
     domain: Domain,
 ) -> Result<Option<ListedInstance>, ApiError> {
-    let mark = match read_mark(conn, &domain).await {
-        Ok(Some(mark)) => mark,
-        // Foreign (no or malformed mark): not listed.
-        Ok(None) => return Ok(None),
-        // Vanished since the listing: not listed.
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e),
+    let (domain, mark) = match DomainOps::new(conn).judge(domain, entry).await? {
+        Ownership::Ours { domain, mark } => (domain, mark),
+        // Foreign, or vanished since the listing: not listed.
+        Ownership::Foreign { .. } | Ownership::Absent => return Ok(None),
     };
-    if mark.entry() != entry {
-        return Ok(None);
-    }
     let Ok(instance) = Identifier::parse(&domain.name) else {
         return Ok(None);
     };
