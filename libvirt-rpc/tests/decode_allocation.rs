@@ -4,6 +4,10 @@
 //! 72 bytes), so the up-front reservation must be bounded by the input too.
 //! An instrumented allocator (this test binary's own) counts the bytes
 //! allocated while decoding.
+//!
+//! A test binary of its own, not a module of `tests/it` or `tests/offline`:
+//! the global allocator is per binary, and other tests' allocations on
+//! other threads would count in its region.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::alloc::System;

@@ -1,22 +1,24 @@
 //! Daemon-side failures, against a libvirtd of the test's own (see
-//! `common/private_daemon.rs`): the shared sandbox daemon must never be
+//! `testkit::libvirtd`): the shared sandbox daemon must never be
 //! killed, and libvirtd 11.3 was seen to die after an upload overflowed its
 //! declared length.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
+use crate::support;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use testkit::names::unique;
+use testkit::tasks::alive_tasks;
 
-use common::private_daemon::{POOL, PrivateDaemon};
 use libvirt_rpc::{Client, Error, StorageVol, StorageVolCreateFlags, StorageVolStreamFlags};
+use testkit::libvirtd::{POOL, PrivateLibvirtd, STORAGE_URI};
 use tokio::io::{AsyncRead, ReadBuf};
 
 async fn volume(c: &Client, bytes: u64) -> StorageVol {
     let pool = c.storage_pool_lookup_by_name(POOL).await.unwrap();
-    let name = common::unique("dvol");
+    let name = unique("lvrpc-dvol");
     let xml = format!(
         "<volume><name>{name}</name><capacity unit='bytes'>{bytes}</capacity>\
          <allocation unit='bytes'>0</allocation><target><format type='raw'/></target></volume>"
@@ -42,15 +44,15 @@ impl AsyncRead for Endless {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upload_length_exceeded_fails_promptly_with_no_task_left() {
-    let mut d = PrivateDaemon::start();
+    let mut d = PrivateLibvirtd::start();
     // libvirtd 11.3 can go silent on a client whose upload overflowed (no
     // error packet, no PONG): a short keepalive turns that into a prompt
     // Disconnected instead of a 30 s wait.
     let config = libvirt_rpc::Config::default().keepalive(Duration::from_millis(150), 2);
-    let c = d.connect(common::private_daemon::STORAGE_URI, config).await;
-    drop(d.storage().await); // makes sure the pool exists
+    let c = support::connect(&d, STORAGE_URI, config).await;
+    drop(support::storage(&d).await); // makes sure the pool exists
     let vol = volume(&c, 1 << 20).await;
-    let tasks_before = common::alive_tasks();
+    let tasks_before = alive_tasks();
     let t0 = Instant::now();
     // Declare 1 MiB and send 4 MiB: the daemon fails the stream.
     let mut up = c
@@ -78,18 +80,15 @@ async fn upload_length_exceeded_fails_promptly_with_no_task_left() {
     }
     // No new task; the connection task itself is gone if the daemon
     // dropped the link.
-    assert!(
-        common::alive_tasks() <= tasks_before,
-        "a task was left behind"
-    );
+    assert!(alive_tasks() <= tasks_before, "a task was left behind");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_daemon_fails_ten_calls_and_upload_with_disconnected() {
-    let mut d = PrivateDaemon::start();
-    let c = d.storage().await;
+    let mut d = PrivateLibvirtd::start();
+    let c = support::storage(&d).await;
     let vol = volume(&c, 1 << 40).await;
-    let tasks_before = common::alive_tasks();
+    let tasks_before = alive_tasks();
     let up = {
         let c = c.clone();
         tokio::spawn(async move {
@@ -128,10 +127,7 @@ async fn sigkill_daemon_fails_ten_calls_and_upload_with_disconnected() {
     // Only the test's own tasks are gone too: the connection task ended.
     drop(c);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(
-        common::alive_tasks() < tasks_before,
-        "connection task still alive"
-    );
+    assert!(alive_tasks() < tasks_before, "connection task still alive");
 }
 
 /// Pins what libvirtd 11.3 does when a `dir` volume is deleted during an
@@ -140,10 +136,10 @@ async fn sigkill_daemon_fails_ten_calls_and_upload_with_disconnected() {
 /// upload (dropping it) still ends it promptly with no task left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volume_deleted_mid_upload_is_not_reported_by_libvirtd() {
-    let d = PrivateDaemon::start();
-    let c = d.storage().await;
+    let d = PrivateLibvirtd::start();
+    let c = support::storage(&d).await;
     let vol = volume(&c, 1 << 40).await;
-    let tasks_before = common::alive_tasks();
+    let tasks_before = alive_tasks();
     let mut upload = {
         let c = c.clone();
         let vol = vol.clone();
@@ -153,7 +149,7 @@ async fn volume_deleted_mid_upload_is_not_reported_by_libvirtd() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let other = d.storage().await;
+    let other = support::storage(&d).await;
     other
         .storage_vol_delete(&vol, libvirt_rpc::StorageVolDeleteFlags::empty())
         .await
@@ -168,7 +164,7 @@ async fn volume_deleted_mid_upload_is_not_reported_by_libvirtd() {
     other.close().await;
     // The aborted upload's stream was aborted on the wire; the link is fine.
     c.connect_get_lib_version().await.unwrap();
-    assert!(common::alive_tasks() <= tasks_before);
+    assert!(alive_tasks() <= tasks_before);
 }
 
 /// A download whose consumer stalls stops the connection's reading (the
@@ -178,12 +174,12 @@ async fn volume_deleted_mid_upload_is_not_reported_by_libvirtd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_download_whose_consumer_stalls_keeps_its_link() {
     // The daemon drops a client it has heard nothing from for ~2 s.
-    let d = PrivateDaemon::start_with("keepalive_interval = 1\nkeepalive_count = 1\n");
-    drop(d.storage().await); // makes sure the pool exists
+    let d = PrivateLibvirtd::start_with("keepalive_interval = 1\nkeepalive_count = 1\n");
+    drop(support::storage(&d).await); // makes sure the pool exists
     let config = libvirt_rpc::Config::default()
         .keepalive(Duration::from_millis(400), 3)
         .stream_queue(2);
-    let c = d.connect(common::private_daemon::STORAGE_URI, config).await;
+    let c = support::connect(&d, STORAGE_URI, config).await;
     let size = 16u64 << 20;
     let vol = volume(&c, size).await;
     let mut down = c

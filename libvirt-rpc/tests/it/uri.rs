@@ -1,9 +1,9 @@
 //! `Uri` against the sandbox's daemon: the socket a URI resolves to and
 //! the name it sends are what the real daemon accepts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
 use libvirt_rpc::{Client, Config, ListDomainsFlags, OpenFlags, Uri};
+use testkit::Descriptor;
 
 async fn open(uri: &Uri) -> Client {
     let socket = uri.daemon_socket(OpenFlags::empty()).unwrap();
@@ -14,7 +14,7 @@ async fn open(uri: &Uri) -> Client {
 
 #[tokio::test]
 async fn unix_uri_with_socket_param_opens_both_drivers() {
-    let d = common::sandbox();
+    let d = Descriptor::require();
     for (driver_uri, domain) in [
         (&d.libvirt.test_uri, Some("test")),
         (&d.libvirt.qemu_uri, None),

@@ -1,12 +1,15 @@
 //! Upload and download streams against the sandbox's real `dir` pool
 //! (`qemu:///system`; the test driver has no volume streams).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
+use crate::support;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use testkit::Descriptor;
+use testkit::names::unique;
+use testkit::tasks::alive_tasks;
 
 use libvirt_rpc::{
     Client, Error, ErrorCode, StorageVol, StorageVolCreateFlags, StorageVolDeleteFlags,
@@ -43,7 +46,7 @@ impl std::ops::Deref for TestVol {
 
 impl Drop for TestVol {
     fn drop(&mut self) {
-        let d = common::sandbox();
+        let d = Descriptor::require();
         let _ = std::process::Command::new("virsh")
             .args(["-q", "-c", &d.virsh_uri(&d.libvirt.qemu_uri), "vol-delete"])
             .args(["--pool", &self.0.pool, &self.0.name])
@@ -54,13 +57,13 @@ impl Drop for TestVol {
 }
 
 async fn new_volume(c: &Client, bytes: u64) -> TestVol {
-    let d = common::sandbox();
+    let d = Descriptor::require();
     let pool = c.storage_pool_lookup_by_name(&d.pool.name).await.unwrap();
-    let name = common::unique("vol");
+    let name = unique("lvrpc-vol");
     TestVol(
         c.storage_vol_create_xml(
             &pool,
-            &common::volume_xml(&name, bytes),
+            &support::volume_xml(&name, bytes),
             StorageVolCreateFlags::empty(),
         )
         .await
@@ -108,7 +111,7 @@ async fn download_all(c: &Client, vol: &StorageVol) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upload_download_64_mib_round_trip_keeps_sha256() {
-    let c = common::qemu().await;
+    let c = support::qemu().await;
     let size = 64 * MIB;
     let vol = new_volume(&c, size).await;
     let data = pattern(size as usize, 64);
@@ -128,10 +131,10 @@ async fn upload_download_64_mib_round_trip_keeps_sha256() {
 }
 
 async fn source_error_case(fail_at: usize) {
-    let c = common::qemu().await;
+    let c = support::qemu().await;
     let size = 2 * MIB;
     let vol = new_volume(&c, size).await;
-    let tasks_before = common::alive_tasks();
+    let tasks_before = alive_tasks();
     let src = FailingSource {
         data: pattern(size as usize, 7),
         pos: 0,
@@ -150,11 +153,7 @@ async fn source_error_case(fail_at: usize) {
     // The same client keeps working.
     let info = c.storage_vol_get_info(&vol).await.unwrap();
     assert_eq!(info.capacity, size);
-    assert_eq!(
-        common::alive_tasks(),
-        tasks_before,
-        "a task was left behind"
-    );
+    assert_eq!(alive_tasks(), tasks_before, "a task was left behind");
     delete(&c, &vol).await;
     c.close().await;
 }
@@ -176,7 +175,7 @@ async fn upload_source_error_on_last_chunk_aborts_stream() {
 
 #[tokio::test]
 async fn upload_source_short_is_aborted_not_finished() {
-    let c = common::qemu().await;
+    let c = support::qemu().await;
     let vol = new_volume(&c, MIB).await;
     let data = pattern(1000, 3);
     let r = c
@@ -196,7 +195,7 @@ async fn upload_source_short_is_aborted_not_finished() {
 /// so; if this test fails, update them).
 #[tokio::test]
 async fn upload_finished_short_is_accepted_by_libvirtd() {
-    let c = common::qemu().await;
+    let c = support::qemu().await;
     let vol = new_volume(&c, MIB).await;
     let mut up = c
         .storage_vol_upload_stream(&vol, 0, MIB, StorageVolStreamFlags::empty())
@@ -213,7 +212,7 @@ async fn upload_finished_short_is_accepted_by_libvirtd() {
 
 #[tokio::test]
 async fn download_of_missing_volume_is_not_found_and_client_survives() {
-    let c = common::qemu().await;
+    let c = support::qemu().await;
     let vol = new_volume(&c, MIB).await;
     delete(&c, &vol).await;
     let mut sink = Vec::new();
@@ -229,7 +228,7 @@ async fn download_of_missing_volume_is_not_found_and_client_survives() {
 
 #[tokio::test]
 async fn dropping_an_upload_aborts_it_and_client_keeps_working() {
-    let c = common::qemu().await;
+    let c = support::qemu().await;
     let vol = new_volume(&c, MIB).await;
     let mut up = c
         .storage_vol_upload_stream(&vol, 0, MIB, StorageVolStreamFlags::empty())
@@ -260,7 +259,7 @@ async fn slow_download_consumer_gets_every_byte() {
     let config = libvirt_rpc::Config::default()
         .call_timeout(Duration::from_secs(3))
         .stream_queue(1);
-    let c = common::connect_uri(&common::sandbox().libvirt.qemu_uri, config).await;
+    let c = support::connect_uri(&Descriptor::require().libvirt.qemu_uri, config).await;
     let size = 4 * MIB;
     let vol = new_volume(&c, size).await;
     let data = pattern(size as usize, 11);
@@ -297,7 +296,7 @@ async fn slow_download_consumer_gets_every_byte() {
 #[tokio::test]
 async fn download_as_async_reader() {
     use tokio::io::AsyncReadExt;
-    let c = common::qemu().await;
+    let c = support::qemu().await;
     let vol = new_volume(&c, MIB).await;
     let data = pattern(MIB as usize, 13);
     c.storage_vol_upload(&vol, 0, MIB, StorageVolStreamFlags::empty(), &data[..])
@@ -355,10 +354,10 @@ impl tokio::io::AsyncWrite for FailingSink {
 
 #[tokio::test]
 async fn download_sink_error_aborts_stream_and_client_keeps_working() {
-    let c = common::qemu().await;
+    let c = support::qemu().await;
     let size = 4 * MIB;
     let vol = new_volume(&c, size).await;
-    let tasks_before = common::alive_tasks();
+    let tasks_before = alive_tasks();
     let t0 = Instant::now();
     let sink = FailingSink {
         written: 0,
@@ -375,7 +374,7 @@ async fn download_sink_error_aborts_stream_and_client_keeps_working() {
     c.connect_get_lib_version().await.unwrap();
     // A full download on the same client still works.
     assert_eq!(download_all(&c, &vol).await.len() as u64, size);
-    assert_eq!(common::alive_tasks(), tasks_before);
+    assert_eq!(alive_tasks(), tasks_before);
     delete(&c, &vol).await;
     c.close().await;
 }

@@ -4,13 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{CountingProxy, OwnSshd, UnixServer, keygen, public_key, sandbox_config};
+use crate::support::{UnixServer, own_config, sandbox_config};
 use ssh_socket::{Error, HostKeyPolicy, SshConfig, Stage};
+use testkit::captured::capture;
+use testkit::relay::Relay;
+use testkit::sshd::{OwnSshd, keygen, public_key};
 
 const BOUND: Duration = Duration::from_secs(2);
 /// A wrong passphrase is found out by running the key's bcrypt KDF: CPU
@@ -22,7 +23,7 @@ const KDF_BOUND: Duration = Duration::from_secs(10);
 /// The sandbox config, through a counting proxy; the known_hosts entry is
 /// rewritten for the proxy's port.
 struct Fixture {
-    proxy: CountingProxy,
+    proxy: Relay,
     dir: tempfile::TempDir,
     server: UnixServer,
     /// The sandbox sshd's host public key (`type base64`).
@@ -31,8 +32,8 @@ struct Fixture {
 
 impl Fixture {
     async fn new() -> Self {
-        let d = xtask::Descriptor::require();
-        let proxy = CountingProxy::start(d.ssh.port).await;
+        let d = testkit::Descriptor::require();
+        let proxy = Relay::tcp(format!("127.0.0.1:{}", d.ssh.port)).await;
         let host_key = public_key(&d.ssh.host_key_path);
         let host_key = host_key
             .split_whitespace()
@@ -48,7 +49,7 @@ impl Fixture {
     }
 
     fn entry(&self) -> String {
-        format!("[127.0.0.1]:{}", self.proxy.port)
+        format!("[127.0.0.1]:{}", self.proxy.port())
     }
 
     /// A known_hosts file with these contents.
@@ -66,7 +67,7 @@ impl Fixture {
     }
 
     fn config(&self, known_hosts: &Path) -> SshConfig {
-        let mut c = sandbox_config(&self.server.path).with_port(self.proxy.port);
+        let mut c = sandbox_config(&self.server.path).with_port(self.proxy.port());
         c.host = "127.0.0.1".into();
         c.host_keys = HostKeyPolicy::KnownHosts(known_hosts.to_owned());
         c
@@ -272,7 +273,7 @@ async fn refused_tcp_connection_is_transient() {
         HostKeyPolicy::insecure_ignore_host_key(),
     );
     // The key is read before connecting: use a real one.
-    let d = xtask::Descriptor::require();
+    let d = testkit::Descriptor::require();
     let mut c = c.with_port(port);
     c.key_path = d.ssh.key_path.clone();
     let t = Instant::now();
@@ -293,7 +294,7 @@ async fn silent_server_times_out_in_the_handshake_stage() {
             held.push(s);
         }
     });
-    let d = xtask::Descriptor::require();
+    let d = testkit::Descriptor::require();
     let c = SshConfig::new(
         "127.0.0.1",
         "root",
@@ -320,29 +321,9 @@ async fn silent_server_times_out_in_the_handshake_stage() {
     assert!(!e.is_permanent() && e.is_timeout());
 }
 
-/// Captures log output for the current thread.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test] // current-thread runtime: the dial logs on this thread
 async fn insecure_ignore_host_key_accepts_an_unknown_host_and_warns_every_dial() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_max_level(tracing::Level::WARN)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = capture(tracing::Level::WARN);
 
     let f = Fixture::new().await;
     let mut c = f.config(&f.dir.path().join("absent"));
@@ -351,7 +332,7 @@ async fn insecure_ignore_host_key_accepts_an_unknown_host_and_warns_every_dial()
         let socket = ssh_socket::dial(&c).await.unwrap();
         assert!(!socket.is_closed());
     }
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     assert_eq!(
         logs.matches("host key verification is DISABLED").count(),
         2,
@@ -366,7 +347,7 @@ async fn forwarding_disabled_is_a_channel_refusal() {
     let sshd = OwnSshd::start("AllowStreamLocalForwarding no");
     let server = UnixServer::echo();
     let t = Instant::now();
-    let e = ssh_socket::dial(&sshd.config(&server.path))
+    let e = ssh_socket::dial(&own_config(&sshd, &server.path))
         .await
         .unwrap_err();
     assert!(t.elapsed() < BOUND);
@@ -396,7 +377,7 @@ async fn ecdsa_rsa_and_encrypted_keys_authenticate() {
     }
     std::fs::write(&sshd.authorized_keys, authorized).unwrap();
     for (path, pass) in keys {
-        let mut c = sshd.config(&server.path);
+        let mut c = own_config(&sshd, &server.path);
         c.key_path = path;
         if !pass.is_empty() {
             c = c.with_key_passphrase(ssh_socket::Passphrase::new(pass));
@@ -409,7 +390,7 @@ async fn ecdsa_rsa_and_encrypted_keys_authenticate() {
 async fn rotated_key_file_is_used_by_the_next_dial() {
     let sshd = OwnSshd::start("");
     let server = UnixServer::echo();
-    let config = sshd.config(&server.path);
+    let config = own_config(&sshd, &server.path);
     echo_once(&config).await;
 
     // Rotate: a new key in the same file; only the new key is authorized.

@@ -1,6 +1,6 @@
 //! The crate as published: `cargo package` builds it on its own (without
-//! the workspace, and with the workspace-only `xtask` dev-dependency
-//! stripped), and the packaged crate's own tests and doctests pass outside
+//! the workspace, and with the workspace-only `xtask` and `testkit`
+//! dev-dependencies stripped), and the packaged crate's own tests and doctests pass outside
 //! this workspace. Needs no sandbox; needs the crates.io index (or a cargo
 //! cache that has it) like any build of the workspace.
 //!
@@ -88,11 +88,13 @@ fn packaged_crate_holds_the_library_and_no_workspace_only_target() {
     for needed in ["Cargo.toml", "README.md", "LICENSE", "src/lib.rs"] {
         assert!(files.iter().any(|f| f == needed), "{needed} in {files:?}");
     }
-    // The targets that use `xtask` (absent from the published crate).
+    // The targets that use `xtask` or `testkit` (absent from the published
+    // crate).
     for left_out in [
-        "tests/common/mod.rs",
+        "tests/it/main.rs",
+        "tests/it/support.rs",
         "benches/throughput.rs",
-        "tests/package.rs",
+        "tests/it/package.rs",
     ] {
         assert!(
             !files.iter().any(|f| f == left_out),
@@ -126,16 +128,23 @@ fn packaged_crate_builds_and_passes_its_tests_on_its_own() {
         .path()
         .join(format!("libvirt-rpc-{}", env!("CARGO_PKG_VERSION")));
     let manifest = std::fs::read_to_string(unpacked.join("Cargo.toml")).unwrap();
-    assert!(!manifest.contains("xtask"), "{manifest}");
+    assert!(
+        !manifest.contains("xtask") && !manifest.contains("testkit"),
+        "{manifest}"
+    );
     // Users get the library's tokio features, not the workspace's.
     let tokio = section(&manifest, "[dependencies.tokio]");
     assert!(tokio.contains("\"rt\""), "{tokio}");
     assert!(!tokio.contains("rt-multi-thread"), "{tokio}");
-    // Unit tests, the packaged integration tests and the doctests (the
-    // README's example among them).
+    // Unit tests, the packaged integration tests (`tests/offline/` and
+    // `tests/decode_allocation.rs`) and the doctests (the README's example
+    // among them).
     let out = cargo(&unpacked, &["test", "--quiet"]);
     let suites = out.matches("test result: ok").count();
-    assert!(suites >= 5, "lib, 3 test files and the doctests: {out}");
+    assert!(suites >= 4, "lib, 2 test binaries and the doctests: {out}");
+    for packaged in ["tests/offline/main.rs", "tests/decode_allocation.rs"] {
+        assert!(unpacked.join(packaged).is_file(), "{packaged} not packaged");
+    }
 }
 
 /// `ssh-socket` as it stands packages and builds on its own (its

@@ -3,16 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::sandbox_config;
+use crate::support::sandbox_config;
 use libvirt_rpc::{Client, Config, ListDomainsFlags, OpenFlags};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn libvirt_test_driver_answers_through_the_forwarded_socket() {
-    let d = xtask::Descriptor::require();
+    let d = testkit::Descriptor::require();
     let socket = ssh_socket::dial(&sandbox_config(&d.remote_socket))
         .await
         .expect("dial the sandbox sshd");

@@ -1,8 +1,9 @@
 //! Domain lifecycle events from the sandbox daemon's `test:///default`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
+use crate::support;
 use std::time::Duration;
+use testkit::names::unique;
 
 use libvirt_rpc::*;
 
@@ -20,11 +21,11 @@ async fn next_for(sub: &mut Subscription, name: &str) -> LifecycleEvent {
 
 #[tokio::test]
 async fn lifecycle_events_arrive_and_link_death_ends_the_subscription() {
-    let c = common::test_driver().await;
+    let c = support::test_driver().await;
     let mut all = c.subscribe_lifecycle(None).await.unwrap();
-    let name = common::unique("ev");
+    let name = unique("lvrpc-ev");
     let dom = c
-        .domain_define_xml_flags(&common::domain_xml(&name), DomainDefineFlags::empty())
+        .domain_define_xml_flags(&support::domain_xml(&name), DomainDefineFlags::empty())
         .await
         .unwrap();
     assert_eq!(
@@ -67,12 +68,12 @@ async fn lifecycle_events_arrive_and_link_death_ends_the_subscription() {
 
 #[tokio::test]
 async fn dropped_subscription_stops_delivery_and_client_keeps_working() {
-    let c = common::test_driver().await;
+    let c = support::test_driver().await;
     let sub = c.subscribe_lifecycle(None).await.unwrap();
     drop(sub);
-    let name = common::unique("ev2");
+    let name = unique("lvrpc-ev2");
     let dom = c
-        .domain_define_xml_flags(&common::domain_xml(&name), DomainDefineFlags::empty())
+        .domain_define_xml_flags(&support::domain_xml(&name), DomainDefineFlags::empty())
         .await
         .unwrap();
     c.domain_undefine_flags(&dom, DomainUndefineFlags::empty())

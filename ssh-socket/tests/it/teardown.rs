@@ -7,14 +7,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Buffers, Relay, UnixServer, fast_keepalive, sandbox_config};
+use crate::support::{UnixServer, fast_keepalive, sandbox_config};
 use ssh_socket::{Closer, Error, SshSocket};
+use testkit::relay::{Buffers, Relay, RelayOptions};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
@@ -52,10 +51,17 @@ struct Outcome {
 /// Starts a writer through a freezing relay, freezes the relay once data
 /// flows, waits until the writer is stuck, then applies `action`.
 async fn stalled_writer_case(buffers: Buffers, action: Action) -> Outcome {
-    let d = xtask::Descriptor::require();
+    let d = testkit::Descriptor::require();
     let sink = UnixServer::sink();
-    let relay = Relay::start(d.ssh.port, buffers).await;
-    let tcp = relay.connect_client(buffers).await;
+    let relay = Relay::tcp_with(
+        format!("127.0.0.1:{}", d.ssh.port),
+        RelayOptions {
+            buffers,
+            ..RelayOptions::default()
+        },
+    )
+    .await;
+    let tcp = relay.connect(buffers).await;
     let mut config = sandbox_config(&sink.path);
     if matches!(action, Action::Nothing) {
         config = config.with_keepalive(fast_keepalive());

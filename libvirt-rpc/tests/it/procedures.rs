@@ -1,9 +1,11 @@
 //! Every typed procedure against the sandbox daemon's `test:///default`
 //! (volume streams are exercised against `qemu:///system` in streams.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
+use crate::support;
 use libvirt_rpc::*;
+use testkit::Descriptor;
+use testkit::names::unique;
 
 fn domain_xml_with_nic(name: &str) -> String {
     format!(
@@ -16,7 +18,7 @@ fn domain_xml_with_nic(name: &str) -> String {
 
 #[tokio::test]
 async fn connection_procedures() {
-    let c = common::test_driver().await;
+    let c = support::test_driver().await;
     assert!(c.connect_get_version().await.unwrap() > 0);
     assert!(c.connect_get_lib_version().await.unwrap() >= 11_000_000);
     assert!(!c.connect_get_hostname().await.unwrap().is_empty());
@@ -44,8 +46,8 @@ async fn connection_procedures() {
 
 #[tokio::test]
 async fn domain_procedures() {
-    let c = common::test_driver().await;
-    let name = common::unique("dom");
+    let c = support::test_driver().await;
+    let name = unique("lvrpc-dom");
     let dom = c
         .domain_define_xml_flags(&domain_xml_with_nic(&name), DomainDefineFlags::empty())
         .await
@@ -171,7 +173,7 @@ async fn domain_procedures() {
 
 #[tokio::test]
 async fn storage_procedures() {
-    let c = common::test_driver().await;
+    let c = support::test_driver().await;
     let pool = c.storage_pool_lookup_by_name("default-pool").await.unwrap();
     c.storage_pool_refresh(&pool, NoFlags::empty())
         .await
@@ -196,11 +198,11 @@ async fn storage_procedures() {
         .await
         .unwrap();
     assert!(pool_xml.contains("<name>default-pool</name>"), "{pool_xml}");
-    let name = common::unique("vol");
+    let name = unique("lvrpc-vol");
     let vol = c
         .storage_vol_create_xml(
             &pool,
-            &common::volume_xml(&name, 1 << 20),
+            &support::volume_xml(&name, 1 << 20),
             StorageVolCreateFlags::empty(),
         )
         .await
@@ -222,11 +224,11 @@ async fn storage_procedures() {
         vol_xml.contains(&format!("<name>{name}</name>")),
         "{vol_xml}"
     );
-    let copy_name = common::unique("copy");
+    let copy_name = unique("lvrpc-copy");
     let copy = c
         .storage_vol_create_xml_from(
             &pool,
-            &common::volume_xml(&copy_name, 1 << 20),
+            &support::volume_xml(&copy_name, 1 << 20),
             &vol,
             StorageVolCreateFlags::empty(),
         )
@@ -256,7 +258,7 @@ async fn storage_procedures() {
         .unwrap_err();
     assert_eq!(gone.code(), Some(ErrorCode::NoStorageVol));
     let nopool = c
-        .storage_pool_lookup_by_name(&common::unique("nopool"))
+        .storage_pool_lookup_by_name(&unique("lvrpc-nopool"))
         .await
         .unwrap_err();
     assert_eq!(nopool.code(), Some(ErrorCode::NoStoragePool));
@@ -265,7 +267,7 @@ async fn storage_procedures() {
 
 #[tokio::test]
 async fn read_only_connection_refuses_writes() {
-    let d = common::sandbox();
+    let d = Descriptor::require();
     let sock = tokio::net::UnixStream::connect(&d.libvirt.socket)
         .await
         .unwrap();
@@ -282,7 +284,7 @@ async fn read_only_connection_refuses_writes() {
         .unwrap();
     let e = c
         .domain_define_xml_flags(
-            &common::domain_xml(&common::unique("ro")),
+            &support::domain_xml(&unique("lvrpc-ro")),
             DomainDefineFlags::empty(),
         )
         .await
@@ -295,10 +297,10 @@ async fn read_only_connection_refuses_writes() {
 /// volume in the sandbox's `dir` pool tells plain and physical sizes apart.
 #[tokio::test]
 async fn volume_info_flags_and_path_in_a_dir_pool() {
-    let d = common::sandbox();
-    let c = common::qemu().await;
+    let d = Descriptor::require();
+    let c = support::qemu().await;
     let pool = c.storage_pool_lookup_by_name(&d.pool.name).await.unwrap();
-    let name = common::unique("sparse");
+    let name = unique("lvrpc-sparse");
     let xml = format!(
         "<volume><name>{name}</name><capacity unit='bytes'>{}</capacity>\
          <allocation unit='bytes'>0</allocation><target><format type='raw'/></target></volume>",

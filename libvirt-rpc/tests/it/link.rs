@@ -1,16 +1,19 @@
 //! Multiplexing, deadlines, cancellation and link death against the
 //! sandbox daemon (through a relay for the frozen and cut links).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
+use crate::support;
 use std::time::{Duration, Instant};
+use testkit::Descriptor;
+use testkit::names::unique;
+use testkit::tasks::alive_tasks;
 
-use common::relay::Relay;
 use libvirt_rpc::{Client, Config, DisconnectReason, Error, ErrorCode, OpenFlags};
+use testkit::relay::Relay;
 
 async fn via_relay(config: Config) -> (Client, Relay) {
-    let d = common::sandbox();
-    let (io, relay) = Relay::start(&d.libvirt.socket).await;
+    let d = Descriptor::require();
+    let (io, relay) = Relay::unix_pair(&d.libvirt.socket).await;
     let c = Client::connect(io, &d.libvirt.test_uri, OpenFlags::empty(), config)
         .await
         .unwrap();
@@ -27,8 +30,8 @@ async fn lookup_answers_itself(c: &Client, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousand_concurrent_calls_get_their_own_answers() {
-    let c = common::test_driver().await;
-    let prefix = common::unique("missing");
+    let c = support::test_driver().await;
+    let prefix = unique("lvrpc-missing");
     let calls: Vec<_> = (0..1000)
         .map(|i| {
             let c = c.clone();
@@ -47,10 +50,10 @@ async fn thousand_concurrent_calls_get_their_own_answers() {
 /// must never reach later calls.
 #[tokio::test]
 async fn call_deadline_abandons_only_that_call() {
-    let d = common::private_daemon::PrivateDaemon::start();
-    let c = d.connect("test:///default", Config::default()).await;
+    let d = testkit::libvirtd::PrivateLibvirtd::start();
+    let c = support::connect(&d, "test:///default", Config::default()).await;
     let hasty = c.with_call_timeout(Duration::from_millis(100));
-    let prefix = common::unique("late");
+    let prefix = unique("lvrpc-late");
     d.signal("-STOP");
     let calls: Vec<_> = (0..20)
         .map(|i| {
@@ -73,8 +76,8 @@ async fn call_deadline_abandons_only_that_call() {
 
 #[tokio::test]
 async fn dropped_call_future_keeps_the_link() {
-    let c = common::test_driver().await;
-    let prefix = common::unique("dropped");
+    let c = support::test_driver().await;
+    let prefix = unique("lvrpc-dropped");
     for i in 0..20 {
         let name = format!("{prefix}-{i}");
         let fut = c.domain_lookup_by_name(&name);
@@ -164,7 +167,7 @@ async fn close_fails_pending_calls_promptly() {
 
 #[tokio::test]
 async fn cut_link_fails_pending_calls_with_eof() {
-    let (c, mut relay) = via_relay(Config::default()).await;
+    let (c, relay) = via_relay(Config::default()).await;
     relay.freeze();
     let call = {
         let c = c.clone();
@@ -188,10 +191,10 @@ async fn cut_link_fails_pending_calls_with_eof() {
 
 #[tokio::test]
 async fn dropping_every_handle_ends_the_connection_task() {
-    let before = common::alive_tasks();
-    let c = common::test_driver().await;
-    assert_eq!(common::alive_tasks(), before + 1);
+    let before = alive_tasks();
+    let c = support::test_driver().await;
+    assert_eq!(alive_tasks(), before + 1);
     drop(c);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(common::alive_tasks(), before);
+    assert_eq!(alive_tasks(), before);
 }

@@ -4,10 +4,9 @@
 //! `nobody` and deny everyone else. The client connects as those users
 //! (libvirtd lets root in without polkit).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
-
-use common::private_daemon::PrivateDaemon;
+use crate::support;
 use libvirt_rpc::{AuthType, Error, ErrorCode, ListDomainsFlags};
+use testkit::libvirtd::PrivateLibvirtd;
 
 const RULES: &str = r#"polkit.addRule(function(action, subject) {
     if (action.id.indexOf("org.libvirt.unix.") == 0) {
@@ -22,9 +21,8 @@ const STRANGER: u32 = 1;
 
 #[tokio::test]
 async fn polkit_allowed_user_connects_and_calls() {
-    let daemon = PrivateDaemon::start_polkit(RULES);
-    let c = daemon
-        .connect_as(NOBODY, "test:///default")
+    let daemon = PrivateLibvirtd::start_polkit(RULES);
+    let c = support::connect_as(&daemon, NOBODY, "test:///default")
         .await
         .unwrap_or_else(|e| panic!("{e:?}\n{}", daemon.log()));
     let doms = c
@@ -37,9 +35,8 @@ async fn polkit_allowed_user_connects_and_calls() {
 
 #[tokio::test]
 async fn polkit_refused_user_gets_auth_refused() {
-    let daemon = PrivateDaemon::start_polkit(RULES);
-    let e = daemon
-        .connect_as(STRANGER, "test:///default")
+    let daemon = PrivateLibvirtd::start_polkit(RULES);
+    let e = support::connect_as(&daemon, STRANGER, "test:///default")
         .await
         .unwrap_err();
     match &e {

@@ -1,35 +1,41 @@
-//! A libvirtd of the test's own: same binary as the sandbox's, but in a
-//! private mount namespace (tmpfs over libvirt's state directories) with
-//! only the storage driver loaded, serving `storage:///system` (with a `dir`
-//! pool) and `test:///default`. Tests that kill the daemon, or that provoke
-//! daemon-side stream failures, use it so the shared sandbox daemon is never
-//! at risk. Dropping it SIGKILLs the daemon (by its pid) and removes the
-//! directory.
+//! A libvirtd of the test's own: the sandbox's binary in a private mount
+//! namespace (tmpfs over libvirt's state directories) with only the
+//! storage driver loaded, serving `storage:///system` and `test:///default`
+//! on a socket in a temp dir; variants listen on TCP or TLS, or
+//! authenticate with polkit through a D-Bus and polkitd of their own. Tests
+//! that kill the daemon, freeze it or provoke daemon-side failures use it
+//! so the shared sandbox daemon is never at risk. Dropping it SIGKILLs the
+//! daemon (and its helpers) and removes the directory.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use libvirt_rpc::{Client, Config, OpenFlags};
+use tokio::io::Join;
+use tokio::process::{Child as TokioChild, ChildStdin, ChildStdout};
 
-pub struct PrivateDaemon {
+/// A running private libvirtd; see the module docs.
+pub struct PrivateLibvirtd {
     dir: tempfile::TempDir,
     pid: Option<i32>,
     child: Option<std::process::Child>,
-    relays: std::sync::Mutex<Vec<tokio::process::Child>>,
+    relays: std::sync::Mutex<Vec<TokioChild>>,
 }
 
+/// The URI of the storage driver it serves.
 pub const STORAGE_URI: &str = "storage:///system";
+/// The name tests give the `dir` pool they define in it.
 pub const POOL: &str = "lvrpc-private";
 
-impl PrivateDaemon {
+impl PrivateLibvirtd {
+    /// Starts a daemon with the default configuration.
     pub fn start() -> Self {
         Self::start_with("")
     }
 
     /// Starts a daemon whose `libvirtd.conf` also holds `extra` lines.
     pub fn start_with(extra: &str) -> Self {
-        Self::start_inner(extra, "", "")
+        Self::launch(extra, "", "")
     }
 
     /// Starts a daemon whose unix sockets authenticate with polkit
@@ -38,7 +44,7 @@ impl PrivateDaemon {
     /// namespace, judging by `rules` (polkit JavaScript, installed as the
     /// only file in `/etc/polkit-1/rules.d`). libvirtd lets root in without
     /// asking polkit, so clients must connect as another user (see
-    /// [`PrivateDaemon::connect_as`]). Dropping it kills all three.
+    /// [`socket_as`](Self::socket_as)). Dropping it kills all three.
     pub fn start_polkit(rules: &str) -> Self {
         let conf = "auth_unix_ro = \"polkit\"\nauth_unix_rw = \"polkit\"\n";
         let prelude = format!(
@@ -48,7 +54,7 @@ impl PrivateDaemon {
              /usr/lib/polkit-1/polkitd --no-debug > $DIR/polkitd.log 2>&1 &\n\
              echo $! > $DIR/polkitd.pid\n"
         );
-        Self::start_inner(conf, "", &prelude)
+        Self::launch(conf, "", &prelude)
     }
 
     /// Starts a daemon that also listens for plain TCP on 127.0.0.1:`port`
@@ -58,7 +64,7 @@ impl PrivateDaemon {
             "listen_tls = 0\nlisten_tcp = 1\nlisten_addr = \"127.0.0.1\"\n\
              tcp_port = \"{port}\"\nauth_tcp = \"none\"\n"
         );
-        Self::start_inner(&conf, "--listen", "")
+        Self::launch(&conf, "--listen", "")
     }
 
     /// Starts a daemon that also listens for TLS on 127.0.0.1:`port` with
@@ -77,10 +83,10 @@ impl PrivateDaemon {
         if let Some(dn) = allowed_dn {
             conf.push_str(&format!("tls_allowed_dn_list = [\"{dn}\"]\n"));
         }
-        Self::start_inner(&conf, "--listen", "")
+        Self::launch(&conf, "--listen", "")
     }
 
-    fn start_inner(extra: &str, args: &str, prelude: &str) -> Self {
+    fn launch(extra: &str, args: &str, prelude: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("lvrpc-daemon-")
             .tempdir()
@@ -154,33 +160,42 @@ impl PrivateDaemon {
         panic!("private libvirtd did not start: {}", d.log());
     }
 
+    /// Its read-write unix socket.
     pub fn socket(&self) -> PathBuf {
         self.dir.path().join("run/libvirt-sock")
     }
 
+    /// A directory for a `dir` pool.
     pub fn pool_dir(&self) -> PathBuf {
         self.dir.path().join("pool")
     }
 
+    /// Its temp dir (configuration, logs, pid file, socket).
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
+    /// The daemon's pid.
+    ///
+    /// # Panics
+    /// After [`kill`](Self::kill).
     pub fn pid(&self) -> i32 {
         self.pid.expect("daemon pid")
     }
 
+    /// Its log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("libvirtd.log")).unwrap_or_default()
     }
 
+    /// Whether the daemon still runs.
     pub fn alive(&mut self) -> bool {
         self.child
             .as_mut()
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
-    /// Freezes (SIGSTOP) or thaws (SIGCONT) the daemon.
+    /// Sends `sig` (as `kill` takes it: `-STOP` freezes, `-CONT` thaws).
     pub fn signal(&self, sig: &str) {
         let status = Command::new("kill")
             .args([sig, &self.pid().to_string()])
@@ -189,47 +204,11 @@ impl PrivateDaemon {
         assert!(status.success());
     }
 
-    pub async fn connect(&self, uri: &str, config: Config) -> Client {
-        let mut last = None;
-        for _ in 0..100 {
-            match tokio::net::UnixStream::connect(self.socket()).await {
-                Ok(s) => {
-                    return tokio::time::timeout(
-                        Duration::from_secs(30),
-                        Client::connect(s, uri, OpenFlags::empty(), config),
-                    )
-                    .await
-                    .expect("handshake within 30 s")
-                    .expect("handshake");
-                }
-                Err(e) => last = Some(e),
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("cannot connect to the private daemon: {last:?}");
-    }
-
-    /// Connects to `storage:///system` and makes sure the `dir` pool exists.
-    pub async fn storage(&self) -> Client {
-        let c = self.connect(STORAGE_URI, Config::default()).await;
-        if c.storage_pool_lookup_by_name(POOL).await.is_err() {
-            let xml = format!(
-                "<pool type='dir'><name>{POOL}</name><target><path>{}</path></target></pool>",
-                self.pool_dir().display()
-            );
-            // REMOTE_PROC_STORAGE_POOL_CREATE_XML = 76: {xml, flags} -> pool
-            let _: libvirt_rpc::StoragePool = c
-                .call(76, &(xml.as_str(), 0u32))
-                .await
-                .expect("create private pool");
-        }
-        c
-    }
-
-    /// Connects to `socket` as user `uid` (not root, whom libvirtd lets in
-    /// without asking polkit): through `nc -U` run by `setpriv`, so the
-    /// daemon's peer is that process. Bounded by 30 s.
-    pub async fn connect_as(&self, uid: u32, uri: &str) -> libvirt_rpc::Result<Client> {
+    /// A connection to its socket made as user `uid` (not root, whom
+    /// libvirtd lets in without asking polkit): through `nc -U` run by
+    /// `setpriv`, so the daemon's peer is that process. The `nc` lives as
+    /// long as the daemon (or the runtime that spawned it).
+    pub fn socket_as(&self, uid: u32) -> Join<ChildStdout, ChildStdin> {
         let mut relay = tokio::process::Command::new("setpriv")
             .args([
                 format!("--reuid={uid}"),
@@ -239,22 +218,14 @@ impl PrivateDaemon {
                 "-U".to_owned(),
             ])
             .arg(self.socket())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("spawn setpriv nc");
         let io = tokio::io::join(relay.stdout.take().unwrap(), relay.stdin.take().unwrap());
-        let r = tokio::time::timeout(
-            Duration::from_secs(30),
-            Client::connect(io, uri, OpenFlags::empty(), Config::default()),
-        )
-        .await
-        .expect("handshake within 30 s");
-        // The relay lives as long as the test needs the client: the
-        // caller's runtime ends it (kill_on_drop) with the test.
         self.relays.lock().unwrap().push(relay);
-        r
+        io
     }
 
     /// SIGKILLs the daemon (and the D-Bus and polkitd of a polkit daemon).
@@ -278,7 +249,7 @@ impl PrivateDaemon {
     }
 }
 
-impl Drop for PrivateDaemon {
+impl Drop for PrivateLibvirtd {
     fn drop(&mut self) {
         self.kill();
     }

@@ -2,12 +2,12 @@
 //! private daemon of the test's own, on 127.0.0.1), reached through a
 //! parsed `qemu+tcp`-style URI.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
 use std::time::{Duration, Instant};
+use testkit::Descriptor;
 
-use common::private_daemon::PrivateDaemon;
 use libvirt_rpc::{Client, Config, ListDomainsFlags, OpenFlags, Transport, Uri};
+use testkit::libvirtd::PrivateLibvirtd;
 
 /// A port nothing listens on right now.
 fn free_port() -> u16 {
@@ -30,9 +30,9 @@ async fn connect_when_listening(addr: (&str, u16), uri: &str) -> Client {
 
 #[tokio::test]
 async fn tcp_uri_reaches_a_daemon_listening_on_tcp() {
-    let _sandbox = common::sandbox(); // the same libvirtd binary and setup
+    let _sandbox = Descriptor::require(); // the same libvirtd binary and setup
     let port = free_port();
-    let daemon = PrivateDaemon::start_tcp(port);
+    let daemon = PrivateLibvirtd::start_tcp(port);
     let uri = Uri::parse(&format!("test+tcp://127.0.0.1:{port}/default")).unwrap();
     assert_eq!(uri.transport(), Transport::Tcp);
     let host = uri.host().unwrap();

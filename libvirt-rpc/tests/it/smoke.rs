@@ -1,12 +1,13 @@
 //! Smoke test: handshake and simple calls against the sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
+use crate::support;
 use libvirt_rpc::ListDomainsFlags;
+use testkit::Descriptor;
 
 #[tokio::test]
 async fn handshake_and_simple_calls_on_test_driver() {
-    let c = common::test_driver().await;
+    let c = support::test_driver().await;
     let v = c.connect_get_lib_version().await.unwrap();
     assert!(v >= 11_000_000, "{v}");
     let doms = c
@@ -20,7 +21,7 @@ async fn handshake_and_simple_calls_on_test_driver() {
 
 #[tokio::test]
 async fn connect_unix_reaches_the_daemon_and_reports_a_missing_socket() {
-    let d = common::sandbox();
+    let d = Descriptor::require();
     let c = libvirt_rpc::Client::connect_unix(
         &d.libvirt.socket,
         &d.libvirt.test_uri,

@@ -1,0 +1,16 @@
+//! The integration tests that use the sandbox or a daemon of their own, and
+//! the packaging check: one test binary (left out of the published crate,
+//! as it needs the workspace-only test kit).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod daemon_failure;
+mod events;
+mod link;
+mod package;
+mod polkit;
+mod procedures;
+mod smoke;
+mod streams;
+mod support;
+mod tcp;
+mod uri;

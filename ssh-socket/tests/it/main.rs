@@ -1,0 +1,9 @@
+//! The integration tests (against the sandbox's sshd and sshd instances of
+//! their own): one test binary, one module per subject.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod dial_errors;
+mod forward;
+mod libvirt;
+mod support;
+mod teardown;

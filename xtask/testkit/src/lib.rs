@@ -1,0 +1,30 @@
+//! The workspace's test support, one module per idea, shared by every
+//! crate's integration tests (a dev-dependency only; never published).
+//!
+//! - [`Descriptor`]: the sandbox's services, from xtask's library
+//!   (`Descriptor::require()` fails a test when no sandbox is up).
+//! - [`relay`]: one TCP or unix relay that forwards, freezes (sockets open,
+//!   nothing read or sent), freezes after N bytes, or cuts, with counters.
+//! - [`silent`]: a listener that accepts and never answers.
+//! - [`virsh`] and [`kubectl`]: the command-line tools against the sandbox.
+//! - [`names`]: unique names and random hex for test objects.
+//! - [`tasks`]: counting the runtime's alive tasks (leak checks).
+//! - [`libvirtd`] and [`sshd`]: daemons of a test's own, killed on drop.
+//! - [`captured`]: log output captured for assertions.
+//!
+//! A test kit fails the test that uses it: its helpers panic with the cause
+//! instead of returning errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod captured;
+pub mod kubectl;
+pub mod libvirtd;
+pub mod names;
+pub mod relay;
+pub mod silent;
+pub mod sshd;
+pub mod tasks;
+pub mod virsh;
+mod wait;
+
+pub use xtask::{Descriptor, KubeService};

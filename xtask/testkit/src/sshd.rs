@@ -1,0 +1,171 @@
+//! SSH for tests: keys (`ssh-keygen`), known_hosts files, free ports, and
+//! an sshd of the test's own (fresh host and client keys, in a temp dir,
+//! killed on drop).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use xtask::Descriptor;
+
+/// Writes a key pair of `kind` (`ed25519`, `rsa`...) at `path` and
+/// `path.pub`, replacing any.
+pub fn keygen(path: &Path, kind: &str, passphrase: &str) {
+    let _ = std::fs::remove_file(path);
+    let _ = std::fs::remove_file(path.with_extension("pub"));
+    let mut args = vec![
+        "-q",
+        "-t",
+        kind,
+        "-N",
+        passphrase,
+        "-f",
+        path.to_str().unwrap(),
+    ];
+    if kind == "rsa" {
+        args.extend(["-b", "2048"]);
+    }
+    let out = Command::new("ssh-keygen").args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ssh-keygen failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A fresh ed25519 key pair without passphrase at `dir/name`; returns the
+/// private key's path.
+pub fn new_key(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    keygen(&path, "ed25519", "");
+    path
+}
+
+/// The public key (one line) of the private key at `path`.
+pub fn public_key(path: &Path) -> String {
+    std::fs::read_to_string(format!("{}.pub", path.display()))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+/// A port on 127.0.0.1 nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A known_hosts file at `dir/known_hosts` holding the sandbox's entries
+/// and its host key also at `[127.0.0.1]:port` (for a relay in front of
+/// the sandbox's sshd).
+pub fn known_hosts_with_port(sandbox: &Descriptor, dir: &Path, port: u16) -> PathBuf {
+    let host_key = public_key(&sandbox.ssh.host_key_path);
+    let path = dir.join("known_hosts");
+    std::fs::write(
+        &path,
+        format!(
+            "[127.0.0.1]:{port} {host_key}\n{}",
+            std::fs::read_to_string(&sandbox.ssh.known_hosts_path).unwrap()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The user this test runs as.
+pub fn whoami() -> String {
+    let out = Command::new("id").arg("-un").output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// An sshd of the test's own on 127.0.0.1, in a temp dir, killed on drop.
+pub struct OwnSshd {
+    /// Its temp dir (keys, configuration, known_hosts).
+    pub dir: tempfile::TempDir,
+    /// The port it listens on.
+    pub port: u16,
+    /// The user to log in as (the one running the test).
+    pub user: String,
+    /// A client key it accepts.
+    pub client_key: PathBuf,
+    /// A known_hosts listing its host key under `[127.0.0.1]:port`.
+    pub known_hosts: PathBuf,
+    /// Its host public key (one line).
+    pub host_pub: String,
+    /// The authorized_keys file it reads (holds `client_key`'s public key).
+    pub authorized_keys: PathBuf,
+    child: Child,
+}
+
+impl Drop for OwnSshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl OwnSshd {
+    /// Starts an sshd with a fresh ed25519 host key and client key, local
+    /// TCP and stream-local forwarding allowed, and `extra_config` lines
+    /// (which may override `AllowStreamLocalForwarding`).
+    pub fn start(extra_config: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let host_key = dir.path().join("host_ed25519");
+        keygen(&host_key, "ed25519", "");
+        let client_key = new_key(dir.path(), "client_ed25519");
+        let authorized_keys = dir.path().join("authorized_keys");
+        std::fs::write(&authorized_keys, format!("{}\n", public_key(&client_key))).unwrap();
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let port = free_port();
+        let cfg = dir.path().join("sshd_config");
+        let extra = if extra_config.contains("AllowStreamLocalForwarding") {
+            extra_config.to_owned()
+        } else {
+            format!("AllowStreamLocalForwarding local\n{extra_config}")
+        };
+        std::fs::write(
+            &cfg,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {pid}\n\
+                 AuthorizedKeysFile {ak}\nStrictModes no\nUsePAM no\n\
+                 PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\nAllowTcpForwarding local\n\
+                 LogLevel ERROR\n{extra}\n",
+                hk = host_key.display(),
+                pid = dir.path().join("sshd.pid").display(),
+                ak = authorized_keys.display(),
+            ),
+        )
+        .unwrap();
+        let child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let host_pub = public_key(&host_key);
+        let known_hosts = dir.path().join("known_hosts");
+        std::fs::write(&known_hosts, format!("[127.0.0.1]:{port} {host_pub}\n")).unwrap();
+        // Wait (up to 2 s) until it listens.
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Self {
+            dir,
+            port,
+            user: whoami(),
+            client_key,
+            known_hosts,
+            host_pub,
+            authorized_keys,
+            child,
+        }
+    }
+}
