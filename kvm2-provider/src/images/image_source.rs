@@ -20,7 +20,7 @@
 //! A `Content-Length` is not required. Every failure is delivered as the
 //! stream's *last item, an `Err`*, never as a clean end: a consumer that
 //! finishes the volume upload only on a clean end (`None`) and aborts it on
-//! an `Err` can never publish a short or corrupt image (H2). After a clean
+//! an `Err` can never publish a short or corrupt image (invariant 3). After a clean
 //! end, [`Download::verified`] returns the digest.
 //!
 //! No task is spawned; dropping a [`Download`] closes its connection.

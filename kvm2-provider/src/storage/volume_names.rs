@@ -14,7 +14,7 @@
 //! | VM overlay | `vm-<entry>.<domain>.overlay.qcow2` |
 //! | VM seed ISO | `vm-<entry>.<domain>.seed.iso` |
 //!
-//! The provider entry is part of every base name (H4: two entries never share
+//! The provider entry is part of every base name (invariant 5: two entries never share
 //! a base). The issue sketched `base-<entry>-<key>`; with `-` allowed inside
 //! identifiers that form is ambiguous (`a-b` + `c` and `a` + `b-c`), so the
 //! separator is `.`.
@@ -64,7 +64,7 @@ impl BaseNames {
 }
 
 /// The per-VM volumes of one domain made by one provider entry. The entry is
-/// part of the names (H4): two entries sharing a pool never touch each
+/// part of the names (invariant 5): two entries sharing a pool never touch each
 /// other's volumes, even for the same owner (the same domain name).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct VmVolumes {
@@ -129,7 +129,7 @@ mod tests {
     }
 
     proptest! {
-        // H4: distinct (entry, key) never share a base, marker or upload,
+        // invariant 5: distinct (entry, key) never share a base, marker or upload,
         // even when '-' could be read as a separator.
         #[test]
         fn base_names_are_injective(
@@ -146,7 +146,7 @@ mod tests {
             prop_assert_eq!(x.fill_lease() == y.fill_lease(), same);
         }
 
-        // H4 for the per-VM volumes: distinct (entry, domain) never share one.
+        // invariant 5 for the per-VM volumes: distinct (entry, domain) never share one.
         #[test]
         fn vm_names_are_injective(
             a in "[a-z0-9]{1,3}(-[a-z0-9]{1,3}){0,2}",

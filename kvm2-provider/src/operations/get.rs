@@ -9,7 +9,7 @@
 //!     │ domain_get_state ─▶ state::classify
 //!     │     running ─▶ address::discover ─ ip ─▶ Running
 //!     │                                  └ none ─▶ Provisioning
-//!     │                                  └ error ─▶ Transient (H3)
+//!     │                                  └ error ─▶ Transient (invariant 8)
 //!     ▼     otherwise ─▶ Stopped / Failed / Provisioning, no address
 //!  Instance { created_at from the mark }
 //! ```
@@ -47,7 +47,7 @@ use libvirt_rpc::proc_num;
 /// * NotFound: no domain with that name on the host;
 /// * Transient: the host could not be reached or a call failed, including
 ///   every address source failing or the link dying during the address
-///   lookup (H3: never reported as "no address yet").
+///   lookup (invariant 8: never reported as "no address yet").
 ///
 /// # Cancel safety
 /// Cancel safe: read-only.

@@ -1,5 +1,5 @@
 //! A running domain's address: the guest agent first, then the host's ARP
-//! table, then libvirt's DHCP leases — and the H3 rule for failures.
+//! table, then libvirt's DHCP leases — and invariant 8 for failures.
 //!
 //! ```text
 //!  agent ──found──▶ address
@@ -14,9 +14,8 @@
 //!  the link died (any source)           ─▶ Transient, at once
 //! ```
 //!
-//! **H3.** The original treated every error from every source as "no
-//! address yet", so a shared connection killed under a Get turned a serving
-//! proxy into `Provisioning` and dropped its IP. Here one source failing (a
+//! **Invariant 8**: an address-read failure is never reported as "no
+//! address yet" when every source failed. One source failing (a
 //! guest agent that is not up yet is the common case) is still "no address
 //! yet", but a dead link, a call that hit its deadline, or every source
 //! failing is a [`Transient`](provider_api::ErrorClass::Transient) error:
@@ -29,6 +28,8 @@
 //! interfaces whose MAC is one of the domain's NICs count ([`only_nics`];
 //! the MACs come from the domain's XML, read once per lookup and only
 //! then).
+
+pub mod nic_macs;
 
 use std::net::IpAddr;
 
@@ -48,7 +49,7 @@ use libvirt_rpc::proc_num;
 /// For the provider's own domains (a NIC on a plain bridge) only the agent
 /// and ARP can ever know an address: libvirt reads leases only for NICs on
 /// networks it manages, so the lease source answers an empty list
-/// (review finding K8; see [`AddressSource`]).
+/// (see [`AddressSource`]).
 pub const SOURCES: [(InterfaceAddressesSource, &str, AddressSource); 3] = [
     (
         InterfaceAddressesSource::Agent,

@@ -462,10 +462,10 @@ mod tests {
     /// `virsh dumpxml` of a domain rendered by `domain_xml` and defined on
     /// the sandbox's qemu:///system (libvirt 11.3): devices reordered,
     /// memory rewritten to KiB, UEFI loader resolved.
-    const REAL_DUMP: &str = include_str!("../testdata/domain-qemu-uefi.xml");
+    const REAL_DUMP: &str = include_str!("../../testdata/domain-qemu-uefi.xml");
     /// `virsh metadata --uri MARK_NAMESPACE` of the same domain: libvirt
     /// strips the namespace.
-    const REAL_REPLY: &str = include_str!("../testdata/metadata-reply.xml");
+    const REAL_REPLY: &str = include_str!("../../testdata/metadata-reply.xml");
 
     fn expected() -> OwnerMark {
         OwnerMark::new(

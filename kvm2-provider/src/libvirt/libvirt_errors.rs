@@ -9,7 +9,7 @@
 //!
 //! Callers with more context override the table where the meaning depends
 //! on the call: e.g. an address lookup wraps its failures as Transient
-//! explicitly (H3), because a guest-agent failure there means "not yet", not
+//! explicitly (invariant 8), because a guest-agent failure there means "not yet", not
 //! "never".
 
 use libvirt_rpc::{Error as RpcError, ErrorCode};

@@ -2,7 +2,7 @@
 //! the base's file, and the host's domains whose disks (or their backing
 //! chains) name it. Asked before any base is deleted (debris included), so
 //! a missing or corrupted marker can never destroy the disk under running
-//! VMs (invariant: a base that overlays may use is never deleted).
+//! VMs (invariant 4: a base that overlays may use is never deleted).
 //!
 //! ```text
 //!  base path ─▶ pool: every volume's XML ─▶ /volume/backingStore/path == base?

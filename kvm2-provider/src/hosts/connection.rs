@@ -2,7 +2,7 @@
 //! ssh-socket channel, dialled within a budget, closed without waiting on
 //! the network.
 //!
-//! The close order is the lesson of H1: the SSH side is closed *first*,
+//! The close order is invariant 1: the SSH side is closed *first*,
 //! because [`Closer::close`] never blocks and wakes every reader and writer
 //! (a bulk upload stuck on a vanished host included); only then is the
 //! libvirt client told to stop, with its own bound.

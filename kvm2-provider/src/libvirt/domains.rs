@@ -1,6 +1,6 @@
 //! Domain calls shared by Create, Delete, Get and List, and the one
 //! ownership check they all use: look the domain up by name, read its
-//! mark, compare the mark's entry with ours (invariant 6 of
+//! mark, compare the mark's entry with ours (invariant 7 of
 //! ARCHITECTURE.md: a domain without our mark, or with another owner's, is
 //! never modified or deleted).
 //!

@@ -37,7 +37,7 @@
 //! checked against the machine type ([`host_capacity`](crate::host_capacity)):
 //! short → QuotaExceeded naming what. A start that fails for want of
 //! memory or disk is QuotaExceeded too. Only the chosen host is searched for an existing instance: a
-//! frozen host never stalls Creates meant for others (H1). Known limit: an
+//! frozen host never stalls Creates meant for others (invariant 1). Known limit: an
 //! instance created on a fallback host is not found from its preferred host
 //! once that host is back; the garbage collector removes the duplicate.
 
