@@ -34,7 +34,9 @@
     clippy::print_stdout
 )]
 
-#[path = "../tests/common/mod.rs"]
+// The integration tests' image server; the bench uses part of it.
+#[allow(dead_code)]
+#[path = "../tests/it/http_server.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

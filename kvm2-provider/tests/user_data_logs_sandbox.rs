@@ -3,50 +3,32 @@
 //! and Delete (every crate captured at TRACE). Its own test binary: the
 //! capturing subscriber is a thread-local default, and tracing caches
 //! callsite interest process-wide, so tests in the same process without a
-//! subscriber could hide log lines from it.
+//! subscriber could hide log lines from it. It shares `tests/it`'s image
+//! server and provider environment by path; it uses only part of them.
 
-mod common;
+#[allow(dead_code)]
+#[path = "it/http_server.rs"]
+mod http_server;
+#[allow(dead_code)]
+#[path = "it/provider_env.rs"]
 mod provider_env;
 
-use std::sync::Arc;
-
-use common::{Reply, Server};
+use http_server::{Reply, Server};
 use provider_api::{ErrorClass, Placement, Provider, SecretString};
 use provider_env::{Env, Image};
-
-/// Log lines captured from every crate at TRACE level.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 // Current-thread runtime: the capturing subscriber is this thread's default.
 #[tokio::test(flavor = "current_thread")]
 async fn user_data_never_reaches_logs_or_errors_of_create_and_delete() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = testkit::captured::capture(tracing::Level::TRACE);
 
     let env = Env::new();
-    let body = common::image(1 << 20);
+    let body = http_server::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
     let image = Image::served(&server, "tiny", &body, "raw");
     let provider = env.one_host_provider(image);
-    let secret = format!("SECRET-{}", provider_env::random_hex());
+    let secret = format!("SECRET-{}", testkit::names::random_hex());
     let mut req = env.request(env.owner(), Placement::Any);
     req.user_data = Some(SecretString::new(format!("#cloud-config\n# {secret}\n")));
 
@@ -64,7 +46,7 @@ async fn user_data_never_reaches_logs_or_errors_of_create_and_delete() {
     let err_text = format!("{err} {err:?}");
     assert!(!err_text.contains(&secret), "user data in an error");
 
-    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let logs = captured.text();
     assert!(!logs.contains(&secret), "user data reached the logs");
     // The calls were logged: one line per libvirt call, with the procedure.
     for procedure in [

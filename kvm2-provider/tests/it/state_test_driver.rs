@@ -12,14 +12,12 @@
 //! (`test:///path/node.xml`), whose domains start in the state their
 //! `<test:runstate>` names (reason 0).
 
-mod support;
-
+use crate::sandbox_hosts::*;
 use kvm2_provider::get::get;
 use kvm2_provider::host_table::HostTable;
 use libvirt_rpc::{Domain, DomainCreateFlags, DomainDefineFlags, NoFlags};
 use provider_api::{InstanceState, ProviderId, ProviderType};
-use support::*;
-use xtask::Descriptor;
+use testkit::Descriptor;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn libvirt_states_map_to_instance_states() {

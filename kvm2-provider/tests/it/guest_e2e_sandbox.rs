@@ -16,16 +16,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
-mod provider_env;
-
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::provider_env::{Env, Image};
 use kvm2_provider::Kvm2Provider;
 use provider_api::{Instance, InstanceState, Placement, Provider, ProviderId};
-use provider_env::{Env, Image};
 use xtask::GuestImage;
 
 /// Every guest wait is bounded by this (the measured boot is far shorter;

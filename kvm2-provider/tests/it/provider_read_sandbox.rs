@@ -3,18 +3,15 @@
 //! operator calls), on an instance made by the provider's own Create: real
 //! sshd, real libvirtd, a real QEMU domain without a guest OS.
 
-mod common;
-mod support;
-
 use std::time::Duration;
 
+use crate::sandbox_hosts::*;
 use kvm2_provider::{Kvm2Provider, ProviderOptions};
 use provider_api::{
     CheckReason, CreateRequest, ErrorClass, Identifier, InstanceState, ObjectName, OwnerUid,
     Provider, ProvidersConfig, Tag, name_from_uid,
 };
-use support::*;
-use xtask::Descriptor;
+use testkit::Descriptor;
 
 /// Removes the instance's domain and volumes and the entry's base volumes,
 /// pass or fail.
@@ -27,23 +24,17 @@ struct Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let virsh = |args: &[&str]| {
-            std::process::Command::new("virsh")
-                .arg("-c")
-                .arg(&self.uri)
-                .args(args)
-                .output()
-                .ok()
-        };
-        virsh(&["destroy", &self.domain]);
-        virsh(&["undefine", "--nvram", &self.domain]);
-        let _ = virsh(&["pool-refresh", &self.pool]);
-        if let Some(out) = virsh(&["vol-list", "--pool", &self.pool]) {
+        let virsh = testkit::virsh::Virsh::new(self.uri.as_str());
+        let _ = virsh.run(&["destroy", &self.domain]);
+        let _ = virsh.run(&["undefine", "--nvram", &self.domain]);
+        let _ = virsh.run(&["pool-refresh", &self.pool]);
+        {
+            let out = virsh.run(&["vol-list", "--pool", &self.pool]);
             for line in String::from_utf8_lossy(&out.stdout).lines().skip(2) {
                 if let Some(vol) = line.split_whitespace().next()
                     && (vol.contains(&format!("-{}.", self.entry)) || vol.contains(&self.domain))
                 {
-                    virsh(&["vol-delete", "--pool", &self.pool, vol]);
+                    let _ = virsh.run(&["vol-delete", "--pool", &self.pool, vol]);
                 }
             }
         }
@@ -53,9 +44,9 @@ impl Drop for Guard {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn created_instance_reads_back_through_the_provider() {
     let sandbox = Descriptor::require();
-    let body = common::image(1 << 20);
-    let sha = common::digest(&body);
-    let server = common::Server::start(move |_| common::Reply::Body {
+    let body = crate::http_server::image(1 << 20);
+    let sha = crate::http_server::digest(&body);
+    let server = crate::http_server::Server::start(move |_| crate::http_server::Reply::Body {
         body: body.clone(),
         length: true,
     })
@@ -85,7 +76,7 @@ async fn created_instance_reads_back_through_the_provider() {
         .unwrap()
         .clone();
     let mut options = ProviderOptions::default();
-    options.hosts = support::options(&sandbox, &sandbox.libvirt.qemu_uri);
+    options.hosts = crate::sandbox_hosts::options(&sandbox, &sandbox.libvirt.qemu_uri);
     options.start_watch = Duration::from_millis(500);
     let provider =
         Kvm2Provider::with_options(Identifier::parse(&entry).unwrap(), config, options).unwrap();

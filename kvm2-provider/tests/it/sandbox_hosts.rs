@@ -1,13 +1,10 @@
-//! Sandbox helpers for the Get / List / Check tests: a providers config
-//! naming the sandbox (directly or through a relay), marked QEMU domains
-//! defined and started with libvirt-rpc and removed on drop, and a TCP relay
-//! that can be cut.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! The sandbox as configured hosts, for the Get / List / Check tests: a
+//! providers config naming the sandbox (directly or through a
+//! `testkit::relay::Relay`), host options, and marked QEMU domains defined
+//! and started with libvirt-rpc and removed on drop.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::time::Duration;
 
 use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
 use kvm2_provider::host_table::HostOptions;
@@ -19,11 +16,8 @@ use libvirt_rpc::{
 use provider_api::config::values::BridgeName;
 use provider_api::config::{Firmware, Kvm2Config};
 use provider_api::{Identifier, OwnerUid, ProvidersConfig};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
-use tokio::task::JoinSet;
-use xtask::Descriptor;
+use testkit::Descriptor;
+use testkit::virsh::Virsh;
 
 pub const ENTRY: &str = "kvm2-it";
 
@@ -90,35 +84,13 @@ pub fn options(sandbox: &Descriptor, uri: &str) -> HostOptions {
     }
 }
 
-/// A known_hosts file in `dir` that also trusts the sandbox's host key at
-/// 127.0.0.1:`port` (for relays).
-pub fn known_hosts_with_port(sandbox: &Descriptor, dir: &Path, port: u16) -> PathBuf {
-    let host_key =
-        std::fs::read_to_string(format!("{}.pub", sandbox.ssh.host_key_path.display())).unwrap();
-    let path = dir.join("known_hosts");
-    std::fs::write(
-        &path,
-        format!(
-            "[127.0.0.1]:{port} {}\n{}",
-            host_key.trim(),
-            std::fs::read_to_string(&sandbox.ssh.known_hosts_path).unwrap()
-        ),
-    )
-    .unwrap();
-    path
-}
-
 pub fn id(s: &str) -> Identifier {
     Identifier::parse(s).unwrap()
 }
 
 /// A unique lowercase name (an identifier) for a test domain.
 pub fn unique(tag: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("kvm2-itb-{tag}-{:x}{nanos:x}", std::process::id())
+    testkit::names::unique(&format!("kvm2-itb-{tag}"))
 }
 
 pub fn mark(entry: &str, owner: &str) -> OwnerMark {
@@ -196,7 +168,7 @@ pub async fn direct(sandbox: &Descriptor) -> Client {
 pub struct QemuDomain {
     pub name: String,
     pub domain: Domain,
-    uri: String,
+    virsh: Virsh,
     _dir: tempfile::TempDir,
 }
 
@@ -218,7 +190,7 @@ impl QemuDomain {
         let guard = QemuDomain {
             name: name.to_owned(),
             domain: domain.clone(),
-            uri: sandbox.virsh_uri(&sandbox.libvirt.qemu_uri),
+            virsh: Virsh::qemu(sandbox),
             _dir: dir,
         };
         if start {
@@ -233,144 +205,7 @@ impl QemuDomain {
 
 impl Drop for QemuDomain {
     fn drop(&mut self) {
-        let virsh = |args: &[&str]| {
-            let _ = std::process::Command::new("virsh")
-                .arg("-c")
-                .arg(&self.uri)
-                .args(args)
-                .output();
-        };
-        virsh(&["destroy", &self.name]);
-        virsh(&["undefine", "--nvram", &self.name]);
+        let _ = self.virsh.run(&["destroy", &self.name]);
+        let _ = self.virsh.run(&["undefine", "--nvram", &self.name]);
     }
-}
-
-/// A TCP relay to `upstream` that can be cut: every forwarded connection
-/// closed at once, later ones refused (accepted and dropped).
-pub struct Relay {
-    pub port: u16,
-    /// Connections being forwarded right now.
-    pub active: Arc<AtomicUsize>,
-    cut: Arc<AtomicBool>,
-    cut_now: Arc<Notify>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.task.abort(); // drops the JoinSet: every pump is aborted
-    }
-}
-
-impl Relay {
-    pub async fn start(upstream: String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let cut = Arc::new(AtomicBool::new(false));
-        let cut_now = Arc::new(Notify::new());
-        let active = Arc::new(AtomicUsize::new(0));
-        let (c, n, a) = (cut.clone(), cut_now.clone(), active.clone());
-        let task = tokio::spawn(async move {
-            let mut pumps = JoinSet::new();
-            while let Ok((client, _)) = listener.accept().await {
-                while pumps.try_join_next().is_some() {}
-                if c.load(Ordering::SeqCst) {
-                    continue; // dropped: the dial fails
-                }
-                let Ok(server) = TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                let n = n.clone();
-                let a = a.clone();
-                a.fetch_add(1, Ordering::SeqCst);
-                pumps.spawn(async move {
-                    let (mut client, mut server) = (client, server);
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        _ = n.notified() => {}
-                    }
-                    let _ = client.shutdown().await;
-                    a.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
-        });
-        Relay {
-            port,
-            active,
-            cut,
-            cut_now,
-            task,
-        }
-    }
-
-    /// Closes every forwarded connection and refuses new ones. Not async:
-    /// callable from a tracing hook.
-    pub fn cut(&self) {
-        self.cut.store(true, Ordering::SeqCst);
-        self.cut_now.notify_waiters();
-    }
-}
-
-/// A TCP listener that accepts and never answers; counts connections still
-/// open (a peer that closed is noticed by a read returning 0).
-pub struct Silent {
-    pub port: u16,
-    pub open: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Silent {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Silent {
-    pub async fn start() -> Self {
-        use tokio::io::AsyncReadExt;
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let open = Arc::new(AtomicUsize::new(0));
-        let o = open.clone();
-        let task = tokio::spawn(async move {
-            let mut held = JoinSet::new();
-            while let Ok((mut socket, _)) = listener.accept().await {
-                let o = o.clone();
-                o.fetch_add(1, Ordering::SeqCst);
-                held.spawn(async move {
-                    let mut buf = [0u8; 1024];
-                    while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {}
-                    o.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
-        });
-        Silent { port, open, task }
-    }
-}
-
-/// Waits (up to 10 s) for `counter` to reach 0.
-pub async fn drained(counter: &AtomicUsize) -> bool {
-    for _ in 0..200 {
-        if counter.load(Ordering::SeqCst) == 0 {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
-/// A fresh ed25519 key pair in `dir` (private key path returned).
-pub fn new_key(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    let out = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    path
 }

@@ -5,14 +5,11 @@
 //! disk: no guest agent ever answers, ARP and the lease source answer with
 //! nothing (a bridged NIC has no libvirt lease).
 
-mod common;
-mod provider_env;
-
 use std::process::Command;
 use std::sync::Arc;
 
+use crate::provider_env::{Env, Image};
 use provider_api::{AddressSource, InstanceState, Placement, Provider};
-use provider_env::{Env, Image};
 
 fn blank_qcow2() -> Arc<Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
@@ -31,7 +28,7 @@ fn blank_qcow2() -> Arc<Vec<u8>> {
 async fn instances_carry_the_proxy_port_and_the_sources_that_answered() {
     let env = Env::new();
     let body = blank_qcow2();
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "blank", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
     let yaml = yaml.replace(

@@ -3,13 +3,11 @@
 //! qcow2 made by `qemu-img`, the sandbox's sshd, its libvirtd
 //! (`qemu:///system`, TCG), real QEMU domains. Plus the adoption guard.
 
-mod common;
-mod provider_env;
-
 use std::process::Command;
 use std::sync::Arc;
 
-use common::{Reply, Server};
+use crate::http_server::{Reply, Server};
+use crate::provider_env::{Env, Image};
 use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
 use kvm2_provider::ownership_mark::OwnerMark;
 use kvm2_provider::timestamp::Timestamp;
@@ -19,7 +17,6 @@ use provider_api::{
     ErrorClass, Identifier, InstanceState, OwnerUid, Placement, Provider, ProviderId, ProviderType,
     SecretString, name_from_uid,
 };
-use provider_env::{Env, Image};
 
 fn qcow2_image(virtual_size: &str) -> Arc<Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
@@ -48,13 +45,13 @@ fn isoinfo(args: &[&str], iso: &str) -> Vec<u8> {
 async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
     let env = Env::new();
     let body = qcow2_image("64M");
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "debian", &body, "qcow2");
     let provider = env.one_host_provider(image);
     let owner = env.owner();
     let name = name_from_uid(&owner);
     let mut req = env.request(owner.clone(), Placement::Any);
-    let secret = format!("SECRET-{}", provider_env::random_hex());
+    let secret = format!("SECRET-{}", testkit::names::random_hex());
     req.user_data = Some(SecretString::new(format!(
         "#cloud-config\nhostname: x\n# {secret}\n"
     )));
@@ -216,8 +213,8 @@ fn define_foreign(env: &Env, name: &Identifier, mark: Option<OwnerMark>) {
 #[tokio::test]
 async fn a_foreign_domain_with_the_target_name_is_refused_and_untouched() {
     let env = Env::new();
-    let body = common::image(1 << 20);
-    let server = common::serve_body(&body).await;
+    let body = crate::http_server::image(1 << 20);
+    let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "tiny", &body, "raw");
     let provider = env.one_host_provider(image);
     let entry = Identifier::parse(&env.entry).unwrap();
@@ -271,7 +268,7 @@ async fn a_foreign_domain_with_the_target_name_is_refused_and_untouched() {
 #[tokio::test]
 async fn a_create_that_fails_to_start_removes_what_it_made_but_not_the_base() {
     let env = Env::new();
-    let body = common::image(1 << 20);
+    let body = crate::http_server::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
     let image = Image::served(&server, "tiny", &body, "raw");
@@ -302,7 +299,7 @@ async fn a_create_that_fails_to_start_removes_what_it_made_but_not_the_base() {
 #[tokio::test]
 async fn a_uefi_instance_is_deleted_with_its_nvram() {
     let env = Env::new();
-    let body = common::image(1 << 20);
+    let body = crate::http_server::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
     let image = Image::served(&server, "tiny", &body, "raw");
@@ -347,7 +344,7 @@ async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
     drop(closed);
     let hosts = [
         env.host("host1"),
-        provider_env::Host {
+        crate::provider_env::Host {
             port,
             ..env.host("host2")
         },
@@ -370,7 +367,7 @@ async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
     assert_eq!(err.class(), ErrorClass::Transient, "{err:?}");
 
     // Prefer(host2) falls back to host1, which works.
-    let body = common::image(1 << 20);
+    let body = crate::http_server::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
     let image = Image::served(&server, "tiny", &body, "raw");
@@ -434,7 +431,7 @@ async fn create_is_permanent_only_when_every_host_refuses_for_good() {
     drop(closed);
     let hosts = [
         env.host("host1"),
-        provider_env::Host {
+        crate::provider_env::Host {
             port,
             ..env.host("host2")
         },
@@ -453,7 +450,7 @@ async fn an_image_larger_than_the_machine_types_disk_is_refused() {
     let env = Env::new();
     // 3 GiB of virtual disk in a tiny file; the machine type's disk is 1 GiB.
     let body = qcow2_image("3G");
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "big", &body, "qcow2");
     let provider = env.one_host_provider(image);
     let owner = env.owner();

@@ -4,13 +4,9 @@
 //! libvirt-rpc's volume upload into the sandbox's pool. Plus the per-call
 //! log lines, and that user data in a seed never reaches any log.
 
-mod common;
+use std::time::Duration;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use common::{Reply, Server, digest, image};
+use crate::http_server::{Reply, Server, digest, image};
 use kvm2_provider::Error;
 use kvm2_provider::connection::Connection;
 use kvm2_provider::host_table::{HostOptions, HostTable};
@@ -21,38 +17,8 @@ use kvm2_provider::timestamp::Timestamp;
 use kvm2_provider::volume_xml::raw_volume;
 use libvirt_rpc::{StorageVol, StorageVolCreateFlags, StorageVolStreamFlags};
 use provider_api::{Identifier, ProvidersConfig, SecretString};
-use xtask::Descriptor;
-
-/// Log lines captured from every crate at TRACE level.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    (captured, tracing::subscriber::set_default(subscriber))
-}
+use testkit::Descriptor;
+use testkit::virsh::Virsh;
 
 fn table(sandbox: &Descriptor) -> HostTable {
     let yaml = format!(
@@ -74,11 +40,7 @@ fn table(sandbox: &Descriptor) -> HostTable {
 }
 
 fn unique(tag: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("tmp-it-{tag}-{:x}{nanos:x}.raw", std::process::id())
+    format!("{}.raw", testkit::names::unique(&format!("tmp-it-{tag}")))
 }
 
 /// A raw volume, deleted with virsh when dropped (independent of the
@@ -90,16 +52,12 @@ struct TempVolume {
 
 impl Drop for TempVolume {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("virsh")
-            .args([
-                "-c",
-                &self.uri,
-                "vol-delete",
-                "--pool",
-                &self.vol.pool,
-                &self.vol.name,
-            ])
-            .output();
+        let _ = Virsh::new(self.uri.as_str()).run(&[
+            "vol-delete",
+            "--pool",
+            &self.vol.pool,
+            &self.vol.name,
+        ]);
     }
 }
 
@@ -202,7 +160,7 @@ async fn download_streams_into_a_pool_volume_and_a_bad_digest_aborts_it() {
 #[tokio::test]
 async fn one_log_line_per_call_and_no_user_data_in_any_log() {
     let sandbox = Descriptor::require();
-    let (logs, _guard) = capture();
+    let (logs, _guard) = testkit::captured::capture(tracing::Level::TRACE);
     let table = table(&sandbox);
     let host = Identifier::parse("host1").unwrap();
     let conn = table.dedicated(&host).await.unwrap();

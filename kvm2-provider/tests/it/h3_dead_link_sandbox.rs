@@ -8,19 +8,19 @@
 //! the first address call's span opens (every libvirt call goes through
 //! `observe`), so the link dies exactly there, deterministically.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::sandbox_hosts::*;
 use kvm2_provider::get::get;
 use kvm2_provider::host_table::HostTable;
 use provider_api::{ErrorClass, InstanceState, ProviderId, ProviderType};
-use support::*;
+use testkit::Descriptor;
+use testkit::relay::Relay;
+use testkit::sshd::known_hosts_with_port;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-use xtask::Descriptor;
 
 /// Cuts the relay when a span for a procedure starting with `prefix` opens.
 struct CutOnCall {
@@ -61,7 +61,7 @@ impl<S: tracing::Subscriber> Layer<S> for CutOnCall {
 #[tokio::test(flavor = "current_thread")]
 async fn link_killed_during_get_is_transient_not_provisioning() {
     let sandbox = Descriptor::require();
-    let relay = Arc::new(Relay::start(format!("{}:{}", sandbox.ssh.host, sandbox.ssh.port)).await);
+    let relay = Arc::new(Relay::tcp(format!("{}:{}", sandbox.ssh.host, sandbox.ssh.port)).await);
     let armed = Arc::new(AtomicUsize::new(0));
     let subscriber = tracing_subscriber::registry().with(CutOnCall {
         relay: relay.clone(),
@@ -70,7 +70,7 @@ async fn link_killed_during_get_is_transient_not_provisioning() {
     });
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let client = support::direct(&sandbox).await;
+    let client = crate::sandbox_hosts::direct(&sandbox).await;
     let name = unique("h3");
     let _dom = QemuDomain::define(
         &sandbox,
@@ -82,13 +82,13 @@ async fn link_killed_during_get_is_transient_not_provisioning() {
     .await;
 
     let dir = tempfile::tempdir().unwrap();
-    let known_hosts = known_hosts_with_port(&sandbox, dir.path(), relay.port);
+    let known_hosts = known_hosts_with_port(&sandbox, dir.path(), relay.port());
     let config = config(
         &sandbox,
         &[HostSpec {
             name: "host1",
             address: "127.0.0.1".into(),
-            port: relay.port,
+            port: relay.port(),
         }],
         &sandbox.ssh.key_path,
         &known_hosts,
@@ -97,12 +97,14 @@ async fn link_killed_during_get_is_transient_not_provisioning() {
     let id = ProviderId::new(ProviderType::Kvm2, id(ENTRY), id("host1"), id(&name));
 
     // Through the intact relay: running, no guest OS, so no address yet.
-    let before = get(&table, &support::id(ENTRY), &id).await.unwrap();
+    let before = get(&table, &crate::sandbox_hosts::id(ENTRY), &id)
+        .await
+        .unwrap();
     assert_eq!(before.state, InstanceState::Provisioning);
 
     // Now the link dies at the first address call.
     armed.store(1, Ordering::SeqCst);
-    let during = get(&table, &support::id(ENTRY), &id).await;
+    let during = get(&table, &crate::sandbox_hosts::id(ENTRY), &id).await;
     match during {
         Err(e) => assert_eq!(e.class(), ErrorClass::Transient, "{e:?}"),
         Ok(instance) => panic!(

@@ -3,11 +3,9 @@
 //! starts and owns: digests, truncation, missing Content-Length, the size
 //! cap, redirects, the deadline, and how many requests were made.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Reply, Server, digest, image};
+use crate::http_server::{Reply, Server, digest, image};
 use futures::StreamExt;
 use kvm2_provider::Error;
 use kvm2_provider::image_source::{Download, ImageSource, SourceLimits};
@@ -49,7 +47,7 @@ async fn drain(mut download: Download) -> (Vec<u8>, Option<Error>, Download) {
 #[tokio::test]
 async fn correct_digest_with_content_length() {
     let body = image(1 << 20);
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let source = ImageSource::new(limits()).unwrap();
     let download = source
         .open(&server.url("/img.qcow2"), digest(&body))
@@ -139,7 +137,7 @@ async fn body_cut_short_is_an_error_not_an_end() {
 #[tokio::test]
 async fn too_large_declared_fails_before_the_body() {
     let body = image(2 << 20);
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let source = ImageSource::new(SourceLimits {
         max_bytes: 1 << 20,
         ..limits()

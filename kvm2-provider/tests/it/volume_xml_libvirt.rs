@@ -16,11 +16,9 @@ use provider_api::Identifier;
 use provider_api::config::ImageFormat;
 use provider_api::config::values::{HttpUrl, Sha256Digest};
 use sha2::{Digest, Sha256};
-use xtask::Descriptor;
+use testkit::Descriptor;
 
-mod common;
-
-use common::virsh::{ok, virsh};
+use testkit::virsh::Virsh;
 
 /// Deletes the pool's volumes when the test ends, in reverse creation order.
 struct Volumes<'a> {
@@ -33,46 +31,32 @@ impl Volumes<'_> {
     fn create(&mut self, name: &str, xml: &str, dir: &Path) {
         let file = dir.join(format!("{name}.xml"));
         std::fs::write(&file, xml).unwrap();
-        ok(
-            virsh(
-                self.uri,
-                &["vol-create", "--pool", self.pool, file.to_str().unwrap()],
-            ),
-            "vol-create",
-        );
+        Virsh::new(self.uri).ok(&["vol-create", "--pool", self.pool, file.to_str().unwrap()]);
         self.names.push(name.to_owned());
     }
 
     fn upload(&self, name: &str, file: &Path) {
-        ok(
-            virsh(
-                self.uri,
-                &[
-                    "vol-upload",
-                    "--pool",
-                    self.pool,
-                    name,
-                    file.to_str().unwrap(),
-                ],
-            ),
+        Virsh::new(self.uri).ok(&[
             "vol-upload",
-        );
+            "--pool",
+            self.pool,
+            name,
+            file.to_str().unwrap(),
+        ]);
     }
 
     fn path(&self, name: &str) -> String {
-        ok(
-            virsh(self.uri, &["vol-path", "--pool", self.pool, name]),
-            "vol-path",
-        )
-        .trim()
-        .to_owned()
+        Virsh::new(self.uri)
+            .ok(&["vol-path", "--pool", self.pool, name])
+            .trim()
+            .to_owned()
     }
 }
 
 impl Drop for Volumes<'_> {
     fn drop(&mut self) {
         for name in self.names.iter().rev() {
-            let _ = virsh(self.uri, &["vol-delete", "--pool", self.pool, name]);
+            let _ = Virsh::new(self.uri).run(&["vol-delete", "--pool", self.pool, name]);
         }
     }
 }
@@ -138,19 +122,13 @@ fn base_marker_overlay_and_seed_in_a_real_pool() {
     );
     vols.upload(&marker_name, &marker_file);
     let back = dir.path().join("marker-back");
-    ok(
-        virsh(
-            &uri,
-            &[
-                "vol-download",
-                "--pool",
-                &sandbox.pool.name,
-                &marker_name,
-                back.to_str().unwrap(),
-            ],
-        ),
+    Virsh::new(&uri).ok(&[
         "vol-download",
-    );
+        "--pool",
+        &sandbox.pool.name,
+        &marker_name,
+        back.to_str().unwrap(),
+    ]);
     assert_eq!(
         ImageMarker::parse(&std::fs::read(&back).unwrap()),
         Some(marker)
@@ -165,13 +143,7 @@ fn base_marker_overlay_and_seed_in_a_real_pool() {
         &overlay_volume(&overlay, 128 << 20, &base_path, ImageFormat::Qcow2).unwrap(),
         dir.path(),
     );
-    let dump = ok(
-        virsh(
-            &uri,
-            &["vol-dumpxml", "--pool", &sandbox.pool.name, &overlay],
-        ),
-        "vol-dumpxml",
-    );
+    let dump = Virsh::new(&uri).ok(&["vol-dumpxml", "--pool", &sandbox.pool.name, &overlay]);
     assert!(
         dump.contains(&format!("<path>{base_path}</path>")),
         "{dump}"

@@ -4,19 +4,17 @@
 //! mismatch, a download dying mid-way, five cold Creates sharing one GET,
 //! edited URL / sha256, a pool too small.
 
-mod common;
-mod provider_env;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use testkit::tasks::alive_tasks;
 
-use common::{Reply, Server, digest, image};
+use crate::http_server::{Reply, Server, digest, image};
+use crate::provider_env::{Env, Host, Image};
 use kvm2_provider::image_cache::CacheOptions;
 use provider_api::{
     ErrorClass, Identifier, Placement, Provider, ProviderId, ProviderType, name_from_uid,
 };
-use provider_env::{Env, Host, Image};
 
 fn raw_image(key: &str, server: &Server, path: &str, body: &[u8]) -> Image {
     Image {
@@ -34,12 +32,6 @@ fn id(env: &Env, owner: &provider_api::OwnerUid) -> ProviderId {
         Identifier::parse("host1").unwrap(),
         name_from_uid(owner),
     )
-}
-
-fn alive_tasks() -> usize {
-    tokio::runtime::Handle::current()
-        .metrics()
-        .num_alive_tasks()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +120,7 @@ async fn a_download_dying_mid_way_leaves_nothing_and_the_next_create_succeeds() 
 async fn five_concurrent_creates_on_a_cold_image_download_it_once() {
     let env = Env::new();
     let body = image(8 << 20);
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let img = raw_image("tiny", &server, "/tiny.raw", &body);
     let provider = env.one_host_provider(img);
     let owners: Vec<_> = (0..5).map(|_| env.owner()).collect();
@@ -249,9 +241,7 @@ async fn a_pool_too_small_is_quota_exceeded() {
     {
         let (uri, pool) = (env.uri.clone(), pool.clone());
         env.on_teardown(move || {
-            let _ = std::process::Command::new("virsh")
-                .args(["-c", &uri, "pool-destroy", &pool])
-                .output();
+            let _ = testkit::virsh::Virsh::new(uri).run(&["pool-destroy", &pool]);
         });
     }
     env.watch_pool(&pool);
@@ -259,7 +249,7 @@ async fn a_pool_too_small_is_quota_exceeded() {
     // 20 MiB does not fit the 16 MiB pool (the image is written once,
     // straight into the base).
     let body = image(20 << 20);
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let img = raw_image("big", &server, "/big.raw", &body);
     let host = Host {
         pool: pool.clone(),

@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
 use kvm2_provider::nic_macs::interface_macs;
@@ -14,18 +13,12 @@ use kvm2_provider::timestamp::Timestamp;
 use provider_api::config::Firmware;
 use provider_api::config::values::BridgeName;
 use provider_api::{Identifier, OwnerUid};
-use xtask::Descriptor;
+use testkit::Descriptor;
 
-mod common;
-
-use common::virsh::{ok, virsh};
+use testkit::virsh::Virsh;
 
 fn unique_name(tag: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("kvm2-it-{tag}-{:x}{nanos:x}", std::process::id())
+    testkit::names::unique(&format!("kvm2-it-{tag}"))
 }
 
 fn spec(name: &str, dir: &Path) -> DomainSpec {
@@ -56,7 +49,7 @@ struct Defined<'a> {
 
 impl Drop for Defined<'_> {
     fn drop(&mut self) {
-        let _ = virsh(self.uri, &["undefine", "--nvram", &self.name]);
+        let _ = Virsh::new(self.uri).run(&["undefine", "--nvram", &self.name]);
     }
 }
 
@@ -65,10 +58,7 @@ impl Drop for Defined<'_> {
 fn define<'a>(uri: &'a str, s: &DomainSpec, dir: &Path) -> Defined<'a> {
     let file = dir.join("domain.xml");
     std::fs::write(&file, render(s).unwrap()).unwrap();
-    ok(
-        virsh(uri, &["define", file.to_str().unwrap()]),
-        "virsh define",
-    );
+    Virsh::new(uri).ok(&["define", file.to_str().unwrap()]);
     Defined {
         uri,
         name: s.name.to_string(),
@@ -111,25 +101,16 @@ fn define_on_qemu_system_and_read_the_mark_back() {
     s.firmware = Firmware::Uefi;
     let _guard = define(&uri, &s, dir.path());
 
-    let dump = ok(virsh(&uri, &["dumpxml", s.name.as_str()]), "virsh dumpxml");
+    let dump = Virsh::new(&uri).ok(&["dumpxml", s.name.as_str()]);
     assert_eq!(parse_mark(&dump).unwrap(), Some(s.mark.clone()));
     // libvirt resolved UEFI to OVMF and made an NVRAM file path.
     assert!(dump.contains("/usr/share/OVMF/"), "{dump}");
     assert!(dump.contains("<nvram"), "{dump}");
 
-    let reply = ok(
-        virsh(
-            &uri,
-            &["metadata", s.name.as_str(), "--uri", MARK_NAMESPACE],
-        ),
-        "virsh metadata",
-    );
+    let reply = Virsh::new(&uri).ok(&["metadata", s.name.as_str(), "--uri", MARK_NAMESPACE]);
     assert_eq!(parse_metadata_reply(&reply).unwrap(), s.mark);
 
-    let disks = ok(
-        virsh(&uri, &["domblklist", s.name.as_str()]),
-        "virsh domblklist",
-    );
+    let disks = Virsh::new(&uri).ok(&["domblklist", s.name.as_str()]);
     assert!(disks.contains(&s.seed_path), "{disks}");
     assert!(disks.contains(&s.overlay_path), "{disks}");
 }
@@ -142,15 +123,12 @@ fn the_nic_mac_libvirt_assigns_reads_back_from_the_dump() {
     let mut s = spec(&unique_name("mac"), dir.path());
     s.mac = None;
     let _guard = define(&uri, &s, dir.path());
-    let dump = ok(virsh(&uri, &["dumpxml", s.name.as_str()]), "virsh dumpxml");
+    let dump = Virsh::new(&uri).ok(&["dumpxml", s.name.as_str()]);
     let macs = interface_macs(&dump).unwrap();
     assert_eq!(macs.len(), 1, "{dump}");
     assert!(macs[0].starts_with("52:54:00:"), "{macs:?}");
     // The same MAC `virsh domiflist` shows for the bridge NIC.
-    let list = ok(
-        virsh(&uri, &["domiflist", s.name.as_str()]),
-        "virsh domiflist",
-    );
+    let list = Virsh::new(&uri).ok(&["domiflist", s.name.as_str()]);
     assert!(list.to_ascii_lowercase().contains(&macs[0]), "{list}");
 }
 
@@ -169,7 +147,7 @@ fn define_on_the_test_driver_and_read_the_mark_back() {
         name = s.name,
         ns = MARK_NAMESPACE
     );
-    let out = ok(virsh(&uri, &[&script]), "virsh session");
+    let out = Virsh::new(&uri).ok(&[&script]);
     let parts: Vec<&str> = out.split("@@@").collect();
     assert_eq!(parts.len(), 3, "{out}");
     let dump = &parts[0][parts[0].find("<domain").expect("a dump")..];

@@ -5,118 +5,36 @@
 //! budget, and a Create on host2 (the same sshd, reached directly)
 //! completes meanwhile.
 
-mod common;
-mod provider_env;
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{digest, image};
+use crate::http_server::{digest, image};
+use crate::provider_env::{Env, Host, Image};
 use kvm2_provider::image_cache::CacheOptions;
 use provider_api::{Identifier, Placement, Provider};
-use provider_env::{Env, Host, Image};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
-
-/// A TCP relay that stops forwarding (without closing anything) once
-/// `freeze_after` bytes have passed.
-struct Relay {
-    port: u16,
-    frozen: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.task.abort(); // drops the JoinSet: every pump is aborted
-    }
-}
-
-impl Relay {
-    async fn start(upstream: String, freeze_after: u64) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let frozen = Arc::new(AtomicBool::new(false));
-        let forwarded = Arc::new(AtomicU64::new(0));
-        let f = frozen.clone();
-        let task = tokio::spawn(async move {
-            let mut pumps = JoinSet::new();
-            while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                let (cr, cw) = client.into_split();
-                let (sr, sw) = server.into_split();
-                pumps.spawn(pump(cr, sw, f.clone(), forwarded.clone(), freeze_after));
-                pumps.spawn(pump(sr, cw, f.clone(), forwarded.clone(), freeze_after));
-            }
-        });
-        Relay { port, frozen, task }
-    }
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    frozen: Arc<AtomicBool>,
-    forwarded: Arc<AtomicU64>,
-    freeze_after: u64,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        if frozen.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if forwarded.fetch_add(n as u64, Ordering::SeqCst) + n as u64 > freeze_after {
-            frozen.store(true, Ordering::SeqCst);
-        }
-        if frozen.load(Ordering::SeqCst) {
-            // Hold both sockets, read nothing more: the sender's window
-            // fills and its writes block, like a host that vanished.
-            std::future::pending::<()>().await;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
-}
+use testkit::relay::{Relay, RelayOptions};
+use testkit::sshd::known_hosts_with_port;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_host_fails_its_create_in_budget_while_another_host_creates() {
     let env = Env::new();
     let body = image(24 << 20);
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     // Declared after `env`, so dropped before it: the relay's sockets close
     // (ending the frozen upload on the daemon) before the volumes are
     // removed.
-    let relay = Relay::start(
+    let relay = Relay::tcp_with(
         format!("{}:{}", env.sandbox.ssh.host, env.sandbox.ssh.port),
-        8 << 20,
+        RelayOptions {
+            freeze_after: Some(8 << 20),
+            ..RelayOptions::default()
+        },
     )
     .await;
 
     // host1 is the relay (its known_hosts line names the relay's port with
     // the sandbox's host key); host2 is the sandbox directly.
     let dir = tempfile::tempdir().unwrap();
-    let key_pub = format!("{}.pub", env.sandbox.ssh.host_key_path.display());
-    let host_key = std::fs::read_to_string(&key_pub).unwrap();
-    let known_hosts = dir.path().join("known_hosts");
-    std::fs::write(
-        &known_hosts,
-        format!(
-            "[127.0.0.1]:{} {}\n{}",
-            relay.port,
-            host_key.trim(),
-            std::fs::read_to_string(&env.sandbox.ssh.known_hosts_path).unwrap()
-        ),
-    )
-    .unwrap();
+    let known_hosts = known_hosts_with_port(&env.sandbox, dir.path(), relay.port());
     // Two hosts never share a pool; here both are the sandbox's daemon, so
     // host2 gets a pool of its own (one pool would hold one base and one
     // fill lease, and host2 would rightly wait for host1's fill).
@@ -133,16 +51,14 @@ async fn a_frozen_host_fails_its_create_in_budget_while_another_host_creates() {
     {
         let (uri, pool2) = (env.uri.clone(), pool2.clone());
         env.on_teardown(move || {
-            let _ = std::process::Command::new("virsh")
-                .args(["-c", &uri, "pool-destroy", &pool2])
-                .output();
+            let _ = testkit::virsh::Virsh::new(uri).run(&["pool-destroy", &pool2]);
         });
     }
     env.watch_pool(&pool2);
     let hosts = [
         Host {
             address: "127.0.0.1".into(),
-            port: relay.port,
+            port: relay.port(),
             ..env.host("host1")
         },
         Host {
@@ -182,7 +98,7 @@ async fn a_frozen_host_fails_its_create_in_budget_while_another_host_creates() {
     };
     let other_create = async {
         // Start once host1's link is frozen mid-upload.
-        while !relay.frozen.load(Ordering::SeqCst) {
+        while !relay.is_frozen() {
             assert!(
                 started.elapsed() < Duration::from_secs(60),
                 "the upload through the relay never got going"

@@ -3,20 +3,17 @@
 //! are never deleted, fills are fenced across processes, host capacity is
 //! checked before define, and Create is bounded by the caller's deadline.
 
-mod common;
-mod provider_env;
-
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::provider_env::{Env, Host, Image};
 use kvm2_provider::Kvm2Provider;
 use kvm2_provider::host_table::HostOptions;
 use provider_api::{
     ErrorClass, Identifier, OwnerUid, Placement, Provider, ProvidersConfig, name_from_uid,
 };
-use provider_env::{Env, Host, Image};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -125,7 +122,7 @@ fn image_at(key: &str, url: String, body: &[u8]) -> Image {
     Image {
         key: key.into(),
         url,
-        sha256: common::digest(body).to_string(),
+        sha256: crate::http_server::digest(body).to_string(),
         format: "qcow2",
     }
 }
@@ -136,7 +133,7 @@ fn image_at(key: &str, url: String, body: &[u8]) -> Image {
 async fn a_base_in_use_is_never_deleted_even_without_a_valid_marker() {
     let env = Env::new();
     let body = qcow2("64M");
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "guest", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
     let provider = env.provider(&yaml, env.options());
@@ -326,7 +323,7 @@ async fn two_processes_fill_one_image_once() {
 async fn only_a_provably_abandoned_fill_is_swept() {
     let env = Env::new();
     let body = qcow2("64M");
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "guest", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
     let mut options = env.options();
@@ -379,7 +376,7 @@ async fn only_a_provably_abandoned_fill_is_swept() {
 async fn a_fill_that_loses_its_lease_stops_writing_at_once() {
     let env = Env::new();
     // 16 MiB in 256 KiB pieces 100 ms apart: about 6.4 s of upload.
-    let body = common::image(16 << 20);
+    let body = crate::http_server::image(16 << 20);
     let server = SlowServer::start(body.clone(), Duration::from_millis(100), true).await;
     let mut image = image_at("guest", server.url("/guest.raw"), &body);
     image.format = "raw";
@@ -452,7 +449,7 @@ async fn a_fill_that_loses_its_lease_stops_writing_at_once() {
 async fn a_host_without_room_is_quota_exceeded_naming_what_is_short() {
     let env = Env::new();
     let body = qcow2("64M");
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "guest", &body, "qcow2");
     let yaml = env
         .yaml(&[env.host("host1")], &[image], None)
@@ -486,7 +483,7 @@ async fn a_host_without_room_is_quota_exceeded_naming_what_is_short() {
 async fn a_start_short_of_memory_is_quota_exceeded() {
     let env = Env::new();
     let body = qcow2("64M");
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "guest", &body, "qcow2");
     let yaml = env
         .yaml(&[env.host("host1")], &[image], None)
@@ -556,7 +553,7 @@ async fn a_host_that_failed_to_dial_is_tried_last_during_its_cool_down() {
         });
     }
     let body = qcow2("64M");
-    let server = common::serve_body(&body).await;
+    let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "guest", &body, "qcow2");
     let dead = Host {
         name: "dead".into(),

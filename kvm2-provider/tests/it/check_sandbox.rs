@@ -3,38 +3,36 @@
 //! status per host, in config order, with the right reason, within the
 //! caller's deadline, and no connection left open afterwards.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::sandbox_hosts::*;
 use kvm2_provider::check::HostChecker;
 use kvm2_provider::host_table::HostTable;
 use provider_api::{CheckReason, Checker};
-use support::*;
-use xtask::Descriptor;
+use testkit::Descriptor;
+use testkit::relay::Relay;
+use testkit::silent::Silent;
+use testkit::sshd::{known_hosts_with_port, new_key};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_host_gets_its_reason_within_the_deadline_and_nothing_stays_open() {
     let sandbox = Descriptor::require();
     let upstream = format!("{}:{}", sandbox.ssh.host, sandbox.ssh.port);
-    let good = Relay::start(upstream.clone()).await;
-    let badkey = Relay::start(upstream).await;
+    let good = Relay::tcp(upstream.clone()).await;
+    let badkey = Relay::tcp(upstream).await;
     let silent = Silent::start().await;
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let closed = testkit::sshd::free_port();
 
     // known_hosts: the real host key for `good`, another key for `badkey`.
     let dir = tempfile::tempdir().unwrap();
-    let known_hosts = known_hosts_with_port(&sandbox, dir.path(), good.port);
+    let known_hosts = known_hosts_with_port(&sandbox, dir.path(), good.port());
     let other = new_key(dir.path(), "other_host_key");
     let other_pub = std::fs::read_to_string(other.with_extension("pub")).unwrap();
     let mut text = std::fs::read_to_string(&known_hosts).unwrap();
     text.push_str(&format!(
         "[127.0.0.1]:{} {}\n",
-        badkey.port,
+        badkey.port(),
         other_pub.trim()
     ));
     std::fs::write(&known_hosts, text).unwrap();
@@ -47,10 +45,10 @@ async fn each_host_gets_its_reason_within_the_deadline_and_nothing_stays_open() 
     let config = config(
         &sandbox,
         &[
-            host("good", good.port),
+            host("good", good.port()),
             host("closed", closed),
-            host("silent", silent.port),
-            host("badkey", badkey.port),
+            host("silent", silent.port()),
+            host("badkey", badkey.port()),
         ],
         &sandbox.ssh.key_path,
         &known_hosts,
@@ -98,18 +96,9 @@ async fn each_host_gets_its_reason_within_the_deadline_and_nothing_stays_open() 
 
     // Every connection the check opened is closed: the relays forward
     // nothing any more and the silent listener's peer hung up.
-    assert!(
-        drained(&good.active).await,
-        "good host's connection left open"
-    );
-    assert!(
-        drained(&badkey.active).await,
-        "badkey host's connection left open"
-    );
-    assert!(
-        drained(&silent.open).await,
-        "silent host's connection left open"
-    );
+    assert!(good.drained().await, "good host's connection left open");
+    assert!(badkey.drained().await, "badkey host's connection left open");
+    assert!(silent.drained().await, "silent host's connection left open");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,121 +5,32 @@
 //! the frozen connection returns at once, and the stuck upload ends with an
 //! error instead of hanging.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kvm2_provider::host_table::{HostOptions, HostTable};
 use kvm2_provider::volume_xml::raw_volume;
 use libvirt_rpc::{StorageVolCreateFlags, StorageVolStreamFlags};
 use provider_api::{Identifier, ProvidersConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
-use xtask::Descriptor;
-
-/// A TCP relay to `upstream` that can stop forwarding without closing.
-struct Relay {
-    port: u16,
-    frozen: Arc<AtomicBool>,
-    forwarded: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.task.abort(); // drops the JoinSet: every pump task is aborted
-    }
-}
-
-impl Relay {
-    async fn start(upstream: String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let frozen = Arc::new(AtomicBool::new(false));
-        let forwarded = Arc::new(AtomicU64::new(0));
-        let (f, n) = (frozen.clone(), forwarded.clone());
-        let task = tokio::spawn(async move {
-            let mut pumps = JoinSet::new();
-            while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                let (cr, cw) = client.into_split();
-                let (sr, sw) = server.into_split();
-                pumps.spawn(pump(cr, sw, f.clone(), n.clone()));
-                pumps.spawn(pump(sr, cw, f.clone(), n.clone()));
-            }
-        });
-        Relay {
-            port,
-            frozen,
-            forwarded,
-            task,
-        }
-    }
-
-    fn freeze(&self) {
-        self.frozen.store(true, Ordering::SeqCst);
-    }
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    frozen: Arc<AtomicBool>,
-    forwarded: Arc<AtomicU64>,
-) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        if frozen.load(Ordering::SeqCst) {
-            // Hold both sockets open and read nothing: the peer's window
-            // fills and its writes block, like a host that vanished.
-            std::future::pending::<()>().await;
-        }
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if frozen.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-        forwarded.fetch_add(n as u64, Ordering::SeqCst);
-    }
-}
+use testkit::Descriptor;
+use testkit::relay::Relay;
+use testkit::sshd::known_hosts_with_port;
+use tokio::io::AsyncReadExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_host_does_not_stall_the_other_and_closes_at_once() {
     let sandbox = Descriptor::require();
-    let relay = Relay::start(format!("{}:{}", sandbox.ssh.host, sandbox.ssh.port)).await;
+    let relay = Relay::tcp(format!("{}:{}", sandbox.ssh.host, sandbox.ssh.port)).await;
 
     // host1 goes through the relay; its known_hosts entry names the relay's
     // port with the sandbox's host key. host2 is the sandbox directly.
     let dir = tempfile::tempdir().unwrap();
-    let host_key = std::fs::read_to_string(sandbox.ssh.host_key_path.with_extension("pub"))
-        .unwrap_or_else(|_| {
-            std::fs::read_to_string(format!("{}.pub", sandbox.ssh.host_key_path.display())).unwrap()
-        });
-    let known_hosts = dir.path().join("known_hosts");
-    std::fs::write(
-        &known_hosts,
-        format!(
-            "[127.0.0.1]:{} {}\n{}",
-            relay.port,
-            host_key.trim(),
-            std::fs::read_to_string(&sandbox.ssh.known_hosts_path).unwrap()
-        ),
-    )
-    .unwrap();
+    let known_hosts = known_hosts_with_port(&sandbox, dir.path(), relay.port());
     let yaml = format!(
         "providers:\n  - name: kvm2-it\n    type: kvm2\n    kvm2:\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {kh}\n      hosts:\n        - name: host1\n          address: 127.0.0.1\n          port: {relay}\n          bridge: {bridge}\n          pool: {pool}\n        - name: host2\n          address: {addr}\n          port: {port}\n          bridge: {bridge}\n          pool: {pool}\n      images:\n        tiny:\n          url: http://127.0.0.1:1/x\n          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n",
         user = sandbox.ssh.user,
         key = sandbox.ssh.key_path.display(),
         kh = known_hosts.display(),
-        relay = relay.port,
+        relay = relay.port(),
         addr = sandbox.ssh.host,
         port = sandbox.ssh.port,
         bridge = sandbox.bridge,
@@ -187,7 +98,7 @@ async fn a_frozen_host_does_not_stall_the_other_and_closes_at_once() {
     });
     // Freeze once the upload is really flowing.
     let flowing = Instant::now();
-    while relay.forwarded.load(Ordering::SeqCst) < (8 << 20) {
+    while relay.forwarded() < (8 << 20) {
         assert!(
             flowing.elapsed() < Duration::from_secs(30),
             "upload never started"

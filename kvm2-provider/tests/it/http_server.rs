@@ -1,9 +1,6 @@
 //! A tiny HTTP/1.1 server on 127.0.0.1 that a test starts and owns, with
 //! scripted replies (full, chunked, cut short, stalled, redirects, errors)
 //! and a request counter.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-
-pub mod virsh;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

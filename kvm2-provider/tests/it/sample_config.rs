@@ -6,14 +6,11 @@
 //! dialled or anything downloaded; with the steps its comments name done,
 //! it creates a VM in the sandbox.
 
-mod common;
-mod provider_env;
-
+use crate::provider_env::Env;
 use provider_api::{
     CreateRequest, ErrorClass, Identifier, InstanceState, ObjectName, OwnerUid, Placement,
     Provider, ProvidersConfig, Registry, name_from_uid,
 };
-use provider_env::Env;
 
 #[tokio::test]
 async fn the_sample_configs_placeholder_image_is_refused_with_what_to_do() {

@@ -2,17 +2,15 @@
 //! Get and List-by-tag through the sandbox's real sshd to its real libvirtd,
 //! on real QEMU domains (TCG, no guest OS) defined with the ownership mark.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::sandbox_hosts::*;
 use kvm2_provider::get::get;
 use kvm2_provider::host_table::HostTable;
 use kvm2_provider::list::list_by_tag;
 use provider_api::{ErrorClass, InstanceState, ProviderId, ProviderType, Tag, TagValue};
-use support::*;
-use xtask::Descriptor;
+use testkit::Descriptor;
 
 fn table(sandbox: &Descriptor) -> HostTable {
     HostTable::new(
@@ -31,7 +29,7 @@ const OWNER: &str = "6a1f0c2e-1111-4222-8333-444455556666";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_running_domain_without_guest_is_provisioning_without_address() {
     let sandbox = Descriptor::require();
-    let client = support::direct(&sandbox).await;
+    let client = crate::sandbox_hosts::direct(&sandbox).await;
     let name = unique("run");
     let m = mark(ENTRY, OWNER);
     let dom = QemuDomain::define(&sandbox, &client, &name, Some(m.clone()), true).await;
@@ -54,7 +52,7 @@ async fn get_running_domain_without_guest_is_provisioning_without_address() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_defined_but_stopped_domain_is_stopped() {
     let sandbox = Descriptor::require();
-    let client = support::direct(&sandbox).await;
+    let client = crate::sandbox_hosts::direct(&sandbox).await;
     let name = unique("off");
     let _dom = QemuDomain::define(&sandbox, &client, &name, Some(mark(ENTRY, OWNER)), false).await;
     let instance = get(&table(&sandbox), &id(ENTRY), &pid("host1", &name))
@@ -77,7 +75,7 @@ async fn get_missing_domain_is_not_found() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_foreign_domains_and_ids_are_permanent() {
     let sandbox = Descriptor::require();
-    let client = support::direct(&sandbox).await;
+    let client = crate::sandbox_hosts::direct(&sandbox).await;
     let table = table(&sandbox);
     let unmarked = unique("nomark");
     let _a = QemuDomain::define(&sandbox, &client, &unmarked, None, false).await;
@@ -116,7 +114,7 @@ async fn get_foreign_domains_and_ids_are_permanent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_by_tag_sees_this_entrys_marked_domains_only() {
     let sandbox = Descriptor::require();
-    let client = support::direct(&sandbox).await;
+    let client = crate::sandbox_hosts::direct(&sandbox).await;
     let ours = unique("ours");
     let _a = QemuDomain::define(&sandbox, &client, &ours, Some(mark(ENTRY, OWNER)), false).await;
     let theirs = unique("theirs");
@@ -192,14 +190,11 @@ async fn list_by_tag_sees_this_entrys_marked_domains_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_by_tag_fails_whole_when_one_host_is_unreachable() {
     let sandbox = Descriptor::require();
-    let client = support::direct(&sandbox).await;
+    let client = crate::sandbox_hosts::direct(&sandbox).await;
     let ours = unique("half");
     let _a = QemuDomain::define(&sandbox, &client, &ours, Some(mark(ENTRY, OWNER)), false).await;
     // host2: a port nothing listens on.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let closed = testkit::sshd::free_port();
     let config = config(
         &sandbox,
         &[
@@ -256,7 +251,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Procedures {
 async fn list_by_tag_makes_one_listing_call_and_mark_reads_only() {
     use tracing_subscriber::layer::SubscriberExt;
     let sandbox = Descriptor::require();
-    let client = support::direct(&sandbox).await;
+    let client = crate::sandbox_hosts::direct(&sandbox).await;
     let ours = unique("calls");
     let _a = QemuDomain::define(&sandbox, &client, &ours, Some(mark(ENTRY, OWNER)), true).await;
     let table = table(&sandbox);
@@ -288,14 +283,7 @@ async fn list_by_tag_makes_one_listing_call_and_mark_reads_only() {
 }
 
 fn virsh(sandbox: &Descriptor, args: &[&str]) -> String {
-    let out = std::process::Command::new("virsh")
-        .arg("-c")
-        .arg(sandbox.virsh_uri(&sandbox.libvirt.qemu_uri))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "virsh {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    testkit::virsh::Virsh::qemu(sandbox).ok(args)
 }
 
 /// Polls Get until the instance is Failed (QEMU's death reaches libvirt
@@ -319,7 +307,7 @@ async fn failed_within(table: &HostTable, id: &ProviderId) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_paused_domain_is_failed_with_libvirts_reason() {
     let sandbox = Descriptor::require();
-    let client = support::direct(&sandbox).await;
+    let client = crate::sandbox_hosts::direct(&sandbox).await;
     let name = unique("paused");
     let _dom = QemuDomain::define(&sandbox, &client, &name, Some(mark(ENTRY, OWNER)), true).await;
     virsh(&sandbox, &["suspend", &name]);
@@ -331,7 +319,7 @@ async fn get_paused_domain_is_failed_with_libvirts_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_domain_whose_qemu_was_killed_is_failed() {
     let sandbox = Descriptor::require();
-    let client = support::direct(&sandbox).await;
+    let client = crate::sandbox_hosts::direct(&sandbox).await;
     let name = unique("killed");
     let _dom = QemuDomain::define(&sandbox, &client, &name, Some(mark(ENTRY, OWNER)), true).await;
     // The QEMU process backing the domain (its command line names the guest).

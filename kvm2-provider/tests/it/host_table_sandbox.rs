@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kvm2_provider::host_table::{HostOptions, HostTable};
 use provider_api::config::Kvm2Config;
 use provider_api::{ErrorClass, Identifier, ProvidersConfig};
-use xtask::Descriptor;
+use testkit::Descriptor;
 
 /// A providers config with the sandbox as `host1` (and, optionally, a
 /// second host), parsed by provider-api like the operator's own.

@@ -2,10 +2,7 @@
 //! config with a unique entry name (so base volumes never collide with
 //! another test's), a provider with test budgets, and a guard that removes
 //! every domain and volume the test may have made, also when it fails.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::hash::{BuildHasher, Hasher};
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -17,19 +14,8 @@ use provider_api::config::Kvm2Config;
 use provider_api::{
     CreateRequest, Identifier, ObjectName, OwnerUid, Placement, ProvidersConfig, name_from_uid,
 };
-use xtask::Descriptor;
-
-/// 16 random hex digits.
-pub fn random_hex() -> String {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos(),
-    );
-    format!("{:016x}", h.finish())
-}
+use testkit::Descriptor;
+use testkit::virsh::Virsh;
 
 /// One host of the generated config.
 pub struct Host {
@@ -54,14 +40,14 @@ impl Image {
         Image {
             key: key.into(),
             url: "http://127.0.0.1:9/never".into(),
-            sha256: super::common::digest(b"x").to_string(),
+            sha256: crate::http_server::digest(b"x").to_string(),
             format: "raw",
         }
     }
 
     /// The entry for `body` served by `server` at `/{key}.{format}`.
     pub fn served(
-        server: &super::common::Server,
+        server: &crate::http_server::Server,
         key: &str,
         body: &[u8],
         format: &'static str,
@@ -69,7 +55,7 @@ impl Image {
         Image {
             key: key.into(),
             url: server.url(&format!("/{key}.{format}")).to_string(),
-            sha256: super::common::digest(body).to_string(),
+            sha256: crate::http_server::digest(body).to_string(),
             format,
         }
     }
@@ -93,7 +79,7 @@ impl Env {
         let uri = sandbox.virsh_uri(&sandbox.libvirt.qemu_uri);
         let pools = Mutex::new(vec![sandbox.pool.name.clone()]);
         Env {
-            entry: format!("kvm2-t{}", &random_hex()[..10]),
+            entry: format!("kvm2-t{}", &testkit::names::random_hex()[..10]),
             uri,
             sandbox,
             pools,
@@ -121,7 +107,7 @@ impl Env {
 
     /// A fresh owner UID whose domain the guard removes.
     pub fn owner(&self) -> OwnerUid {
-        let uid = OwnerUid::parse(&format!("uid-{}", random_hex())).unwrap();
+        let uid = OwnerUid::parse(&format!("uid-{}", testkit::names::random_hex())).unwrap();
         self.domains
             .lock()
             .unwrap()
@@ -222,21 +208,10 @@ impl Env {
         req
     }
 
+    /// Runs virsh on the sandbox's `qemu:///system`: whether it succeeded,
+    /// and its output and errors.
     pub fn virsh(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new("virsh")
-            .arg("-c")
-            .arg(&self.uri)
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
+        Virsh::new(self.uri.as_str()).status(args)
     }
 
     /// Volume names in `pool`.
