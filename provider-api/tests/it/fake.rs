@@ -1,8 +1,5 @@
 //! A scripted in-memory provider for the decorator and registry tests.
 
-#![allow(dead_code)] // each test binary uses a subset
-#![allow(clippy::unwrap_used)] // test helpers
-
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -8,8 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -20,54 +19,17 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams, WatchEvent,
     WatchParams,
 };
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
-use xtask::{Descriptor, KubeService};
+use kube::config::Kubeconfig;
+use testkit::KubeService;
+use testkit::kubectl::kubectl;
+use testkit::names::unique;
 
-fn kube_service() -> KubeService {
-    Descriptor::require()
-        .kube
-        .expect("the sandbox descriptor has no `kube` section: restart the sandbox")
-}
-
-async fn admin_client(k: &KubeService) -> Client {
-    client_from(Kubeconfig::read_from(&k.kubeconfig).unwrap()).await
-}
-
-async fn client_from(kubeconfig: Kubeconfig) -> Client {
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{prefix}-{}-{nanos:x}", std::process::id())
-}
-
-fn kubectl(k: &KubeService, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&k.kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use crate::support::{admin, client_from, kube_service};
 
 #[tokio::test]
 async fn lists_the_system_namespaces() {
     let k = kube_service();
-    let client = admin_client(&k).await;
+    let client = admin(&k).await;
     let names: Vec<String> = Api::<Namespace>::all(client)
         .list(&ListParams::default())
         .await
@@ -87,7 +49,7 @@ async fn lists_the_system_namespaces() {
 }
 
 async fn client_version(k: &KubeService) -> String {
-    admin_client(k)
+    admin(k)
         .await
         .apiserver_version()
         .await
@@ -98,7 +60,7 @@ async fn client_version(k: &KubeService) -> String {
 #[tokio::test]
 async fn a_crd_serves_custom_objects_that_can_be_watched() {
     let k = kube_service();
-    let client = admin_client(&k).await;
+    let client = admin(&k).await;
     let group = format!("{}.kvm2.test", unique("smoke"));
     let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -176,7 +138,7 @@ async fn a_crd_serves_custom_objects_that_can_be_watched() {
 #[tokio::test]
 async fn a_stale_resource_version_is_a_409_conflict() {
     let k = kube_service();
-    let client = admin_client(&k).await;
+    let client = admin(&k).await;
     let maps: Api<ConfigMap> = Api::namespaced(client, "default");
     let name = unique("smoke-cm");
     let mut cm = ConfigMap::default();
@@ -208,7 +170,7 @@ async fn a_stale_resource_version_is_a_409_conflict() {
 #[tokio::test]
 async fn a_lease_is_created_and_renewed() {
     let k = kube_service();
-    let client = admin_client(&k).await;
+    let client = admin(&k).await;
     let leases: Api<Lease> = Api::namespaced(client, "default");
     let name = unique("smoke-lease");
     let mut lease = Lease::default();
@@ -319,7 +281,7 @@ async fn kubectl_apply_k_applies_a_kustomization() {
     );
     let out = kubectl(&k, &["apply", "-k", dir]);
     assert!(out.contains("configmap/smoke-settings-"), "{out}");
-    let client = admin_client(&k).await;
+    let client = admin(&k).await;
     let maps: Api<ConfigMap> = Api::namespaced(client, "kvm2-smoke-kustomize");
     let generated: Vec<ConfigMap> = maps
         .list(&ListParams::default().labels("app.kubernetes.io/part-of=kvm2-smoke"))

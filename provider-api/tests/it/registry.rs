@@ -3,11 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-mod common;
-
 use std::sync::Arc;
 
-use common::Fake;
+use crate::fake::Fake;
 use provider_api::*;
 
 fn sample() -> ProvidersConfig {

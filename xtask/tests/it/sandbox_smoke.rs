@@ -8,44 +8,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
+use testkit::names::unique;
+use testkit::virsh::Virsh;
 use xtask::Descriptor;
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{prefix}-{}-{nanos:x}", std::process::id())
-}
-
-fn virsh(uri: &str, args: &[&str]) -> Output {
-    Command::new("virsh")
-        .arg("-c")
-        .arg(uri)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("virsh runs")
-}
-
-fn virsh_ok(uri: &str, args: &[&str]) -> String {
-    let out = virsh(uri, args);
-    assert!(
-        out.status.success(),
-        "virsh {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn test_driver_lists_its_default_domain() {
     let sandbox = Descriptor::require();
     let uri = sandbox.virsh_uri(&sandbox.libvirt.test_uri);
-    let names = virsh_ok(&uri, &["list", "--all", "--name"]);
+    let names = Virsh::new(&uri).ok(&["list", "--all", "--name"]);
     assert!(
         names.lines().any(|l| l.trim() == "test"),
         "test:///default should hold its built-in domain 'test', got {names:?}"
@@ -60,8 +34,8 @@ struct DomainGuard<'a> {
 
 impl Drop for DomainGuard<'_> {
     fn drop(&mut self) {
-        let _ = virsh(self.uri, &["destroy", &self.name]);
-        let _ = virsh(self.uri, &["undefine", &self.name]);
+        let _ = Virsh::new(self.uri).run(&["destroy", &self.name]);
+        let _ = Virsh::new(self.uri).run(&["undefine", &self.name]);
     }
 }
 
@@ -88,9 +62,9 @@ fn qemu_domain_defines_starts_and_destroys() {
         uri: &uri,
         name: name.clone(),
     };
-    virsh_ok(&uri, &["define", xml_path.to_str().unwrap()]);
-    virsh_ok(&uri, &["start", &name]);
-    assert_eq!(virsh_ok(&uri, &["domstate", &name]).trim(), "running");
+    Virsh::new(&uri).ok(&["define", xml_path.to_str().unwrap()]);
+    Virsh::new(&uri).ok(&["start", &name]);
+    assert_eq!(Virsh::new(&uri).ok(&["domstate", &name]).trim(), "running");
     // A real QEMU process backs it.
     let pid_file = format!("/run/libvirt/qemu/{name}.pid");
     let pid = std::fs::read_to_string(&pid_file).expect("QEMU pid file");
@@ -99,11 +73,11 @@ fn qemu_domain_defines_starts_and_destroys() {
         comm.starts_with("qemu-system"),
         "domain process is {comm:?}"
     );
-    virsh_ok(&uri, &["destroy", &name]);
-    assert_eq!(virsh_ok(&uri, &["domstate", &name]).trim(), "shut off");
-    virsh_ok(&uri, &["undefine", &name]);
+    Virsh::new(&uri).ok(&["destroy", &name]);
+    assert_eq!(Virsh::new(&uri).ok(&["domstate", &name]).trim(), "shut off");
+    Virsh::new(&uri).ok(&["undefine", &name]);
     std::mem::forget(guard);
-    assert!(!virsh(&uri, &["domstate", &name]).status.success());
+    assert!(!Virsh::new(&uri).run(&["domstate", &name]).status.success());
 }
 
 /// Kills the forwarding `ssh` when dropped.
@@ -162,7 +136,7 @@ fn openssh_forwards_libvirt_socket() {
         local.display()
     );
     let uri = format!("test+unix:///default?socket={}", local.display());
-    let names = virsh_ok(&uri, &["list", "--all", "--name"]);
+    let names = Virsh::new(&uri).ok(&["list", "--all", "--name"]);
     assert!(names.lines().any(|l| l.trim() == "test"), "{names:?}");
 }
 
@@ -185,7 +159,7 @@ struct VolumeGuard<'a> {
 
 impl Drop for VolumeGuard<'_> {
     fn drop(&mut self) {
-        let _ = virsh(self.uri, &["vol-delete", "--pool", self.pool, &self.name]);
+        let _ = Virsh::new(self.uri).run(&["vol-delete", "--pool", self.pool, &self.name]);
     }
 }
 
@@ -211,30 +185,21 @@ fn volume_upload_and_download_round_trip() {
         pool,
         name: name.clone(),
     };
-    virsh_ok(
-        &uri,
-        &["vol-create-as", pool, &name, "16M", "--format", "raw"],
-    );
-    virsh_ok(
-        &uri,
-        &[
-            "vol-upload",
-            "--pool",
-            pool,
-            &name,
-            source.to_str().unwrap(),
-        ],
-    );
-    virsh_ok(
-        &uri,
-        &[
-            "vol-download",
-            "--pool",
-            pool,
-            &name,
-            back.to_str().unwrap(),
-        ],
-    );
+    Virsh::new(&uri).ok(&["vol-create-as", pool, &name, "16M", "--format", "raw"]);
+    Virsh::new(&uri).ok(&[
+        "vol-upload",
+        "--pool",
+        pool,
+        &name,
+        source.to_str().unwrap(),
+    ]);
+    Virsh::new(&uri).ok(&[
+        "vol-download",
+        "--pool",
+        pool,
+        &name,
+        back.to_str().unwrap(),
+    ]);
     assert_eq!(std::fs::metadata(&back).unwrap().len(), 16 << 20);
     assert_eq!(sha256(&source), sha256(&back));
     // The volume really lives in the pool's directory.

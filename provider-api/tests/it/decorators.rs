@@ -4,15 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::error::Error as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Fake, Script, id, pid};
+use crate::fake::{Fake, Script, id, pid};
 use provider_api::*;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};

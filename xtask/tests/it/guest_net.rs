@@ -17,6 +17,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use testkit::virsh::Virsh;
 use xtask::{Descriptor, GuestNet};
 
 fn run(mut c: Command) -> Output {
@@ -140,11 +141,9 @@ struct Domain {
 
 impl Drop for Domain {
     fn drop(&mut self) {
-        for args in [["destroy", &self.name], ["undefine", &self.name]] {
-            let mut c = Command::new("virsh");
-            c.args(["-c", &self.uri]).args(args);
-            let _ = run(c);
-        }
+        let virsh = Virsh::new(self.uri.as_str());
+        let _ = virsh.run(&["destroy", &self.name]);
+        let _ = virsh.run(&["undefine", &self.name]);
     }
 }
 
@@ -172,11 +171,7 @@ fn domain_nic_joins_the_bridge_in_the_namespace_and_gets_a_lease() {
         ),
     )
     .unwrap();
-    let virsh = |args: &[&str]| {
-        let mut c = Command::new("virsh");
-        c.args(["-c", &uri]).args(args);
-        ok(c)
-    };
+    let virsh = |args: &[&str]| Virsh::new(uri.as_str()).ok(args);
     let _domain = Domain {
         uri: uri.clone(),
         name: name.clone(),

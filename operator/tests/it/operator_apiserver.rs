@@ -11,7 +11,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -19,11 +18,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use serde_json::{Value, json};
-use xtask::{Descriptor, KubeService};
+use testkit::kubectl::kubectl;
+use testkit::names::random_hex;
+use testkit::virsh::Virsh;
+use testkit::{Descriptor, KubeService};
+
+use crate::support::admin;
 
 const OPERATOR_NS: &str = "egress-proxies-system";
 const LEASE: &str = "egress-proxies-operator";
@@ -32,40 +35,6 @@ const LEASE_SECS: u64 = 6;
 
 /// One test at a time (runtime-agnostic, so each test's runtime can wait).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn random_hex() -> String {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos(),
-    );
-    format!("{:016x}", h.finish())
-}
-
-fn kubectl(k: &KubeService, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&k.kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-async fn admin(k: &KubeService) -> Client {
-    let kc = Kubeconfig::read_from(&k.kubeconfig).unwrap();
-    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
 
 /// Polls `f` every 200 ms until it returns `Some`, for at most `within`.
 async fn eventually<T, F, Fut>(what: &str, within: Duration, mut f: F) -> T
@@ -297,12 +266,7 @@ impl World {
     }
 
     fn virsh(&self, args: &[&str]) -> String {
-        let uri = self.sandbox.virsh_uri(&self.sandbox.libvirt.qemu_uri);
-        let out = Command::new("virsh")
-            .args(["-c", &uri])
-            .args(args)
-            .output()
-            .expect("virsh runs");
+        let out = Virsh::qemu(&self.sandbox).run(args);
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -343,11 +307,9 @@ impl Drop for World {
                 self.virsh(&["vol-delete", "--pool", &pool, vol]);
             }
         }
-        let _ = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kube.kubeconfig)
-            .args(["delete", "namespace", &self.ns, "--wait=false"])
-            .output();
+        let _ = self
+            .kube
+            .kubectl(&["delete", "namespace", &self.ns, "--wait=false"]);
     }
 }
 
@@ -616,7 +578,7 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
     assert_eq!(http_get(&addr, "/readyz").await.0, 200);
     let (_, metrics) = http_get(&addr, "/metrics").await;
     // Every metric the Grafana dashboard plots exists.
-    let dashboard = include_str!("../../deploy/grafana/operator-dashboard.json");
+    let dashboard = include_str!("../../../deploy/grafana/operator-dashboard.json");
     for name in [
         "operator_leader",
         "operator_reconciles_total",

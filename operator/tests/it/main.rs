@@ -1,0 +1,10 @@
+//! The operator's integration tests, one binary: a module per subject
+//! (the API server itself, the CRDs, the operator binary against the API
+//! server and kvm2). `tests/instant_provider.rs` is a binary of its own: it
+//! has its own `main` and re-runs itself as the operator.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod apiserver_smoke;
+mod crds;
+mod operator_apiserver;
+mod support;
