@@ -5,11 +5,10 @@
 //! the frozen connection returns at once, and the stuck upload ends with an
 //! error instead of hanging.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use kvm2_provider::host_table::{HostOptions, HostTable};
-use kvm2_provider::volume_xml::raw_volume;
-use libvirt_rpc::{StorageVolCreateFlags, StorageVolStreamFlags};
+use libvirt_rpc::StorageVolStreamFlags;
 use provider_api::{Identifier, ProvidersConfig};
 use testkit::Descriptor;
 use testkit::relay::Relay;
@@ -49,41 +48,8 @@ async fn a_frozen_host_does_not_stall_the_other_and_closes_at_once() {
 
     // A target volume, made over host2, removed by virsh at the end.
     let other = table.shared(&h2).await.unwrap();
-    let pool = other
-        .client()
-        .storage_pool_lookup_by_name(&sandbox.pool.name)
-        .await
-        .unwrap();
-    let name = format!(
-        "tmp-it-frozen-{:x}{:x}.raw",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-    );
-    let vol = other
-        .client()
-        .storage_vol_create_xml(
-            &pool,
-            &raw_volume(&name, 0).unwrap(),
-            StorageVolCreateFlags::empty(),
-        )
-        .await
-        .unwrap();
-    struct Cleanup(String, String, String);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("virsh")
-                .args(["-c", &self.0, "vol-delete", "--pool", &self.1, &self.2])
-                .output();
-        }
-    }
-    let _cleanup = Cleanup(
-        sandbox.virsh_uri(&sandbox.libvirt.qemu_uri),
-        sandbox.pool.name.clone(),
-        name.clone(),
-    );
+    let target = crate::sandbox_hosts::temp_volume(&other, &sandbox, "frozen").await;
+    let vol = target.vol.clone();
 
     // A bulk upload on host1's dedicated connection (as the image cache
     // does), from a source far larger than what passes before the freeze.

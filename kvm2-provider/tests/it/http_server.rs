@@ -161,19 +161,14 @@ async fn serve(
     socket.shutdown().await
 }
 
+/// `len` deterministic bytes that do not compress: an image body.
 pub fn image(len: usize) -> Arc<Vec<u8>> {
-    // Deterministic, incompressible enough.
-    let mut x: u32 = 0x1234_5678;
-    Arc::new(
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect(),
-    )
+    Arc::new(testkit::bytes::pseudo_random(len, 0x1234_5678))
+}
+
+/// An empty qcow2 image of `virtual_size` (`64M`, `3G`...) to serve.
+pub fn qcow2_image(virtual_size: &str) -> Arc<Vec<u8>> {
+    Arc::new(testkit::qemu_img::qcow2_bytes(virtual_size))
 }
 
 /// A server answering every path with `body` and its Content-Length.

@@ -8,17 +8,16 @@ use std::time::Duration;
 
 use crate::http_server::{Reply, Server, digest, image};
 use kvm2_provider::Error;
-use kvm2_provider::connection::Connection;
 use kvm2_provider::host_table::{HostOptions, HostTable};
 use kvm2_provider::image_source::{ImageSource, SourceLimits};
 use kvm2_provider::observe::observed;
 use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
 use kvm2_provider::timestamp::Timestamp;
-use kvm2_provider::volume_xml::raw_volume;
-use libvirt_rpc::{StorageVol, StorageVolCreateFlags, StorageVolStreamFlags};
+use libvirt_rpc::StorageVolStreamFlags;
 use provider_api::{Identifier, ProvidersConfig, SecretString};
 use testkit::Descriptor;
-use testkit::virsh::Virsh;
+
+use crate::sandbox_hosts::temp_volume;
 
 fn table(sandbox: &Descriptor) -> HostTable {
     let yaml = format!(
@@ -37,49 +36,6 @@ fn table(sandbox: &Descriptor) -> HostTable {
         ..HostOptions::default()
     };
     HostTable::new(config.providers[0].kvm2().unwrap(), &options).unwrap()
-}
-
-fn unique(tag: &str) -> String {
-    format!("{}.raw", testkit::names::unique(&format!("tmp-it-{tag}")))
-}
-
-/// A raw volume, deleted with virsh when dropped (independent of the
-/// connection under test, which may be dead by then).
-struct TempVolume {
-    vol: StorageVol,
-    uri: String,
-}
-
-impl Drop for TempVolume {
-    fn drop(&mut self) {
-        let _ = Virsh::new(self.uri.as_str()).run(&[
-            "vol-delete",
-            "--pool",
-            &self.vol.pool,
-            &self.vol.name,
-        ]);
-    }
-}
-
-async fn temp_volume(conn: &Connection, sandbox: &Descriptor, tag: &str) -> TempVolume {
-    let client = conn.client();
-    let pool = client
-        .storage_pool_lookup_by_name(&sandbox.pool.name)
-        .await
-        .unwrap();
-    let name = unique(tag);
-    let vol = client
-        .storage_vol_create_xml(
-            &pool,
-            &raw_volume(&name, 0).unwrap(),
-            StorageVolCreateFlags::empty(),
-        )
-        .await
-        .unwrap();
-    TempVolume {
-        vol,
-        uri: sandbox.virsh_uri(&sandbox.libvirt.qemu_uri),
-    }
 }
 
 #[tokio::test]

@@ -5,29 +5,15 @@
 //! disk: no guest agent ever answers, ARP and the lease source answer with
 //! nothing (a bridged NIC has no libvirt lease).
 
-use std::process::Command;
-use std::sync::Arc;
+use crate::http_server::qcow2_image;
 
 use crate::provider_env::{Env, Image};
 use provider_api::{AddressSource, InstanceState, Placement, Provider};
 
-fn blank_qcow2() -> Arc<Vec<u8>> {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("base.qcow2");
-    let out = Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2"])
-        .arg(&path)
-        .arg("64M")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    Arc::new(std::fs::read(&path).unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_carry_the_proxy_port_and_the_sources_that_answered() {
     let env = Env::new();
-    let body = blank_qcow2();
+    let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "blank", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);

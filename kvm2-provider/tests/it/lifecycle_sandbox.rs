@@ -3,8 +3,8 @@
 //! qcow2 made by `qemu-img`, the sandbox's sshd, its libvirtd
 //! (`qemu:///system`, TCG), real QEMU domains. Plus the adoption guard.
 
+use crate::http_server::qcow2_image;
 use std::process::Command;
-use std::sync::Arc;
 
 use crate::http_server::{Reply, Server};
 use crate::provider_env::{Env, Image};
@@ -17,19 +17,6 @@ use provider_api::{
     ErrorClass, Identifier, InstanceState, OwnerUid, Placement, Provider, ProviderId, ProviderType,
     SecretString, name_from_uid,
 };
-
-fn qcow2_image(virtual_size: &str) -> Arc<Vec<u8>> {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("base.qcow2");
-    let out = Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2"])
-        .arg(&path)
-        .arg(virtual_size)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    Arc::new(std::fs::read(&path).unwrap())
-}
 
 fn isoinfo(args: &[&str], iso: &str) -> Vec<u8> {
     let out = Command::new("isoinfo")

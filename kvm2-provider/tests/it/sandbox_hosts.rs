@@ -6,12 +6,15 @@
 use std::path::Path;
 use std::time::Duration;
 
+use kvm2_provider::connection::Connection;
 use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
 use kvm2_provider::host_table::HostOptions;
 use kvm2_provider::ownership_mark::OwnerMark;
 use kvm2_provider::timestamp::Timestamp;
+use kvm2_provider::volume_xml::raw_volume;
 use libvirt_rpc::{
     Client, Config as RpcConfig, Domain, DomainCreateFlags, DomainDefineFlags, OpenFlags,
+    StorageVol, StorageVolCreateFlags,
 };
 use provider_api::config::values::BridgeName;
 use provider_api::config::{Firmware, Kvm2Config};
@@ -137,17 +140,7 @@ pub fn disk_dir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let overlay = dir.path().join("overlay.qcow2");
-    let out = std::process::Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2"])
-        .arg(&overlay)
-        .arg("16M")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testkit::qemu_img::create_qcow2(&overlay, "16M");
     std::fs::write(dir.path().join("seed.iso"), vec![0u8; 64 * 1024]).unwrap();
     dir
 }
@@ -207,5 +200,42 @@ impl Drop for QemuDomain {
     fn drop(&mut self) {
         let _ = self.virsh.run(&["destroy", &self.name]);
         let _ = self.virsh.run(&["undefine", "--nvram", &self.name]);
+    }
+}
+
+/// An empty raw volume in the sandbox pool, deleted with virsh when dropped
+/// (independent of the connection under test, which may be dead by then).
+pub struct TempVolume {
+    pub vol: StorageVol,
+    virsh: Virsh,
+}
+
+impl Drop for TempVolume {
+    fn drop(&mut self) {
+        let _ = self
+            .virsh
+            .run(&["vol-delete", "--pool", &self.vol.pool, &self.vol.name]);
+    }
+}
+
+/// Makes a [`TempVolume`] named for `tag` over `conn`.
+pub async fn temp_volume(conn: &Connection, sandbox: &Descriptor, tag: &str) -> TempVolume {
+    let client = conn.client();
+    let pool = client
+        .storage_pool_lookup_by_name(&sandbox.pool.name)
+        .await
+        .unwrap();
+    let name = format!("{}.raw", testkit::names::unique(&format!("tmp-it-{tag}")));
+    let vol = client
+        .storage_vol_create_xml(
+            &pool,
+            &raw_volume(&name, 0).unwrap(),
+            StorageVolCreateFlags::empty(),
+        )
+        .await
+        .unwrap();
+    TempVolume {
+        vol,
+        virsh: Virsh::qemu(sandbox),
     }
 }

@@ -3,7 +3,7 @@
 //! are never deleted, fills are fenced across processes, host capacity is
 //! checked before define, and Create is bounded by the caller's deadline.
 
-use std::process::Command;
+use crate::http_server::qcow2_image;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -17,19 +17,6 @@ use provider_api::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
-
-fn qcow2(virtual_size: &str) -> Arc<Vec<u8>> {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("base.qcow2");
-    let out = Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2"])
-        .arg(&path)
-        .arg(virtual_size)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    Arc::new(std::fs::read(&path).unwrap())
-}
 
 /// An HTTP server that holds each response until its gate opens, then
 /// sends the body in 256 KiB pieces `pace` apart (with a Content-Length).
@@ -132,7 +119,7 @@ fn image_at(key: &str, url: String, body: &[u8]) -> Image {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_base_in_use_is_never_deleted_even_without_a_valid_marker() {
     let env = Env::new();
-    let body = qcow2("64M");
+    let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "guest", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
@@ -257,7 +244,7 @@ async fn child_process_create() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_fill_one_image_once() {
     let env = Env::new();
-    let body = qcow2("64M");
+    let body = qcow2_image("64M");
     // Slow enough that both processes look while the first fill runs.
     let mut padded = (*body).clone();
     padded.resize(8 << 20, 0);
@@ -322,7 +309,7 @@ async fn two_processes_fill_one_image_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_provably_abandoned_fill_is_swept() {
     let env = Env::new();
-    let body = qcow2("64M");
+    let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "guest", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
@@ -448,7 +435,7 @@ async fn a_fill_that_loses_its_lease_stops_writing_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_without_room_is_quota_exceeded_naming_what_is_short() {
     let env = Env::new();
-    let body = qcow2("64M");
+    let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "guest", &body, "qcow2");
     let yaml = env
@@ -482,7 +469,7 @@ async fn a_host_without_room_is_quota_exceeded_naming_what_is_short() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_short_of_memory_is_quota_exceeded() {
     let env = Env::new();
-    let body = qcow2("64M");
+    let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "guest", &body, "qcow2");
     let yaml = env
@@ -506,7 +493,7 @@ async fn a_start_short_of_memory_is_quota_exceeded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_leaves_at_its_deadline_and_the_fill_goes_on() {
     let env = Env::new();
-    let body = qcow2("64M");
+    let body = qcow2_image("64M");
     let server = SlowServer::start(body.clone(), Duration::ZERO, false).await;
     let image = image_at("guest", server.url("/guest.qcow2"), &body);
     let provider = env.one_host_provider(image);
@@ -552,7 +539,7 @@ async fn a_host_that_failed_to_dial_is_tried_last_during_its_cool_down() {
             }
         });
     }
-    let body = qcow2("64M");
+    let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
     let image = Image::served(&server, "guest", &body, "qcow2");
     let dead = Host {

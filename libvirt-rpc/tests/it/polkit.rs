@@ -5,7 +5,7 @@
 //! (libvirtd lets root in without polkit).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use crate::support;
-use libvirt_rpc::{AuthType, Error, ErrorCode, ListDomainsFlags};
+use libvirt_rpc::{AuthType, Error, ErrorCode};
 use testkit::libvirtd::PrivateLibvirtd;
 
 const RULES: &str = r#"polkit.addRule(function(action, subject) {
@@ -25,11 +25,7 @@ async fn polkit_allowed_user_connects_and_calls() {
     let c = support::connect_as(&daemon, NOBODY, "test:///default")
         .await
         .unwrap_or_else(|e| panic!("{e:?}\n{}", daemon.log()));
-    let doms = c
-        .connect_list_all_domains(ListDomainsFlags::empty())
-        .await
-        .unwrap();
-    assert!(doms.iter().any(|d| d.name == "test"), "{doms:?}");
+    support::assert_lists_test_domain(&c).await;
     c.close().await;
 }
 

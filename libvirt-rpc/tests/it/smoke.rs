@@ -2,7 +2,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
-use libvirt_rpc::ListDomainsFlags;
 use testkit::Descriptor;
 
 #[tokio::test]
@@ -10,11 +9,7 @@ async fn handshake_and_simple_calls_on_test_driver() {
     let c = support::test_driver().await;
     let v = c.connect_get_lib_version().await.unwrap();
     assert!(v >= 11_000_000, "{v}");
-    let doms = c
-        .connect_list_all_domains(ListDomainsFlags::empty())
-        .await
-        .unwrap();
-    assert!(doms.iter().any(|d| d.name == "test"), "{doms:?}");
+    support::assert_lists_test_domain(&c).await;
     c.close().await;
     assert!(c.is_closed());
 }

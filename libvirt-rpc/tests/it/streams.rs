@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use testkit::Descriptor;
+use testkit::bytes::pseudo_random;
 use testkit::names::unique;
 use testkit::tasks::alive_tasks;
 
@@ -19,19 +20,6 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, ReadBuf};
 
 const MIB: u64 = 1 << 20;
-
-/// Deterministic pseudo-random bytes.
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// A test volume in the sandbox pool, deleted (synchronously, with virsh)
 /// when dropped, so that a failing test leaves nothing behind.
@@ -114,7 +102,7 @@ async fn upload_download_64_mib_round_trip_keeps_sha256() {
     let c = support::qemu().await;
     let size = 64 * MIB;
     let vol = new_volume(&c, size).await;
-    let data = pattern(size as usize, 64);
+    let data = pseudo_random(size as usize, 64);
     let sent = c
         .storage_vol_upload(&vol, 0, size, StorageVolStreamFlags::empty(), &data[..])
         .await
@@ -136,7 +124,7 @@ async fn source_error_case(fail_at: usize) {
     let vol = new_volume(&c, size).await;
     let tasks_before = alive_tasks();
     let src = FailingSource {
-        data: pattern(size as usize, 7),
+        data: pseudo_random(size as usize, 7),
         pos: 0,
         fail_at,
     };
@@ -177,7 +165,7 @@ async fn upload_source_error_on_last_chunk_aborts_stream() {
 async fn upload_source_short_is_aborted_not_finished() {
     let c = support::qemu().await;
     let vol = new_volume(&c, MIB).await;
-    let data = pattern(1000, 3);
+    let data = pseudo_random(1000, 3);
     let r = c
         .storage_vol_upload(&vol, 0, MIB, StorageVolStreamFlags::empty(), &data[..])
         .await;
@@ -240,7 +228,7 @@ async fn dropping_an_upload_aborts_it_and_client_keeps_working() {
         c.connect_get_lib_version().await.unwrap();
     }
     // A second upload on the same client works.
-    let data = pattern(MIB as usize, 5);
+    let data = pseudo_random(MIB as usize, 5);
     c.storage_vol_upload(&vol, 0, MIB, StorageVolStreamFlags::empty(), &data[..])
         .await
         .unwrap();
@@ -262,7 +250,7 @@ async fn slow_download_consumer_gets_every_byte() {
     let c = support::connect_uri(&Descriptor::require().libvirt.qemu_uri, config).await;
     let size = 4 * MIB;
     let vol = new_volume(&c, size).await;
-    let data = pattern(size as usize, 11);
+    let data = pseudo_random(size as usize, 11);
     c.storage_vol_upload(&vol, 0, size, StorageVolStreamFlags::empty(), &data[..])
         .await
         .unwrap();
@@ -298,7 +286,7 @@ async fn download_as_async_reader() {
     use tokio::io::AsyncReadExt;
     let c = support::qemu().await;
     let vol = new_volume(&c, MIB).await;
-    let data = pattern(MIB as usize, 13);
+    let data = pseudo_random(MIB as usize, 13);
     c.storage_vol_upload(&vol, 0, MIB, StorageVolStreamFlags::empty(), &data[..])
         .await
         .unwrap();

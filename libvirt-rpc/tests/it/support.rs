@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use libvirt_rpc::{Client, Config, OpenFlags};
+use libvirt_rpc::{Client, Config, ListDomainsFlags, OpenFlags};
 use testkit::Descriptor;
 use testkit::libvirtd::{POOL, PrivateLibvirtd, STORAGE_URI};
 
@@ -89,6 +89,16 @@ pub async fn connect_as(
     )
     .await
     .expect("handshake within 30 s")
+}
+
+/// Asserts that `c`, a client of `test:///default`, lists the driver's
+/// built-in domain `test`.
+pub async fn assert_lists_test_domain(c: &Client) {
+    let doms = c
+        .connect_list_all_domains(ListDomainsFlags::empty())
+        .await
+        .unwrap();
+    assert!(doms.iter().any(|d| d.name == "test"), "{doms:?}");
 }
 
 /// A minimal domain for the test driver.

@@ -3,10 +3,11 @@
 //! parsed `qemu+tcp`-style URI.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::support;
 use std::time::{Duration, Instant};
 use testkit::Descriptor;
 
-use libvirt_rpc::{Client, Config, ListDomainsFlags, OpenFlags, Transport, Uri};
+use libvirt_rpc::{Client, Config, OpenFlags, Transport, Uri};
 use testkit::libvirtd::PrivateLibvirtd;
 
 /// A port nothing listens on right now.
@@ -37,11 +38,7 @@ async fn tcp_uri_reaches_a_daemon_listening_on_tcp() {
     assert_eq!(uri.transport(), Transport::Tcp);
     let host = uri.host().unwrap();
     let c = connect_when_listening((host, uri.port_or_default().unwrap()), &uri.name()).await;
-    let doms = c
-        .connect_list_all_domains(ListDomainsFlags::empty())
-        .await
-        .unwrap();
-    assert!(doms.iter().any(|d| d.name == "test"), "{doms:?}");
+    support::assert_lists_test_domain(&c).await;
     c.close().await;
     drop(daemon);
 }

@@ -7,19 +7,23 @@
 //!   nothing read or sent), freezes after N bytes, or cuts, with counters.
 //! - [`silent`]: a listener that accepts and never answers.
 //! - [`virsh`] and [`kubectl`]: the command-line tools against the sandbox.
-//! - [`names`]: unique names and random hex for test objects.
+//! - [`names`]: unique names and random hex for test objects; [`bytes`]:
+//!   deterministic test data.
 //! - [`tasks`]: counting the runtime's alive tasks (leak checks).
 //! - [`libvirtd`] and [`sshd`]: daemons of a test's own, killed on drop.
+//! - [`qemu_img`]: empty qcow2 images.
 //! - [`captured`]: log output captured for assertions.
 //!
 //! A test kit fails the test that uses it: its helpers panic with the cause
 //! instead of returning errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod bytes;
 pub mod captured;
 pub mod kubectl;
 pub mod libvirtd;
 pub mod names;
+pub mod qemu_img;
 pub mod relay;
 pub mod silent;
 pub mod sshd;
