@@ -117,7 +117,7 @@ pub enum Error {
     /// A fill stopped writing because its lease fence closed (the lease
     /// was lost, or heartbeats went unconfirmed too long): another process
     /// may judge the fill abandoned, so it must not write on.
-    #[error("image fill stopped: {0}")]
+    #[error("image fill stopped")]
     FillFenced(#[from] crate::fill_lease::Fenced),
 
     /// The HTTP client failed: connection refused or reset, body cut short,
@@ -177,17 +177,27 @@ impl Error {
 }
 
 impl From<Error> for provider_api::Error {
-    /// Keeps the class, uses this error's `Display` as the message and keeps
-    /// it as the source. No variant's text carries user data.
+    /// Keeps the class; the message is this error's chain (its own text and
+    /// its sources'), with no source kept beside it, so a printed chain
+    /// says each thing once. No variant's text carries user data.
     fn from(e: Error) -> Self {
-        let class = e.class();
-        provider_api::Error::new(class, e.to_string()).with_source(e)
+        provider_api::Error::new(e.class(), provider_api::error::chain(&e))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_converted_error_says_its_layer_once() {
+        let e = Error::FillFenced(crate::fill_lease::Fenced::Lost);
+        let api = provider_api::Error::from(e);
+        assert_eq!(
+            provider_api::error::chain(&api),
+            "image fill stopped: the fill lease was lost (gone or taken by another fill)"
+        );
+    }
 
     #[test]
     fn http_status_classes() {

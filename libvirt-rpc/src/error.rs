@@ -20,7 +20,7 @@ pub enum Error {
     Libvirt(#[from] LibvirtError),
     /// The connection is dead (IO error, EOF, keepalive timeout, close);
     /// every pending and later call fails with this.
-    #[error("libvirt connection lost: {0}")]
+    #[error("libvirt connection lost")]
     Disconnected(#[source] DisconnectReason),
     /// The call's deadline passed. The link stays up; the late reply, if any,
     /// is discarded.
@@ -238,5 +238,15 @@ mod tests {
         assert!(d.is_transient());
         assert!(!e.is_transient());
         assert!(std::error::Error::source(&d).is_some());
+    }
+
+    /// Display is this layer only (the reason is the source).
+    #[test]
+    fn disconnected_does_not_repeat_its_reason() {
+        let e = Error::Disconnected(DisconnectReason::Eof);
+        let reason = DisconnectReason::Eof.to_string();
+        assert!(!e.to_string().contains(&reason), "{e}");
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some(reason.as_str()));
     }
 }

@@ -4,6 +4,7 @@
 //! `fleet::gc::plan` what to delete, and deletes it — re-checking
 //! leadership before each delete.
 
+use provider_api::error::chain;
 use std::time::{Duration, SystemTime};
 
 use kube::api::ListParams;
@@ -126,7 +127,7 @@ impl Sweeper {
                 }
                 Ok(Err(e)) => {
                     self.metrics.gc_delete(e.class().as_str());
-                    tracing::warn!(instance = %doomed.id, why, error = %e, "gc delete failed");
+                    tracing::warn!(instance = %doomed.id, why, error = %chain(&e), "gc delete failed");
                 }
                 Err(_) => {
                     self.metrics.gc_delete("timeout");
@@ -152,7 +153,7 @@ impl Sweeper {
             let page = match tokio::time::timeout(self.call_timeout, api.list(&params)).await {
                 Ok(Ok(page)) => page,
                 Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "gc: Proxy LIST failed; round skipped");
+                    tracing::warn!(error = %chain(&e), "gc: Proxy LIST failed; round skipped");
                     return None;
                 }
                 Err(_) => {

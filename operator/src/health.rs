@@ -5,6 +5,7 @@
 //! ([`HEALTH_MANAGER`]) only when it changes. A new leader seeds each
 //! tracker from the stored condition, so a rollout does not flap it.
 
+use provider_api::error::chain;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -119,7 +120,7 @@ impl Engine {
                 continue;
             }
             if let Err(e) = self.write(&p, new).await {
-                tracing::warn!(proxy = %p.name_any(), error = %e, "write Healthy failed");
+                tracing::warn!(proxy = %p.name_any(), error = %chain(e.as_ref()), "write Healthy failed");
             }
         }
         trackers.retain(|uid, _| seen.contains(uid));

@@ -6,6 +6,7 @@
 //! Each connection runs in a task of a `JoinSet` the server owns, bounded
 //! to [`CONNECTION_LIFETIME`]; cancelling the server aborts them all.
 
+use provider_api::error::chain;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,7 +58,7 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, cancel: Cancell
         let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
-                tracing::warn!(error = %e, "http: accept failed");
+                tracing::warn!(error = %chain(&e), "http: accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -73,7 +74,7 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, cancel: Cancell
                 .header_read_timeout(Duration::from_secs(10))
                 .serve_connection(TokioIo::new(stream), service);
             if let Ok(Err(e)) = tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
-                tracing::debug!(error = %e, "http: connection error");
+                tracing::debug!(error = %chain(&e), "http: connection error");
             }
         });
     }
@@ -104,7 +105,7 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                     .body(Full::new(Bytes::from(body)))
                     .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "")),
                 Err(e) => {
-                    tracing::error!(error = %e, "http: metrics encoding failed");
+                    tracing::error!(error = %chain(&e), "http: metrics encoding failed");
                     text(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "metrics encoding failed\n",
@@ -148,7 +149,7 @@ fn json(code: StatusCode, body: &impl serde::Serialize) -> Response<Full<Bytes>>
             .body(Full::new(Bytes::from(bytes)))
             .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "")),
         Err(e) => {
-            tracing::error!(error = %e, "http: JSON encoding failed");
+            tracing::error!(error = %chain(&e), "http: JSON encoding failed");
             text(StatusCode::INTERNAL_SERVER_ERROR, "encoding failed\n")
         }
     }

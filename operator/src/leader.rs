@@ -16,6 +16,7 @@
 //! * **Release**: on shutdown the holder clears `holderIdentity` (bounded by a
 //!   timeout), so a successor need not wait out the duration.
 
+use provider_api::error::chain;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -143,7 +144,7 @@ impl Elector {
                     tracing::debug!(lease = %self.config.name, %holder, "lease held by another replica");
                 }
                 Err(e) => {
-                    tracing::warn!(lease = %self.config.name, error = %e, "lease acquire attempt failed")
+                    tracing::warn!(lease = %self.config.name, error = %chain(e.as_ref()), "lease acquire attempt failed")
                 }
             }
             tokio::select! {
@@ -173,9 +174,9 @@ impl Elector {
                 }
                 Err(e) => {
                     if self.leadership.holds() {
-                        tracing::warn!(lease = %self.config.name, error = %e, "lease renewal failed; retrying while still valid");
+                        tracing::warn!(lease = %self.config.name, error = %chain(e.as_ref()), "lease renewal failed; retrying while still valid");
                     } else {
-                        tracing::error!(lease = %self.config.name, error = %e, "leadership lost: not renewed in time");
+                        tracing::error!(lease = %self.config.name, error = %chain(e.as_ref()), "leadership lost: not renewed in time");
                         self.lose();
                         return;
                     }
@@ -291,7 +292,7 @@ impl Elector {
         match tokio::time::timeout(Duration::from_secs(5), release).await {
             Ok(Ok(())) => tracing::info!(lease = %self.config.name, "lease released"),
             Ok(Err(e)) => {
-                tracing::warn!(lease = %self.config.name, error = %e, "lease release failed")
+                tracing::warn!(lease = %self.config.name, error = %chain(&e), "lease release failed")
             }
             Err(_) => tracing::warn!(lease = %self.config.name, "lease release timed out"),
         }

@@ -64,7 +64,7 @@ where
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("error: {e:#}");
+                eprintln!("error: {}", provider_api::error::chain(e.as_ref()));
                 ExitCode::FAILURE
             }
         },

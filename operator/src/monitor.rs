@@ -5,6 +5,7 @@
 //! [`MONITOR_MANAGER`]) only on a material change. When a target recovers,
 //! every Proxy is reconciled again (those waiting on their provider retry).
 
+use provider_api::error::chain;
 use std::time::{Duration, SystemTime};
 
 use kube::api::{Patch, PatchParams};
@@ -68,7 +69,7 @@ impl Monitor {
         let stored = match tokio::time::timeout(bound, api.get_opt(name)).await {
             Ok(Ok(obj)) => obj,
             Ok(Err(e)) => {
-                tracing::warn!(provider = name, error = %e, "read ProviderHealth failed");
+                tracing::warn!(provider = name, error = %chain(&e), "read ProviderHealth failed");
                 return;
             }
             Err(_) => {
@@ -114,7 +115,7 @@ impl Monitor {
                 tracing::info!(provider = name, ready = %fresh.ready, "provider health written");
             }
             Ok(Err(e)) => {
-                tracing::warn!(provider = name, error = %e, "write ProviderHealth failed")
+                tracing::warn!(provider = name, error = %chain(&e), "write ProviderHealth failed")
             }
             Err(_) => tracing::warn!(provider = name, "write ProviderHealth timed out"),
         }

@@ -4,6 +4,7 @@
 //! exports `register`, and [`registry`] calls it. Everything else in the
 //! operator sees `provider_api::Provider` (a test keeps it so).
 
+use provider_api::error::chain;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -47,7 +48,7 @@ pub fn validate_command(path: &Path, registry: RegistryFn) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                println!("{}: {e:#}", path.display());
+                println!("{}: {}", path.display(), chain(e.as_ref()));
                 ExitCode::FAILURE
             }
         },
@@ -59,7 +60,7 @@ pub fn validate_command(path: &Path, registry: RegistryFn) -> ExitCode {
             ExitCode::FAILURE
         }
         Err(e) => {
-            println!("{}: {}", path.display(), error_chain(&e));
+            println!("{}: {}", path.display(), chain(&e));
             ExitCode::FAILURE
         }
     }
@@ -71,7 +72,7 @@ pub fn check_command(path: &Path, timeout: Duration, registry: RegistryFn) -> Ex
     let (_, providers) = match load(path, registry) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", chain(e.as_ref()));
             return ExitCode::FAILURE;
         }
     };
@@ -132,18 +133,6 @@ pub fn check_command(path: &Path, timeout: Duration, registry: RegistryFn) -> Ex
     } else {
         ExitCode::SUCCESS
     }
-}
-
-/// `e` and its sources, `: `-separated.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //! per Proxy is in flight; calls in flight overall are bounded by a
 //! semaphore.
 
+use provider_api::error::chain;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -150,7 +151,7 @@ pub fn error_policy(proxy: Arc<Proxy>, err: &finalizer::Error<Error>, _: Arc<Ctx
         e => {
             tracing::warn!(
                 proxy = %format!("{}/{}", proxy.namespace().unwrap_or_default(), proxy.name_any()),
-                error = %crate::providers::error_chain(e),
+                error = %chain(e),
                 "reconcile failed"
             );
             Action::requeue(Duration::from_secs(5))
@@ -326,7 +327,7 @@ async fn publish(ctx: &Ctx, p: &Proxy, event: &fleet::Event) {
         Err(e) => tracing::warn!(
             proxy = %format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
             reason = event.reason.as_str(),
-            error = %e,
+            error = %chain(&e),
             "event not recorded"
         ),
     }

@@ -15,6 +15,7 @@
 //! Creates (the provider's idempotency by owner would absorb it, but the
 //! status would flap between writers). Followers serve discovery only.
 
+use provider_api::error::chain;
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -61,7 +62,7 @@ pub fn main(args: RunArgs, registry: RegistryFn) -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            tracing::error!(error = %e, "cannot start the async runtime");
+            tracing::error!(error = %chain(&e), "cannot start the async runtime");
             return ExitCode::FAILURE;
         }
     };
@@ -70,7 +71,7 @@ pub fn main(args: RunArgs, registry: RegistryFn) -> ExitCode {
         match run(args, registry).await {
             Ok(code) => code,
             Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "operator failed");
+                tracing::error!(error = %chain(e.as_ref()), "operator failed");
                 ExitCode::FAILURE
             }
         }
@@ -156,7 +157,7 @@ async fn run(args: RunArgs, registry: RegistryFn) -> anyhow::Result<ExitCode> {
             .default_backoff()
             .for_each(|event| async move {
                 if let Err(e) = event {
-                    tracing::warn!(error = %e, "proxy watch error (retrying)");
+                    tracing::warn!(error = %chain(&e), "proxy watch error (retrying)");
                 }
             });
         tasks.spawn(async move {
@@ -352,7 +353,7 @@ fn spawn_controller(
             if let Err(e) = r {
                 match e {
                     controller::Error::ReconcilerFailed(_, _) => {}
-                    e => tracing::warn!(error = %crate::providers::error_chain(&e), "controller"),
+                    e => tracing::warn!(error = %chain(&e), "controller"),
                 }
             }
         });

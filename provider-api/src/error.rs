@@ -146,6 +146,28 @@ impl Error {
         Self::wrap(class, message, self)
     }
 
+    /// Replaces this error's class and message, keeping its source: for a
+    /// caller whose message restates this one's (adding what it knows), so
+    /// that a printed [`chain`] says the restated part once.
+    ///
+    /// ```
+    /// use provider_api::{Error, ErrorClass};
+    /// let e = Error::not_found("host h: look up domain ep-1")
+    ///     .with_source(std::io::Error::other("no domain"));
+    /// let e = e.restate(ErrorClass::Transient, "host h: look up domain ep-1 (it vanished)");
+    /// assert_eq!(
+    ///     provider_api::error::chain(&e),
+    ///     "host h: look up domain ep-1 (it vanished): no domain"
+    /// );
+    /// ```
+    pub fn restate(self, class: ErrorClass, message: impl Into<String>) -> Self {
+        Self {
+            class,
+            message: message.into(),
+            source: self.source,
+        }
+    }
+
     /// Sets the source (replacing any previous one).
     pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
         self.source = Some(source.into());
@@ -248,6 +270,32 @@ pub fn classify(err: &(dyn StdError + 'static)) -> Option<ErrorClass> {
     None
 }
 
+/// `err` and its sources, `": "`-separated: the one way this workspace
+/// prints an error chain (logs, CLI output, check reasons).
+///
+/// Each error's `Display` describes its own layer only (the workspace's
+/// error convention), so the chain says each thing once.
+///
+/// ```
+/// use provider_api::Error;
+/// let io = std::io::Error::other("connection refused");
+/// let e = Error::transient("dial host1").with_source(io).context("create ep-1");
+/// assert_eq!(
+///     provider_api::error::chain(&e),
+///     "create ep-1: dial host1: connection refused"
+/// );
+/// ```
+pub fn chain(err: &(dyn StdError + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        cur = e.source();
+    }
+    out
+}
+
 /// Like [`classify`], falling back to `default` when the chain holds no
 /// provider [`Error`].
 pub fn classify_or(err: &(dyn StdError + 'static), default: ErrorClass) -> ErrorClass {
@@ -328,6 +376,27 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_printed_chain_does_not_repeat_itself() {
+        let io = std::io::Error::other("connection refused");
+        let e = Error::wrap(ErrorClass::Transient, "dial host1", io)
+            .context("create ep-1")
+            .context("reconcile default/p");
+        let printed = chain(&e);
+        assert_eq!(
+            printed,
+            "reconcile default/p: create ep-1: dial host1: connection refused"
+        );
+        for part in [
+            "reconcile default/p",
+            "create ep-1",
+            "dial host1",
+            "connection refused",
+        ] {
+            assert_eq!(printed.matches(part).count(), 1, "{printed}");
+        }
+    }
 
     fn io(msg: &str) -> std::io::Error {
         std::io::Error::other(msg.to_owned())

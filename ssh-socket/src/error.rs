@@ -53,7 +53,7 @@ pub enum Error {
     ///
     /// Permanent: the file must be fixed (a rotated Secret is picked up by
     /// the next dial, since the key is read on every dial).
-    #[error("cannot read private key file {path}: {source}")]
+    #[error("cannot read private key file {path}")]
     KeyFileUnreadable {
         /// The key file.
         path: PathBuf,
@@ -87,7 +87,7 @@ pub enum Error {
     ///
     /// Permanent. (A *missing* known_hosts file is not this error: every
     /// host key is then unknown, see [`Error::HostKeyUnknown`].)
-    #[error("cannot read known_hosts file {path}: {source}")]
+    #[error("cannot read known_hosts file {path}")]
     KnownHostsUnreadable {
         /// The known_hosts file.
         path: PathBuf,
@@ -98,7 +98,7 @@ pub enum Error {
     /// The host name did not resolve to any address.
     ///
     /// Transient: DNS may recover.
-    #[error("cannot resolve {host}:{port}: {source}")]
+    #[error("cannot resolve {host}:{port}")]
     Resolve {
         /// The host name.
         host: String,
@@ -111,7 +111,7 @@ pub enum Error {
     /// The TCP connection could not be opened (refused, unreachable).
     ///
     /// Transient: the host may come back.
-    #[error("TCP connect to {host}:{port} failed: {source}")]
+    #[error("TCP connect to {host}:{port} failed")]
     TcpConnect {
         /// The host name.
         host: String,
@@ -125,7 +125,7 @@ pub enum Error {
     /// connection dropped during key exchange).
     ///
     /// Transient: usually a network or server-side problem.
-    #[error("SSH handshake with {host}:{port} failed: {source}")]
+    #[error("SSH handshake with {host}:{port} failed")]
     Handshake {
         /// The host name.
         host: String,
@@ -221,7 +221,7 @@ pub enum Error {
     /// The connection broke during authentication (not a rejection).
     ///
     /// Transient.
-    #[error("connection to {host}:{port} broke during authentication: {source}")]
+    #[error("connection to {host}:{port} broke during authentication")]
     AuthInterrupted {
         /// The host name.
         host: String,
@@ -252,7 +252,7 @@ pub enum Error {
     /// The session failed after authentication, while opening the channel.
     ///
     /// Transient.
-    #[error("SSH session to {host}:{port} failed while opening the channel: {source}")]
+    #[error("SSH session to {host}:{port} failed while opening the channel")]
     ChannelOpen {
         /// The host name.
         host: String,
@@ -410,5 +410,53 @@ mod tests {
         };
         assert!(!refused.is_permanent());
         assert_eq!(refused.stage(), Stage::ChannelOpen);
+    }
+
+    /// Display is this layer only: the source's text is left to whoever
+    /// prints the chain, so a printed chain never says a thing twice.
+    #[test]
+    fn display_does_not_repeat_the_source() {
+        let io = || std::io::Error::other("connection refused by peer");
+        let errors = [
+            Error::KeyFileUnreadable {
+                path: "/k".into(),
+                source: io(),
+            },
+            Error::KnownHostsUnreadable {
+                path: "/kh".into(),
+                source: io(),
+            },
+            Error::Resolve {
+                host: "h".into(),
+                port: 22,
+                source: io(),
+            },
+            Error::TcpConnect {
+                host: "h".into(),
+                port: 22,
+                source: io(),
+            },
+            Error::Handshake {
+                host: "h".into(),
+                port: 22,
+                source: russh::Error::Disconnect,
+            },
+            Error::AuthInterrupted {
+                host: "h".into(),
+                port: 22,
+                source: russh::Error::Disconnect,
+            },
+            Error::ChannelOpen {
+                host: "h".into(),
+                port: 22,
+                source: russh::Error::Disconnect,
+            },
+        ];
+        for e in errors {
+            let source = std::error::Error::source(&e).map(ToString::to_string);
+            let source = source.unwrap_or_default();
+            assert!(!source.is_empty(), "{e:?} has a source");
+            assert!(!e.to_string().contains(&source), "{e} repeats {source}");
+        }
     }
 }

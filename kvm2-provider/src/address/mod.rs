@@ -31,6 +31,7 @@
 
 pub mod nic_macs;
 
+use provider_api::error::chain;
 use std::net::IpAddr;
 
 use libvirt_rpc::{
@@ -222,12 +223,12 @@ async fn nic_macs(conn: &Connection, domain: &Domain) -> Result<Vec<String>, Api
         .domain_get_xml_desc(domain, DomainXmlFlags::empty());
     match observed(conn.host(), proc_num::DOMAIN_GET_XML_DESC, call).await {
         Ok(xml) => Ok(crate::nic_macs::interface_macs(&xml).unwrap_or_else(|e| {
-            tracing::debug!(domain = %domain.name, error = %e, "domain XML unreadable; addresses not matched to NICs");
+            tracing::debug!(domain = %domain.name, error = %chain(&e), "domain XML unreadable; addresses not matched to NICs");
             Vec::new()
         })),
         Err(e) if e.is_disconnected() || e.is_timeout() => Err(link_failed(conn, domain, e)),
         Err(e) => {
-            tracing::debug!(domain = %domain.name, error = %e, "domain XML not read; addresses not matched to NICs");
+            tracing::debug!(domain = %domain.name, error = %chain(&e), "domain XML not read; addresses not matched to NICs");
             Ok(Vec::new())
         }
     }

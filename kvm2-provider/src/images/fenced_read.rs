@@ -74,6 +74,7 @@ mod tests {
         let mut r = FencedRead::new(&b"abc"[..], fence);
         let mut one = [0u8; 1];
         let err = r.read_exact(&mut one).await.unwrap_err();
-        assert!(err.to_string().contains("no fill heartbeat"), "{err}");
+        let printed = provider_api::error::chain(&err);
+        assert!(printed.contains("no fill heartbeat"), "{printed}");
     }
 }

@@ -53,6 +53,7 @@
 //! config is a Permanent error telling the operator to add a new key: the
 //! base is kept because overlays of running VMs are backed by it.
 
+use provider_api::error::chain;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -362,7 +363,7 @@ async fn ensure_job(
             if ops.find(&names.fill_lease()).await?.is_some() {
                 // Another process took it first (or our write half-failed:
                 // then it is ours and unreadable, and ages out).
-                tracing::debug!(%host, %pool, error = %e, "fill lease taken meanwhile");
+                tracing::debug!(%host, %pool, error = %chain(&e), "fill lease taken meanwhile");
                 continue;
             }
             return Err(e);
@@ -485,7 +486,7 @@ async fn release(ops: &PoolOps<'_>, names: &BaseNames, lease: &Lease) {
         Ok::<_, ApiError>(())
     };
     if let Err(e) = work.await {
-        tracing::warn!(host = %ops.host, lease = %names.fill_lease(), error = %e,
+        tracing::warn!(host = %ops.host, lease = %names.fill_lease(), error = %chain(&e),
             "could not release a fill lease; it ages out");
     }
 }
@@ -592,7 +593,7 @@ async fn cleanup(
     match tokio::time::timeout(shared.options.cleanup_budget, work).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
-            tracing::warn!(%host, %pool, error = %e, "could not remove a failed fill's volumes; its lease ages out and is swept");
+            tracing::warn!(%host, %pool, error = %chain(&e), "could not remove a failed fill's volumes; its lease ages out and is swept");
         }
         Err(_) => {
             tracing::warn!(%host, %pool, "removing a failed fill's volumes timed out; its lease ages out and is swept");
@@ -647,7 +648,7 @@ async fn heartbeat(
                 return Fenced::Lost;
             }
             Ok(Err(e)) => {
-                tracing::warn!(%host, %pool, lease = %names.fill_lease(), error = %e, "fill heartbeat failed");
+                tracing::warn!(%host, %pool, lease = %names.fill_lease(), error = %chain(&e), "fill heartbeat failed");
             }
             Err(_) => {
                 tracing::warn!(%host, %pool, lease = %names.fill_lease(), "fill heartbeat timed out");
@@ -751,7 +752,7 @@ async fn fill(
     debris.unmarked_base = false;
     let path = ops.path(&base).await?;
     if let Err(e) = ops.remove(&names.fill_lease()).await {
-        tracing::warn!(%host, %pool, error = %e, "could not remove the fill lease after publishing; harmless (the marker decides)");
+        tracing::warn!(%host, %pool, error = %chain(&e), "could not remove the fill lease after publishing; harmless (the marker decides)");
     }
     tracing::info!(%host, %pool, image = %key, bytes = sent, "base image published");
     Ok(BaseImage {
@@ -768,12 +769,15 @@ fn upload_error(host: &Identifier, e: libvirt_rpc::Error) -> ApiError {
     if let libvirt_rpc::Error::Source(io) = &e
         && let Some(source) = io.get_ref().and_then(|s| s.downcast_ref::<crate::Error>())
     {
+        // The source's own error is the story; libvirt's "stream aborted"
+        // wrapper adds nothing, so it is not kept as a source (the chain
+        // says each thing once).
         let class = source.class();
+        let text = chain(source);
         if let crate::Error::FillFenced(_) = source {
-            return ApiError::wrap(class, format!("host {host}: {source}"), e);
+            return ApiError::new(class, format!("host {host}: {text}"));
         }
-        let message = format!("image download failed: {source}");
-        return ApiError::wrap(class, message, e);
+        return ApiError::new(class, format!("image download failed: {text}"));
     }
     let class = crate::libvirt_errors::classify(&e);
     // An aborted upload is never a missing object.

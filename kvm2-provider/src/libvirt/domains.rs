@@ -21,6 +21,7 @@ use libvirt_rpc::{
     DomainDestroyFlags, DomainModificationImpact, DomainState, DomainUndefineFlags, ErrorCode,
     MetadataType, NoFlags, proc_num, proto::types::Domain,
 };
+use provider_api::error::chain;
 use provider_api::{Error as ApiError, Identifier};
 
 use crate::connection::Connection;
@@ -170,7 +171,7 @@ impl<'a> DomainOps<'a> {
             Ok(text) => match parse_metadata_reply(&text) {
                 Ok(mark) => Ok(Some(mark)),
                 Err(e) => {
-                    tracing::debug!(%host, domain = %name, error = %e, "malformed ownership mark; foreign");
+                    tracing::debug!(%host, domain = %name, error = %chain(&e), "malformed ownership mark; foreign");
                     Ok(None)
                 }
             },

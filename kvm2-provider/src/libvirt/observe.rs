@@ -8,6 +8,7 @@
 //! not reach logs or spans from here. Errors are recorded by their
 //! `Display`, which for libvirt-rpc is the daemon's message and code.
 
+use provider_api::error::chain;
 use std::future::Future;
 use std::time::Instant;
 
@@ -89,7 +90,7 @@ where
             elapsed_ms,
             outcome = "error",
             class = %classify(e),
-            error = %e,
+            error = %chain(e),
             "libvirt call"
         ),
     }

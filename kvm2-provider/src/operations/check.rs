@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use provider_api::error::chain;
 use provider_api::{CheckReason, Checker, Error as ApiError, Identifier, TargetStatus};
 
 use crate::host_table::HostTable;
@@ -142,19 +143,6 @@ fn ssh_reason(error: &ssh_socket::Error) -> CheckReason {
     }
 }
 
-/// The error and its sources, `: `-joined (no secrets: SSH errors name
-/// files and hosts, never key material).
-fn chain(error: &ApiError) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 /// `major * 1_000_000 + minor * 1_000 + micro` as `major.minor.micro`.
 fn version_text(v: u64) -> String {
     format!("{}.{}.{}", v / 1_000_000, (v / 1_000) % 1_000, v % 1_000)
@@ -181,10 +169,22 @@ mod tests {
         };
         let wrapped = ApiError::wrap(provider_api::ErrorClass::Transient, "ssh", tcp);
         assert_eq!(dial_reason(&wrapped), CheckReason::ConnectFailed);
-        assert!(
-            chain(&wrapped).contains("TCP connect to h:22"),
-            "{}",
-            chain(&wrapped)
+        // Each layer once: the provider's context, ssh-socket's, the OS's.
+        assert_eq!(
+            chain(&wrapped),
+            "ssh: TCP connect to h:22 failed: connection refused"
+        );
+    }
+
+    #[test]
+    fn a_printed_libvirt_chain_does_not_repeat_itself() {
+        let lost = libvirt_rpc::Error::Disconnected(libvirt_rpc::DisconnectReason::Eof);
+        let e = crate::libvirt_errors::to_provider_error("host h: state of ep-1", lost)
+            .context("get kvm2://e/h/ep-1");
+        assert_eq!(
+            chain(&e),
+            "get kvm2://e/h/ep-1: host h: state of ep-1: libvirt connection lost: \
+             daemon closed the connection"
         );
     }
 }

@@ -41,6 +41,7 @@
 //! instance created on a fallback host is not found from its preferred host
 //! once that host is back; the garbage collector removes the duplicate.
 
+use provider_api::error::chain;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -108,7 +109,7 @@ fn past_deadline(stage: &str) -> ApiError {
 fn not_found_is_transient(e: ApiError) -> ApiError {
     if e.is_not_found() {
         let message = format!("{} (it vanished during the create)", e.message());
-        ApiError::wrap(ErrorClass::Transient, message, e)
+        e.restate(ErrorClass::Transient, message)
     } else {
         e
     }
@@ -186,7 +187,8 @@ async fn create_once(
         Err(e) => {
             undo(inner, host, &name, &made).await;
             let message = format!("create {name} on host {}: {}", host.name, e.message());
-            Err(ApiError::wrap(e.class(), message, e))
+            let class = e.class();
+            Err(e.restate(class, message))
         }
     }
 }
@@ -371,7 +373,7 @@ async fn start(
             err
         } else {
             let message = format!("{} (the host lacks memory or disk now)", err.message());
-            ApiError::wrap(class, message, err)
+            err.restate(class, message)
         }
     })
 }
@@ -440,7 +442,7 @@ async fn undo(inner: &Inner, host: &Kvm2Host, name: &Identifier, made: &Made) {
     match tokio::time::timeout(inner.images.cleanup_budget(), work).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
-            tracing::warn!(host = %host.name, instance = %name, error = %e, "could not undo a failed create");
+            tracing::warn!(host = %host.name, instance = %name, error = %chain(&e), "could not undo a failed create");
         }
         Err(_) => {
             tracing::warn!(host = %host.name, instance = %name, "undoing a failed create timed out");
@@ -569,7 +571,7 @@ async fn choose_host<'a>(
                 break;
             }
         };
-        tracing::debug!(host = %host.name, error = %e, "host unusable for create");
+        tracing::debug!(host = %host.name, error = %chain(&e), "host unusable for create");
         inner.dial_failures.failed(&host.name);
         all_permanent &= e.class() == ErrorClass::Permanent;
         first_error.get_or_insert(e);

@@ -8,6 +8,7 @@ use libvirt_rpc::{
     Client, Error as RpcError, StoragePool, StorageVol, StorageVolCreateFlags,
     StorageVolDeleteFlags, StorageVolInfoFlags, StorageVolStreamFlags,
 };
+use provider_api::error::chain;
 use provider_api::{Error as ApiError, Identifier};
 
 use crate::libvirt_errors::to_provider_error;
@@ -148,7 +149,7 @@ impl<'a> PoolOps<'a> {
         )
         .await
         {
-            tracing::debug!(host = %self.host, pool = %self.pool.name, error = %e, "pool refresh refused; using the last figure");
+            tracing::debug!(host = %self.host, pool = %self.pool.name, error = %chain(&e), "pool refresh refused; using the last figure");
         }
         observed(
             self.host,
