@@ -171,9 +171,17 @@ async fn create_once(
     let mut made = Made::default();
     let outcome = tokio::time::timeout_at(
         deadline,
-        build_and_start(
-            inner, host, client, &name, req, machine, &base, now, &mut made,
-        ),
+        Build {
+            inner,
+            host,
+            client,
+            name: &name,
+            req,
+            machine,
+            base: &base,
+            now,
+        }
+        .run(&mut made),
     )
     .await
     .unwrap_or_else(|_| Err(past_deadline("making and starting the domain")));
@@ -236,119 +244,169 @@ struct Made {
     domain: bool,
 }
 
-#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
-async fn build_and_start(
-    inner: &Inner,
-    host: &Kvm2Host,
-    client: &Client,
-    name: &Identifier,
-    req: &CreateRequest,
-    machine: &provider_api::config::MachineType,
-    base: &crate::image_cache::BaseImage,
+/// Everything one attempt at making and starting the domain needs.
+struct Build<'a> {
+    inner: &'a Inner,
+    host: &'a Kvm2Host,
+    client: &'a Client,
+    name: &'a Identifier,
+    req: &'a CreateRequest,
+    machine: &'a provider_api::config::MachineType,
+    base: &'a crate::image_cache::BaseImage,
     now: SystemTime,
-    made: &mut Made,
-) -> Result<(), ApiError> {
-    let h = &host.name;
-    let ops = PoolOps::open(h, client, &host.pool).await?;
-    let vols = VmVolumes::new(&inner.name, name);
-    let created_at = Timestamp::from_system_time(now)
-        .ok_or_else(|| ApiError::permanent("the clock is before 1970"))?;
+}
 
-    // An overlay smaller than its image would cut the guest's disk short
-    // (a partition table running past the device's end): refused.
-    let base_vol = ops.find(&base.name).await?.ok_or_else(|| {
-        ApiError::transient(format!("host {h}: base volume {} vanished", base.name))
-    })?;
-    let image_size = ops.capacity(&base_vol).await?;
-    if image_size > machine.disk.bytes() {
-        return Err(ApiError::permanent(format!(
-            "the image's disk is {image_size} bytes, larger than the machine type's disk of {} bytes; \
-             raise the machine type's disk",
-            machine.disk.bytes()
-        )));
+/// Where the per-VM volumes ended up on the host.
+struct VolumePaths {
+    overlay: String,
+    seed: String,
+}
+
+impl Build<'_> {
+    /// Makes the overlay, seed and domain, then starts and watches it;
+    /// `made` records what exists for the undo.
+    async fn run(&self, made: &mut Made) -> Result<(), ApiError> {
+        let ops = PoolOps::open(&self.host.name, self.client, &self.host.pool).await?;
+        let created_at = Timestamp::from_system_time(self.now)
+            .ok_or_else(|| ApiError::permanent("the clock is before 1970"))?;
+        self.check_disk(&ops).await?;
+        let seed = self.seed(created_at)?;
+        self.check_capacity(&ops, seed.len() as u64).await?;
+        let paths = self.make_volumes(&ops, &seed, made).await?;
+        let dom = self.define(created_at, paths).await?;
+        made.domain = true;
+        let h = &self.host.name;
+        start(h, self.client, &dom).await?;
+        watch_start(h, self.client, &dom, self.inner.options.start_watch).await
     }
 
-    let proxy = ProxySettings {
-        port: inner.config.proxy.port,
-        allowed_clients: inner
-            .config
-            .proxy
-            .allowed_clients
-            .iter()
-            .map(|c| ClientRange::parse(&c.to_string()))
-            .collect::<Result<_, _>>()
-            .map_err(ApiError::from)?,
-    };
-    let vendor = crate::vendor_data::render(&proxy).map_err(ApiError::from)?;
-    let seed = build(&SeedSpec {
-        instance_id: name,
-        hostname: name,
-        user_data: req.user_data.as_ref(),
-        vendor_data: &vendor,
-        time: created_at,
-        size_limit: inner.options.seed_size_limit,
-    })
-    .map_err(ApiError::from)?;
+    /// An overlay smaller than its image would cut the guest's disk short
+    /// (a partition table running past the device's end): refused.
+    async fn check_disk(&self, ops: &PoolOps<'_>) -> Result<(), ApiError> {
+        let base = self.base;
+        let base_vol = ops.find(&base.name).await?.ok_or_else(|| {
+            ApiError::transient(format!(
+                "host {}: base volume {} vanished",
+                self.host.name, base.name
+            ))
+        })?;
+        let image_size = ops.capacity(&base_vol).await?;
+        let disk = self.machine.disk.bytes();
+        if image_size > disk {
+            return Err(ApiError::permanent(format!(
+                "the image's disk is {image_size} bytes, larger than the machine type's disk of {disk} bytes; \
+                 raise the machine type's disk"
+            )));
+        }
+        Ok(())
+    }
 
-    // Capacity, before anything per-VM is made.
-    if inner.options.capacity_check {
-        let (cpus, memory) = crate::host_capacity::cpus_and_free_memory(h, client).await?;
+    /// The seed ISO: the request's user data and the proxy's vendor data.
+    fn seed(&self, created_at: Timestamp) -> Result<Vec<u8>, ApiError> {
+        let config = &self.inner.config.proxy;
+        let proxy = ProxySettings {
+            port: config.port,
+            allowed_clients: config
+                .allowed_clients
+                .iter()
+                .map(|c| ClientRange::parse(&c.to_string()))
+                .collect::<Result<_, _>>()
+                .map_err(ApiError::from)?,
+        };
+        let vendor = crate::vendor_data::render(&proxy).map_err(ApiError::from)?;
+        let seed = build(&SeedSpec {
+            instance_id: self.name,
+            hostname: self.name,
+            user_data: self.req.user_data.as_ref(),
+            vendor_data: &vendor,
+            time: created_at,
+            size_limit: self.inner.options.seed_size_limit,
+        })
+        .map_err(ApiError::from)?;
+        Ok(seed)
+    }
+
+    /// Capacity, before anything per-VM is made.
+    async fn check_capacity(&self, ops: &PoolOps<'_>, seed_len: u64) -> Result<(), ApiError> {
+        let options = &self.inner.options;
+        if !options.capacity_check {
+            return Ok(());
+        }
+        let h = &self.host.name;
+        let (cpus, memory) = crate::host_capacity::cpus_and_free_memory(h, self.client).await?;
         let free = HostFree {
             cpus,
             memory,
             pool: ops.available().await?,
         };
-        let needed = (seed.len() as u64).saturating_add(inner.options.overlay_reserve);
-        crate::host_capacity::check(h, &host.pool, free, machine, needed)?;
+        let needed = seed_len.saturating_add(options.overlay_reserve);
+        crate::host_capacity::check(h, &self.host.pool, free, self.machine, needed)
     }
 
-    // Leftovers of a cancelled Create for this owner (the domain does not
-    // exist, and the names are this owner's) are replaced.
-    made.overlay = true;
-    ops.remove(&vols.overlay()).await?;
-    let overlay_xml = overlay_volume(
-        &vols.overlay(),
-        machine.disk.bytes(),
-        &base.path,
-        base.format,
-    )
-    .map_err(ApiError::from)?;
-    let overlay = ops.create(&vols.overlay(), &overlay_xml).await?;
-    let overlay_path = ops.path(&overlay).await?;
+    /// The overlay on the base and the seed volume. Leftovers of a
+    /// cancelled Create for this owner (the domain does not exist, and the
+    /// names are this owner's) are replaced.
+    async fn make_volumes(
+        &self,
+        ops: &PoolOps<'_>,
+        seed: &[u8],
+        made: &mut Made,
+    ) -> Result<VolumePaths, ApiError> {
+        let vols = VmVolumes::new(&self.inner.name, self.name);
+        made.overlay = true;
+        ops.remove(&vols.overlay()).await?;
+        let overlay_xml = overlay_volume(
+            &vols.overlay(),
+            self.machine.disk.bytes(),
+            &self.base.path,
+            self.base.format,
+        )
+        .map_err(ApiError::from)?;
+        let overlay = ops.create(&vols.overlay(), &overlay_xml).await?;
+        let overlay = ops.path(&overlay).await?;
 
-    made.seed = true;
-    ops.remove(&vols.seed()).await?;
-    let seed_vol = ops.write_small(&vols.seed(), &seed).await?;
-    let seed_path = ops.path(&seed_vol).await?;
+        made.seed = true;
+        ops.remove(&vols.seed()).await?;
+        let seed_vol = ops.write_small(&vols.seed(), seed).await?;
+        let seed = ops.path(&seed_vol).await?;
+        Ok(VolumePaths { overlay, seed })
+    }
 
-    let spec = DomainSpec {
-        virt_type: match inner.config.domain_type {
-            DomainType::Qemu => VirtType::Qemu,
-            _ => VirtType::Kvm,
-        },
-        name: name.clone(),
-        memory_mib: machine.memory.mib(),
-        vcpus: machine.vcpus,
-        machine: inner.options.machine.clone(),
-        firmware: inner.config.firmware,
-        overlay_path,
-        seed_path,
-        bridge: host.bridge.clone(),
-        mac: None,
-        mark: OwnerMark::new(req.owner_uid.clone(), inner.name.clone(), created_at)
-            .with_tags(&req.tags)?,
-    };
-    let xml = render(&spec).map_err(ApiError::from)?;
-    let dom = observed(
-        h,
-        proc_num::DOMAIN_DEFINE_XML_FLAGS,
-        client.domain_define_xml_flags(&xml, DomainDefineFlags::VALIDATE),
-    )
-    .await
-    .map_err(|e| to_provider_error(format!("host {h}: define domain {name}"), e))?;
-    made.domain = true;
-    start(h, client, &dom).await?;
-    watch_start(h, client, &dom, inner.options.start_watch).await
+    /// Renders the domain XML with the ownership mark and defines it.
+    async fn define(
+        &self,
+        created_at: Timestamp,
+        paths: VolumePaths,
+    ) -> Result<libvirt_rpc::Domain, ApiError> {
+        let inner = self.inner;
+        let spec = DomainSpec {
+            virt_type: match inner.config.domain_type {
+                DomainType::Qemu => VirtType::Qemu,
+                _ => VirtType::Kvm,
+            },
+            name: self.name.clone(),
+            memory_mib: self.machine.memory.mib(),
+            vcpus: self.machine.vcpus,
+            machine: inner.options.machine.clone(),
+            firmware: inner.config.firmware,
+            overlay_path: paths.overlay,
+            seed_path: paths.seed,
+            bridge: self.host.bridge.clone(),
+            mac: None,
+            mark: OwnerMark::new(self.req.owner_uid.clone(), inner.name.clone(), created_at)
+                .with_tags(&self.req.tags)?,
+        };
+        let xml = render(&spec).map_err(ApiError::from)?;
+        let (h, name) = (&self.host.name, self.name);
+        observed(
+            h,
+            proc_num::DOMAIN_DEFINE_XML_FLAGS,
+            self.client
+                .domain_define_xml_flags(&xml, DomainDefineFlags::VALIDATE),
+        )
+        .await
+        .map_err(|e| to_provider_error(format!("host {h}: define domain {name}"), e))
+    }
 }
 
 /// Starts a defined domain. A start that fails for want of memory or disk
