@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use russh::Channel;
+use russh::client::{Handle, Msg};
 use russh::keys::PrivateKeyWithHashAlg;
 use tokio::net::TcpStream;
 
@@ -100,39 +102,11 @@ async fn dial_stages(
     tcp: Option<TcpStream>,
     stage: &AtomicU8,
 ) -> Result<SshSocket, Error> {
-    let host = config.host.as_str();
-    let port = config.port;
+    let (host, port) = (config.host.as_str(), config.port);
 
     enter(stage, Stage::Files);
     let key = private_key::load(&config.key_path, config.key_passphrase.as_ref()).await?;
-    let host_check = match &config.host_keys {
-        HostKeyPolicy::KnownHosts(path) => {
-            let text = match files::read_text(path, files::MAX_KNOWN_HOSTS).await {
-                Ok(text) => Some(text),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(source) => {
-                    return Err(Error::KnownHostsUnreadable {
-                        path: path.clone(),
-                        source,
-                    });
-                }
-            };
-            HostCheck::KnownHosts {
-                path: path.clone(),
-                text,
-                host_entry: known_hosts::host_entry(host, port),
-            }
-        }
-        HostKeyPolicy::InsecureIgnoreHostKey => {
-            tracing::warn!(
-                host,
-                port,
-                "SSH host key verification is DISABLED (insecure_ignore_host_key): \
-                 any server, including a man-in-the-middle, is accepted"
-            );
-            HostCheck::Insecure
-        }
-    };
+    let host_check = host_check(config).await?;
 
     enter(stage, Stage::TcpConnect);
     let stream = match tcp {
@@ -149,43 +123,118 @@ async fn dial_stages(
 
     enter(stage, Stage::Handshake);
     let link = Link::new();
-    let refusal: Refusal = Arc::new(Mutex::new(None));
-    let handler = ClientHandler::new(Arc::clone(&link), host_check, Arc::clone(&refusal));
     let last_receive = LastReceive::new();
     let watched = Watched::new(stream, Arc::clone(&last_receive));
-    let handshake = russh::client::connect_stream(russh_config(config), watched, handler).await;
+    let mut handle = handshake(config, watched, host_check, Arc::clone(&link)).await?;
+
+    enter(stage, Stage::Auth);
+    authenticate(config, &mut handle, key).await?;
+
+    enter(stage, Stage::ChannelOpen);
+    let channel = open_channel(config, &handle).await?;
+
+    let socket = SshSocket::new(channel, Arc::clone(&link));
+    let supervisor = Supervisor {
+        link,
+        handle,
+        kill,
+        last_receive,
+        dead_after: config.keepalive.dead_after(),
+    };
+    // Owned by the link: it ends within a bounded time after the socket is
+    // closed, dropped or dies.
+    tokio::spawn(supervisor.run());
+    Ok(socket)
+}
+
+/// How the server's host key will be judged: the known_hosts file's text
+/// (a missing file is an empty one, judged at the handshake), or not at
+/// all (warned about).
+async fn host_check(config: &SshConfig) -> Result<HostCheck, Error> {
+    let (host, port) = (config.host.as_str(), config.port);
+    match &config.host_keys {
+        HostKeyPolicy::KnownHosts(path) => {
+            let text = match files::read_text(path, files::MAX_KNOWN_HOSTS).await {
+                Ok(text) => Some(text),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(source) => {
+                    return Err(Error::KnownHostsUnreadable {
+                        path: path.clone(),
+                        source,
+                    });
+                }
+            };
+            Ok(HostCheck::KnownHosts {
+                path: path.clone(),
+                text,
+                host_entry: known_hosts::host_entry(host, port),
+            })
+        }
+        HostKeyPolicy::InsecureIgnoreHostKey => {
+            tracing::warn!(
+                host,
+                port,
+                "SSH host key verification is DISABLED (insecure_ignore_host_key): \
+                 any server, including a man-in-the-middle, is accepted"
+            );
+            Ok(HostCheck::Insecure)
+        }
+    }
+}
+
+/// The SSH handshake over `stream`; the handler's host-key verdict, when it
+/// refused, is the error.
+async fn handshake(
+    config: &SshConfig,
+    stream: Watched,
+    host_check: HostCheck,
+    link: Arc<Link>,
+) -> Result<Handle<ClientHandler>, Error> {
+    let refusal: Refusal = Arc::new(Mutex::new(None));
+    let handler = ClientHandler::new(link, host_check, Arc::clone(&refusal));
+    let handshake = russh::client::connect_stream(russh_config(config), stream, handler).await;
     let take_refusal = || {
         refusal
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()
     };
-    let mut handle = match handshake {
+    let handle = match handshake {
         Ok(handle) => handle,
         Err(source) => {
             return Err(take_refusal().unwrap_or_else(|| Error::Handshake {
-                host: host.to_owned(),
-                port,
+                host: config.host.clone(),
+                port: config.port,
                 source,
             }));
         }
     };
-    if let Some(refused) = take_refusal() {
-        return Err(refused);
+    match take_refusal() {
+        Some(refused) => Err(refused),
+        None => Ok(handle),
     }
+}
 
-    enter(stage, Stage::Auth);
+/// Public key authentication with `key` (RSA keys sign with the best hash
+/// the server accepts).
+async fn authenticate(
+    config: &SshConfig,
+    handle: &mut Handle<ClientHandler>,
+    key: Arc<russh::keys::PrivateKey>,
+) -> Result<(), Error> {
+    let (host, port) = (config.host.as_str(), config.port);
+    let interrupted = |source| Error::AuthInterrupted {
+        host: host.to_owned(),
+        port,
+        source,
+    };
     let hash = if key.algorithm().is_rsa() {
         // Waits (at most 1 s) for the server's signature algorithms; `None`
         // would mean SHA-1 `ssh-rsa`, which modern servers refuse.
         handle
             .best_supported_rsa_hash()
             .await
-            .map_err(|source| Error::AuthInterrupted {
-                host: host.to_owned(),
-                port,
-                source,
-            })?
+            .map_err(interrupted)?
             .flatten()
             .or(Some(russh::keys::HashAlg::Sha512))
     } else {
@@ -194,28 +243,27 @@ async fn dial_stages(
     let auth = handle
         .authenticate_publickey(config.user.clone(), PrivateKeyWithHashAlg::new(key, hash))
         .await
-        .map_err(|source| Error::AuthInterrupted {
-            host: host.to_owned(),
-            port,
-            source,
-        })?;
-    if !auth.success() {
-        if handle.is_closed() {
-            return Err(Error::AuthInterrupted {
-                host: host.to_owned(),
-                port,
-                source: russh::Error::Disconnect,
-            });
-        }
-        return Err(Error::AuthRejected {
+        .map_err(interrupted)?;
+    if auth.success() {
+        Ok(())
+    } else if handle.is_closed() {
+        Err(interrupted(russh::Error::Disconnect))
+    } else {
+        Err(Error::AuthRejected {
             host: host.to_owned(),
             port,
             user: config.user.clone(),
-        });
+        })
     }
+}
 
-    enter(stage, Stage::ChannelOpen);
-    let channel = handle
+/// Opens the `direct-streamlocal` channel to the remote socket.
+async fn open_channel(
+    config: &SshConfig,
+    handle: &Handle<ClientHandler>,
+) -> Result<Channel<Msg>, Error> {
+    let (host, port) = (config.host.as_str(), config.port);
+    handle
         .channel_open_direct_streamlocal(config.remote_socket.clone())
         .await
         .map_err(|source| match source {
@@ -233,20 +281,7 @@ async fn dial_stages(
                 port,
                 source,
             },
-        })?;
-
-    let socket = SshSocket::new(channel, Arc::clone(&link));
-    let supervisor = Supervisor {
-        link,
-        handle,
-        kill,
-        last_receive,
-        dead_after: config.keepalive.dead_after(),
-    };
-    // Owned by the link: it ends within a bounded time after the socket is
-    // closed, dropped or dies.
-    tokio::spawn(supervisor.run());
-    Ok(socket)
+        })
 }
 
 /// russh's settings for one dial.
