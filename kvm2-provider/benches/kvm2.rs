@@ -416,7 +416,9 @@ async fn direct_create(
     seed: &[u8],
     bridge: &str,
 ) {
-    use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
+    use kvm2_provider::domain_xml::{
+        BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, VirtType, disk_path, render,
+    };
     use kvm2_provider::ownership_mark::OwnerMark;
     use kvm2_provider::volume_names::VmVolumes;
     use libvirt_rpc::{DomainCreateFlags, DomainDefineFlags, NoFlags};
@@ -489,12 +491,12 @@ async fn direct_create(
     let xml = render(&DomainSpec {
         virt_type: VirtType::Qemu,
         name: name.clone(),
-        memory_mib: 128,
-        vcpus: 1,
-        machine: "q35".into(),
-        firmware: provider_api::config::Firmware::Bios,
-        overlay_path,
-        seed_path,
+        memory: MemoryMib::new(128).unwrap(),
+        vcpus: Vcpus::new(1).unwrap(),
+        machine: MachineName::parse("q35").unwrap(),
+        firmware: BootFirmware::Bios,
+        overlay_path: disk_path("overlay path", &overlay_path).unwrap(),
+        seed_path: disk_path("seed path", &seed_path).unwrap(),
         bridge: provider_api::config::values::BridgeName::parse(bridge).unwrap(),
         mac: None,
         mark: OwnerMark::new(

@@ -33,7 +33,10 @@ use std::net::Ipv4Addr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
+use kvm2_provider::domain_xml::{
+    BootFirmware, DomainSpec, MacAddress, MachineName, MemoryMib, Vcpus, VirtType, disk_path,
+    render,
+};
 use kvm2_provider::ownership_mark::OwnerMark;
 use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
 use kvm2_provider::timestamp::Timestamp;
@@ -227,14 +230,14 @@ impl Peer<'_> {
         let xml = render(&DomainSpec {
             virt_type: VirtType::Qemu,
             name: name.clone(),
-            memory_mib: MEMORY_MIB,
-            vcpus: 1,
-            machine: "q35".into(),
-            firmware: provider_api::config::Firmware::Bios,
-            overlay_path: path(&overlay),
-            seed_path: path(&seed),
+            memory: MemoryMib::new(MEMORY_MIB).unwrap(),
+            vcpus: Vcpus::new(1).unwrap(),
+            machine: MachineName::parse("q35").unwrap(),
+            firmware: BootFirmware::Bios,
+            overlay_path: disk_path("overlay path", &path(&overlay)).unwrap(),
+            seed_path: disk_path("seed path", &path(&seed)).unwrap(),
             bridge: self.bridge.clone(),
-            mac: Some(mac.clone()),
+            mac: Some(MacAddress::parse(&mac).unwrap()),
             mark: OwnerMark::new(
                 OwnerUid::parse("bench-peer").unwrap(),
                 Identifier::parse("kvm2-bench").unwrap(),

@@ -1,8 +1,9 @@
 //! Domain XML for a proxy VM, built from typed structs.
 //!
-//! [`render`] is a pure function of a [`DomainSpec`]: every value is checked
-//! (identifiers, absolute paths, characters XML 1.0 can carry) and then
-//! serialised by quick-xml, which escapes it. The document has:
+//! [`render`] is a pure function of a [`DomainSpec`] whose every field is
+//! already valid (parsed where it entered: [`domain_values`](super::domain_values)),
+//! so no input makes it fail; quick-xml serialises and escapes each value.
+//! The document has:
 //!
 //! - `<domain type='kvm'>` (or `'qemu'` for TCG emulation), name, memory in
 //!   MiB, vCPUs, the ownership mark in `<metadata>`;
@@ -21,15 +22,11 @@ use serde::Serialize;
 use crate::Error;
 use crate::ownership_mark::{MARK_ELEMENT, MARK_NAMESPACE, MARK_PREFIX, OwnerMark};
 use provider_api::Identifier;
-use provider_api::config::Firmware;
-use provider_api::config::values::BridgeName;
+use provider_api::config::values::{AbsolutePath, BridgeName};
 
-/// Largest memory size accepted, in MiB (1 TiB).
-pub const MAX_MEMORY_MIB: u64 = 1 << 20;
-/// Largest vCPU count accepted.
-pub const MAX_VCPUS: u32 = 256;
-/// Longest path accepted for a disk.
-pub const MAX_PATH_LEN: usize = 4096;
+pub use super::domain_values::{
+    BootFirmware, MAX_MEMORY_MIB, MAX_VCPUS, MacAddress, MachineName, MemoryMib, Vcpus, disk_path,
+};
 
 /// The libvirt domain type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,31 +38,30 @@ pub enum VirtType {
     Qemu,
 }
 
-/// Everything the domain XML is made of.
+/// Everything the domain XML is made of; every field's type holds only
+/// values the document can carry.
 #[derive(Debug, Clone)]
 pub struct DomainSpec {
     /// Domain type.
     pub virt_type: VirtType,
     /// Domain name (the instance name).
     pub name: Identifier,
-    /// Memory in MiB, 1..=[`MAX_MEMORY_MIB`].
-    pub memory_mib: u64,
-    /// vCPUs, 1..=[`MAX_VCPUS`].
-    pub vcpus: u32,
-    /// QEMU machine type, e.g. `q35` (letters, digits, `.`, `-`, `_`).
-    pub machine: String,
-    /// Firmware: BIOS (SeaBIOS), or UEFI through libvirt's firmware
-    /// auto-selection with secure boot off. A UEFI domain gets an NVRAM
-    /// file: undefine it with `VIR_DOMAIN_UNDEFINE_NVRAM`.
-    pub firmware: Firmware,
-    /// Absolute path of the per-VM qcow2 overlay.
-    pub overlay_path: String,
-    /// Absolute path of the cloud-init seed ISO.
-    pub seed_path: String,
+    /// Memory.
+    pub memory: MemoryMib,
+    /// vCPUs.
+    pub vcpus: Vcpus,
+    /// QEMU machine type, e.g. `q35`.
+    pub machine: MachineName,
+    /// Firmware.
+    pub firmware: BootFirmware,
+    /// Path of the per-VM qcow2 overlay.
+    pub overlay_path: AbsolutePath,
+    /// Path of the cloud-init seed ISO.
+    pub seed_path: AbsolutePath,
     /// Host bridge the NIC attaches to.
     pub bridge: BridgeName,
-    /// Fixed MAC address (`52:54:00:xx:xx:xx` style), or libvirt picks one.
-    pub mac: Option<String>,
+    /// Fixed MAC address, or libvirt picks one.
+    pub mac: Option<MacAddress>,
     /// The ownership mark.
     pub mark: OwnerMark,
 }
@@ -73,74 +69,25 @@ pub struct DomainSpec {
 /// Renders `spec` as a libvirt domain XML document.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] naming the offending field when a value is out of
-/// range or could not be represented safely; [`Error::XmlWrite`] if the
-/// serialiser fails.
+/// [`Error::XmlWrite`] only if the serialiser fails; no value of a
+/// [`DomainSpec`] makes it (the fields were checked when they were made).
 pub fn render(spec: &DomainSpec) -> Result<String, Error> {
-    if !(1..=MAX_MEMORY_MIB).contains(&spec.memory_mib) {
-        return Err(Error::invalid(
-            "memory",
-            format!("must be 1 to {MAX_MEMORY_MIB} MiB"),
-        ));
-    }
-    if !(1..=MAX_VCPUS).contains(&spec.vcpus) {
-        return Err(Error::invalid("vcpus", format!("must be 1 to {MAX_VCPUS}")));
-    }
-    check_machine(&spec.machine)?;
-    check_path("overlay path", &spec.overlay_path)?;
-    check_path("seed path", &spec.seed_path)?;
-    let efi = match spec.firmware {
-        Firmware::Bios => false,
-        Firmware::Uefi => true,
-        other => {
-            return Err(Error::invalid(
-                "firmware",
-                format!("{other} is not supported by this provider"),
-            ));
-        }
-    };
-    if let Some(mac) = &spec.mac {
-        check_mac(mac)?;
-    }
-
     let xml = DomainXml {
         virt_type: match spec.virt_type {
             VirtType::Kvm => "kvm",
             VirtType::Qemu => "qemu",
         },
         name: spec.name.as_str(),
-        metadata: MetadataXml {
-            instance: MarkXml {
-                xmlns: MARK_NAMESPACE,
-                owner_uid: spec.mark.owner_uid().as_str(),
-                entry: spec.mark.entry().as_str(),
-                created_at: spec.mark.created_at().to_string(),
-                tags: spec.mark.tags_text(),
-            },
-        },
+        metadata: metadata(&spec.mark),
         memory: Sized_ {
             unit: "MiB",
-            value: spec.memory_mib,
+            value: spec.memory.get(),
         },
         vcpu: Vcpu {
             placement: "static",
-            value: spec.vcpus,
+            value: spec.vcpus.get(),
         },
-        os: Os {
-            firmware: efi.then_some("efi"),
-            os_type: OsType {
-                arch: "x86_64",
-                machine: &spec.machine,
-                value: "hvm",
-            },
-            firmware_features: efi.then(|| FirmwareFeatures {
-                feature: vec![FirmwareFeature {
-                    enabled: "no",
-                    name: "secure-boot",
-                }],
-            }),
-            boot: Boot { dev: "hd" },
-        },
+        os: os(spec),
         features: Features { acpi: (), apic: () },
         cpu: match spec.virt_type {
             VirtType::Kvm => Some(Cpu {
@@ -152,141 +99,115 @@ pub fn render(spec: &DomainSpec) -> Result<String, Error> {
         on_poweroff: "destroy",
         on_reboot: "restart",
         on_crash: "destroy",
-        devices: Devices {
-            disk: vec![
-                Disk {
-                    disk_type: "file",
-                    device: "disk",
-                    driver: Driver {
-                        name: "qemu",
-                        format: "qcow2",
-                    },
-                    source: FileSource {
-                        file: &spec.overlay_path,
-                    },
-                    target: Target {
-                        dev: "vda",
-                        bus: "virtio",
-                    },
-                    readonly: None,
-                },
-                // A read-only virtio disk, not a SATA cdrom: Debian's cloud
-                // kernel (and so Debian's own cloud images) has no AHCI
-                // driver, and cloud-init finds the `cidata` ISO on any block
-                // device.
-                Disk {
-                    disk_type: "file",
-                    device: "disk",
-                    driver: Driver {
-                        name: "qemu",
-                        format: "raw",
-                    },
-                    source: FileSource {
-                        file: &spec.seed_path,
-                    },
-                    target: Target {
-                        dev: "vdb",
-                        bus: "virtio",
-                    },
-                    readonly: Some(()),
-                },
-            ],
-            interface: Interface {
-                if_type: "bridge",
-                mac: spec.mac.as_deref().map(|address| Mac { address }),
-                source: BridgeSource {
-                    bridge: spec.bridge.as_str(),
-                },
-                model: Model {
-                    model_type: "virtio",
-                },
-            },
-            serial: Serial {
-                serial_type: "pty",
-                target: SerialTarget { port: 0 },
-            },
-            console: Console {
-                console_type: "pty",
-                target: ConsoleTarget {
-                    target_type: "serial",
-                    port: 0,
-                },
-            },
-            channel: Channel {
-                channel_type: "unix",
-                target: ChannelTarget {
-                    target_type: "virtio",
-                    name: "org.qemu.guest_agent.0",
-                },
-            },
-            rng: Rng {
-                model: "virtio",
-                backend: RngBackend {
-                    model: "random",
-                    value: "/dev/urandom",
-                },
-            },
-        },
+        devices: devices(spec),
     };
     quick_xml::se::to_string(&xml).map_err(Error::XmlWrite)
 }
 
-fn check_machine(machine: &str) -> Result<(), Error> {
-    if machine.is_empty()
-        || machine.len() > 64
-        || !machine
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-    {
-        return Err(Error::invalid(
-            "machine type",
-            "must be 1 to 64 ASCII letters, digits, '.', '-' or '_'",
-        ));
+/// The ownership mark under `<metadata>`.
+fn metadata(mark: &OwnerMark) -> MetadataXml<'_> {
+    MetadataXml {
+        instance: MarkXml {
+            xmlns: MARK_NAMESPACE,
+            owner_uid: mark.owner_uid().as_str(),
+            entry: mark.entry().as_str(),
+            created_at: mark.created_at().to_string(),
+            tags: mark.tags_text(),
+        },
     }
-    Ok(())
 }
 
-/// Absolute, normalised enough to be unambiguous, and representable in XML.
-pub(crate) fn check_path(field: &'static str, path: &str) -> Result<(), Error> {
-    if !path.starts_with('/') || path.len() > MAX_PATH_LEN {
-        return Err(Error::invalid(
-            field,
-            format!("must be an absolute path of at most {MAX_PATH_LEN} bytes"),
-        ));
+/// `<os>`: machine type, firmware, boot from the first disk.
+fn os(spec: &DomainSpec) -> Os<'_> {
+    let efi = spec.firmware == BootFirmware::Uefi;
+    Os {
+        firmware: efi.then_some("efi"),
+        os_type: OsType {
+            arch: "x86_64",
+            machine: spec.machine.as_str(),
+            value: "hvm",
+        },
+        firmware_features: efi.then(|| FirmwareFeatures {
+            feature: vec![FirmwareFeature {
+                enabled: "no",
+                name: "secure-boot",
+            }],
+        }),
+        boot: Boot { dev: "hd" },
     }
-    if path.split('/').any(|c| c == "..") {
-        return Err(Error::invalid(field, "must not contain '..'"));
-    }
-    if path
-        .chars()
-        .any(|c| c.is_control() || c == '\u{FFFE}' || c == '\u{FFFF}')
-    {
-        return Err(Error::invalid(
-            field,
-            "must not contain control or non-XML characters",
-        ));
-    }
-    Ok(())
 }
 
-/// Six colon-separated hex octets, unicast.
-fn check_mac(mac: &str) -> Result<(), Error> {
-    let octets: Vec<&str> = mac.split(':').collect();
-    let well_formed = octets.len() == 6
-        && octets
-            .iter()
-            .all(|o| o.len() == 2 && o.bytes().all(|b| b.is_ascii_hexdigit()));
-    let unicast = octets
-        .first()
-        .and_then(|o| u8::from_str_radix(o, 16).ok())
-        .is_some_and(|first| first & 1 == 0);
-    if !well_formed || !unicast {
-        return Err(Error::invalid(
-            "MAC address",
-            "must be six hex octets like 52:54:00:12:34:56, unicast",
-        ));
+/// `<devices>`: the two disks, the NIC, console, guest agent and RNG.
+fn devices(spec: &DomainSpec) -> Devices<'_> {
+    Devices {
+        disk: vec![
+            file_disk(&spec.overlay_path, "qcow2", "vda", false),
+            // A read-only virtio disk, not a SATA cdrom: Debian's cloud
+            // kernel (and so Debian's own cloud images) has no AHCI
+            // driver, and cloud-init finds the `cidata` ISO on any block
+            // device.
+            file_disk(&spec.seed_path, "raw", "vdb", true),
+        ],
+        interface: Interface {
+            if_type: "bridge",
+            mac: spec.mac.as_ref().map(|mac| Mac {
+                address: mac.as_str(),
+            }),
+            source: BridgeSource {
+                bridge: spec.bridge.as_str(),
+            },
+            model: Model {
+                model_type: "virtio",
+            },
+        },
+        serial: Serial {
+            serial_type: "pty",
+            target: SerialTarget { port: 0 },
+        },
+        console: Console {
+            console_type: "pty",
+            target: ConsoleTarget {
+                target_type: "serial",
+                port: 0,
+            },
+        },
+        channel: Channel {
+            channel_type: "unix",
+            target: ChannelTarget {
+                target_type: "virtio",
+                name: "org.qemu.guest_agent.0",
+            },
+        },
+        rng: Rng {
+            model: "virtio",
+            backend: RngBackend {
+                model: "random",
+                value: "/dev/urandom",
+            },
+        },
     }
-    Ok(())
+}
+
+/// A `type='file'` virtio disk by path.
+fn file_disk<'a>(
+    path: &'a AbsolutePath,
+    format: &'static str,
+    dev: &'static str,
+    readonly: bool,
+) -> Disk<'a> {
+    Disk {
+        disk_type: "file",
+        device: "disk",
+        driver: Driver {
+            name: "qemu",
+            format,
+        },
+        source: FileSource {
+            file: path.as_str(),
+        },
+        target: Target { dev, bus: "virtio" },
+        readonly: readonly.then_some(()),
+    }
 }
 
 // ---- The document, as serde structs. Field order is element order. ----
@@ -552,14 +473,16 @@ mod tests {
         DomainSpec {
             virt_type: VirtType::Qemu,
             name: Identifier::parse("proxy-abc").unwrap(),
-            memory_mib: 512,
-            vcpus: 1,
-            machine: "q35".into(),
-            firmware: Firmware::Bios,
-            overlay_path: "/var/lib/libvirt/images/vm-proxy-abc.overlay.qcow2".into(),
-            seed_path: "/var/lib/libvirt/images/vm-proxy-abc.seed.iso".into(),
+            memory: MemoryMib::new(512).unwrap(),
+            vcpus: Vcpus::new(1).unwrap(),
+            machine: MachineName::parse("q35").unwrap(),
+            firmware: BootFirmware::Bios,
+            overlay_path: AbsolutePath::parse("/var/lib/libvirt/images/vm-proxy-abc.overlay.qcow2")
+                .unwrap(),
+            seed_path: AbsolutePath::parse("/var/lib/libvirt/images/vm-proxy-abc.seed.iso")
+                .unwrap(),
             bridge: BridgeName::parse("br0").unwrap(),
-            mac: Some("52:54:00:12:34:56".into()),
+            mac: Some(MacAddress::parse("52:54:00:12:34:56").unwrap()),
             mark: OwnerMark::new(
                 OwnerUid::parse("6a1f0c2e-1111-4222-8333-944455556666").unwrap(),
                 Identifier::parse("kvm2-home").unwrap(),
@@ -620,7 +543,7 @@ mod tests {
     #[test]
     fn uefi_and_kvm() {
         let mut s = spec();
-        s.firmware = Firmware::Uefi;
+        s.firmware = BootFirmware::Uefi;
         s.virt_type = VirtType::Kvm;
         let xml = render(&s).unwrap();
         assert!(xml.contains("<domain type=\"kvm\">"));
@@ -632,7 +555,7 @@ mod tests {
     #[test]
     fn metacharacters_in_paths_are_escaped() {
         let mut s = spec();
-        s.overlay_path = "/pool/a'b\"c<d>&e.qcow2".into();
+        s.overlay_path = AbsolutePath::parse("/pool/a'b\"c<d>&e.qcow2").unwrap();
         let xml = render(&s).unwrap();
         assert!(
             xml.contains("file=\"/pool/a'b&quot;c&lt;d&gt;&amp;e.qcow2\""),
@@ -642,55 +565,30 @@ mod tests {
         assert_eq!(parse_mark(&xml).unwrap().unwrap(), s.mark);
     }
 
-    #[test]
-    fn rejects_values_that_cannot_be_represented() {
-        type Mutation = Box<dyn Fn(&mut DomainSpec)>;
-        let cases: Vec<(&str, Mutation)> = vec![
-            ("memory", Box::new(|s| s.memory_mib = 0)),
-            ("memory", Box::new(|s| s.memory_mib = MAX_MEMORY_MIB + 1)),
-            ("vcpus", Box::new(|s| s.vcpus = 0)),
-            ("machine type", Box::new(|s| s.machine = "q35'/>".into())),
-            (
-                "overlay path",
-                Box::new(|s| s.overlay_path = "rel/x".into()),
-            ),
-            (
-                "overlay path",
-                Box::new(|s| s.overlay_path = "/a/../b".into()),
-            ),
-            ("seed path", Box::new(|s| s.seed_path = "/a\u{1}b".into())),
-            ("seed path", Box::new(|s| s.seed_path = "/a\u{FFFF}".into())),
-            (
-                "MAC address",
-                Box::new(|s| s.mac = Some("01:00:00:00:00:00".into())),
-            ),
-            (
-                "MAC address",
-                Box::new(|s| s.mac = Some("52:54:00:12:34".into())),
-            ),
-        ];
-        for (field, mutate) in cases {
-            let mut s = spec();
-            mutate(&mut s);
-            match render(&s) {
-                Err(Error::InvalidValue { field: f, .. }) => assert_eq!(f, field),
-                other => panic!("{field}: expected InvalidValue, got {other:?}"),
-            }
-        }
-    }
-
     proptest::proptest! {
-        // Any path that passes the checks renders to a document whose mark
-        // still parses: user values cannot break out of their attribute.
+        // Any path that passes the path rule renders to a document whose
+        // mark still parses: user values cannot break out of their
+        // attribute.
         #[test]
         fn arbitrary_paths_stay_inside_their_attribute(tail in "\\PC{0,40}") {
             let mut s = spec();
-            s.seed_path = format!("/{tail}");
-            if let Ok(xml) = render(&s) {
+            if let Ok(path) = disk_path("seed path", &format!("/{tail}")) {
+                s.seed_path = path;
+                let xml = render(&s).unwrap();
                 proptest::prop_assert_eq!(parse_mark(&xml).unwrap(), Some(s.mark.clone()));
                 let count = xml.matches("<disk ").count();
                 proptest::prop_assert_eq!(count, 2);
             }
+        }
+
+        // A spec is valid by construction, so render has nothing to refuse.
+        #[test]
+        fn every_valid_spec_renders(mib in 1..=MAX_MEMORY_MIB, cpus in 1..=MAX_VCPUS, uefi: bool) {
+            let mut s = spec();
+            s.memory = MemoryMib::new(mib).unwrap();
+            s.vcpus = Vcpus::new(cpus).unwrap();
+            s.firmware = if uefi { BootFirmware::Uefi } else { BootFirmware::Bios };
+            proptest::prop_assert!(render(&s).is_ok());
         }
     }
 }

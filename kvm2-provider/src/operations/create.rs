@@ -60,7 +60,9 @@ use provider_api::{
 use sha2::{Digest, Sha256};
 
 use crate::connection::Connection;
-use crate::domain_xml::{DomainSpec, VirtType, render};
+use crate::domain_xml::{
+    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, VirtType, disk_path, render,
+};
 use crate::domains::{DomainOps, Ownership};
 use crate::host_capacity::{HostFree, start_failure_class};
 use crate::libvirt_errors::to_provider_error;
@@ -75,6 +77,7 @@ use crate::volume_names::VmVolumes;
 use crate::volume_xml::overlay_volume;
 use crate::volumes::PoolOps;
 use libvirt_rpc::proc_num;
+use provider_api::config::values::AbsolutePath;
 
 /// How often the start watch reads the domain's state.
 const WATCH_INTERVAL: Duration = Duration::from_millis(250);
@@ -256,10 +259,11 @@ struct Build<'a> {
     now: SystemTime,
 }
 
-/// Where the per-VM volumes ended up on the host.
+/// Where the per-VM volumes ended up on the host (parsed as libvirt
+/// reports them: the domain XML takes only valid paths).
 struct VolumePaths {
-    overlay: String,
-    seed: String,
+    overlay: AbsolutePath,
+    seed: AbsolutePath,
 }
 
 impl Build<'_> {
@@ -363,12 +367,12 @@ impl Build<'_> {
         )
         .map_err(ApiError::from)?;
         let overlay = ops.create(&vols.overlay(), &overlay_xml).await?;
-        let overlay = ops.path(&overlay).await?;
+        let overlay = disk_path("overlay path", &ops.path(&overlay).await?)?;
 
         made.seed = true;
         ops.remove(&vols.seed()).await?;
         let seed_vol = ops.write_small(&vols.seed(), seed).await?;
-        let seed = ops.path(&seed_vol).await?;
+        let seed = disk_path("seed path", &ops.path(&seed_vol).await?)?;
         Ok(VolumePaths { overlay, seed })
     }
 
@@ -385,10 +389,10 @@ impl Build<'_> {
                 _ => VirtType::Kvm,
             },
             name: self.name.clone(),
-            memory_mib: self.machine.memory.mib(),
-            vcpus: self.machine.vcpus,
-            machine: inner.options.machine.clone(),
-            firmware: inner.config.firmware,
+            memory: MemoryMib::new(self.machine.memory.mib())?,
+            vcpus: Vcpus::new(self.machine.vcpus)?,
+            machine: MachineName::parse(&inner.options.machine)?,
+            firmware: BootFirmware::from_config(inner.config.firmware)?,
             overlay_path: paths.overlay,
             seed_path: paths.seed,
             bridge: self.host.bridge.clone(),

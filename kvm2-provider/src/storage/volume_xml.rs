@@ -14,7 +14,7 @@ use provider_api::config::ImageFormat;
 use serde::Serialize;
 
 use crate::Error;
-use crate::domain_xml::check_path;
+use crate::domain_xml::disk_path;
 
 /// A raw volume of `capacity` bytes that a stream upload will fill: a base
 /// image's upload target, a marker or a seed ISO.
@@ -75,7 +75,7 @@ pub fn overlay_volume(
     backing_path: &str,
     backing_format: ImageFormat,
 ) -> Result<String, Error> {
-    check_path("backing path", backing_path)?;
+    disk_path("backing path", backing_path)?;
     let backing_format = format_name(backing_format)?;
     render(&VolumeXml {
         name,

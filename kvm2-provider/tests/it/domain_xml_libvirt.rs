@@ -6,11 +6,13 @@
 use std::path::Path;
 use std::process::Command;
 
-use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
+use kvm2_provider::domain_xml::{
+    BootFirmware, DomainSpec, MacAddress, MachineName, MemoryMib, Vcpus, VirtType, disk_path,
+    render,
+};
 use kvm2_provider::nic_macs::interface_macs;
 use kvm2_provider::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_mark, parse_metadata_reply};
 use kvm2_provider::timestamp::Timestamp;
-use provider_api::config::Firmware;
 use provider_api::config::values::BridgeName;
 use provider_api::{Identifier, OwnerUid};
 use testkit::Descriptor;
@@ -25,14 +27,18 @@ fn spec(name: &str, dir: &Path) -> DomainSpec {
     DomainSpec {
         virt_type: VirtType::Qemu,
         name: Identifier::parse(name).unwrap(),
-        memory_mib: 128,
-        vcpus: 1,
-        machine: "q35".into(),
-        firmware: Firmware::Bios,
-        overlay_path: dir.join("overlay.qcow2").display().to_string(),
-        seed_path: dir.join("seed.iso").display().to_string(),
+        memory: MemoryMib::new(128).unwrap(),
+        vcpus: Vcpus::new(1).unwrap(),
+        machine: MachineName::parse("q35").unwrap(),
+        firmware: BootFirmware::Bios,
+        overlay_path: disk_path(
+            "overlay path",
+            &dir.join("overlay.qcow2").display().to_string(),
+        )
+        .unwrap(),
+        seed_path: disk_path("seed path", &dir.join("seed.iso").display().to_string()).unwrap(),
         bridge: BridgeName::parse("br-kvm2-none").unwrap(),
-        mac: Some("52:54:00:aa:bb:cc".into()),
+        mac: Some(MacAddress::parse("52:54:00:aa:bb:cc").unwrap()),
         mark: OwnerMark::new(
             OwnerUid::parse("0b6c3d2a-7e4f-4a1b-9c8d-0123456789ab").unwrap(),
             Identifier::parse("kvm2-it").unwrap(),
@@ -68,7 +74,7 @@ fn define<'a>(uri: &'a str, s: &DomainSpec, dir: &Path) -> Defined<'a> {
 #[test]
 fn rendered_xml_passes_libvirts_schema() {
     let dir = tempfile::tempdir().unwrap();
-    for firmware in [Firmware::Bios, Firmware::Uefi] {
+    for firmware in [BootFirmware::Bios, BootFirmware::Uefi] {
         for virt_type in [VirtType::Qemu, VirtType::Kvm] {
             let mut s = spec(&unique_name("schema"), dir.path());
             s.firmware = firmware;
@@ -98,7 +104,7 @@ fn define_on_qemu_system_and_read_the_mark_back() {
     // Metacharacters in a path must reach libvirt as data, not markup.
     let odd = dir.path().join("a'b\"c<d>&e");
     let mut s = spec(&unique_name("q"), &odd);
-    s.firmware = Firmware::Uefi;
+    s.firmware = BootFirmware::Uefi;
     let _guard = define(&uri, &s, dir.path());
 
     let dump = Virsh::new(&uri).ok(&["dumpxml", s.name.as_str()]);
@@ -111,8 +117,8 @@ fn define_on_qemu_system_and_read_the_mark_back() {
     assert_eq!(parse_metadata_reply(&reply).unwrap(), s.mark);
 
     let disks = Virsh::new(&uri).ok(&["domblklist", s.name.as_str()]);
-    assert!(disks.contains(&s.seed_path), "{disks}");
-    assert!(disks.contains(&s.overlay_path), "{disks}");
+    assert!(disks.contains(s.seed_path.as_str()), "{disks}");
+    assert!(disks.contains(s.overlay_path.as_str()), "{disks}");
 }
 
 #[test]

@@ -8,10 +8,11 @@ use std::process::Command;
 
 use crate::http_server::{Reply, Server};
 use crate::provider_env::{Env, Image};
-use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
+use kvm2_provider::domain_xml::{
+    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, VirtType, disk_path, render,
+};
 use kvm2_provider::ownership_mark::OwnerMark;
 use kvm2_provider::timestamp::Timestamp;
-use provider_api::config::Firmware;
 use provider_api::config::values::BridgeName;
 use provider_api::{
     ErrorClass, Identifier, InstanceState, OwnerUid, Placement, Provider, ProviderId, ProviderType,
@@ -175,12 +176,12 @@ fn define_foreign(env: &Env, name: &Identifier, mark: Option<OwnerMark>) {
         Some(mark) => render(&DomainSpec {
             virt_type: VirtType::Qemu,
             name: name.clone(),
-            memory_mib: 128,
-            vcpus: 1,
-            machine: "q35".into(),
-            firmware: Firmware::Bios,
-            overlay_path: "/nonexistent/disk.qcow2".into(),
-            seed_path: "/nonexistent/seed.iso".into(),
+            memory: MemoryMib::new(128).unwrap(),
+            vcpus: Vcpus::new(1).unwrap(),
+            machine: MachineName::parse("q35").unwrap(),
+            firmware: BootFirmware::Bios,
+            overlay_path: disk_path("overlay path", "/nonexistent/disk.qcow2").unwrap(),
+            seed_path: disk_path("seed path", "/nonexistent/seed.iso").unwrap(),
             bridge: BridgeName::parse(&env.sandbox.bridge).unwrap(),
             mac: None,
             mark,

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use kvm2_provider::connection::Connection;
-use kvm2_provider::domain_xml::{DomainSpec, VirtType, render};
+use kvm2_provider::domain_xml::{
+    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, VirtType, disk_path, render,
+};
 use kvm2_provider::host_table::HostOptions;
 use kvm2_provider::ownership_mark::OwnerMark;
 use kvm2_provider::timestamp::Timestamp;
@@ -16,8 +18,8 @@ use libvirt_rpc::{
     Client, Config as RpcConfig, Domain, DomainCreateFlags, DomainDefineFlags, OpenFlags,
     StorageVol, StorageVolCreateFlags,
 };
+use provider_api::config::Kvm2Config;
 use provider_api::config::values::BridgeName;
-use provider_api::config::{Firmware, Kvm2Config};
 use provider_api::{Identifier, OwnerUid, ProvidersConfig};
 use testkit::Descriptor;
 use testkit::virsh::Virsh;
@@ -110,12 +112,16 @@ pub fn domain_xml(sandbox: &Descriptor, name: &str, dir: &Path, mark: Option<Own
     let spec = DomainSpec {
         virt_type: VirtType::Qemu,
         name: Identifier::parse(name).unwrap(),
-        memory_mib: 64,
-        vcpus: 1,
-        machine: "q35".into(),
-        firmware: Firmware::Bios,
-        overlay_path: dir.join("overlay.qcow2").display().to_string(),
-        seed_path: dir.join("seed.iso").display().to_string(),
+        memory: MemoryMib::new(64).unwrap(),
+        vcpus: Vcpus::new(1).unwrap(),
+        machine: MachineName::parse("q35").unwrap(),
+        firmware: BootFirmware::Bios,
+        overlay_path: disk_path(
+            "overlay path",
+            &dir.join("overlay.qcow2").display().to_string(),
+        )
+        .unwrap(),
+        seed_path: disk_path("seed path", &dir.join("seed.iso").display().to_string()).unwrap(),
         bridge: BridgeName::parse(&sandbox.bridge).unwrap(),
         mac: None,
         mark: mark

@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 use std::str::FromStr;
 
 use crate::ident::{ObjectName, ParseError, validated_string};
@@ -211,10 +211,11 @@ validated_string!(
 );
 
 /// An absolute, normalised file path: starts with `/`, no `.` or `..`
-/// components, no empty components or trailing `/`, no whitespace or control
-/// characters, at most 4096 bytes.
+/// components, no empty components or trailing `/`, no whitespace, control
+/// or non-XML (U+FFFE, U+FFFF) characters, at most 4096 bytes. The one path
+/// rule of the workspace (kvm2's disk paths use it too).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct AbsolutePath(PathBuf);
+pub struct AbsolutePath(String);
 
 impl AbsolutePath {
     /// The rule every value satisfies.
@@ -227,7 +228,11 @@ impl AbsolutePath {
     /// [`ParseError`] with [`Self::RULE`].
     pub fn parse(s: &str) -> Result<Self, ParseError> {
         let bad = ParseError::new(Self::RULE);
-        let printable = s.chars().all(|c| !c.is_whitespace() && !c.is_control());
+        // XML 1.0 cannot carry U+FFFE or U+FFFF: a path that must go into
+        // libvirt XML is refused here, the one path rule.
+        let printable = s.chars().all(|c| {
+            !c.is_whitespace() && !c.is_control() && !matches!(c, '\u{FFFE}' | '\u{FFFF}')
+        });
         if s.len() < 2 || s.len() > 4096 || !s.starts_with('/') || s.ends_with('/') || !printable {
             return Err(bad);
         }
@@ -245,24 +250,29 @@ impl AbsolutePath {
         {
             return Err(bad);
         }
-        Ok(AbsolutePath(p.to_path_buf()))
+        Ok(AbsolutePath(s.to_owned()))
     }
 
     /// The path.
     pub fn as_path(&self) -> &Path {
+        Path::new(&self.0)
+    }
+
+    /// The path as text (it was parsed from text, so it is UTF-8).
+    pub fn as_str(&self) -> &str {
         &self.0
     }
 }
 
 impl fmt::Display for AbsolutePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0.display(), f)
+        f.write_str(&self.0)
     }
 }
 
 impl fmt::Debug for AbsolutePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
+        fmt::Debug::fmt(self.as_path(), f)
     }
 }
 
