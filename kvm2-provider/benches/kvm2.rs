@@ -417,11 +417,12 @@ async fn direct_create(
     bridge: &str,
 ) {
     use kvm2_provider::domain_xml::{
-        BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, VirtType, disk_path, render,
+        BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, disk_path, render,
     };
     use kvm2_provider::ownership_mark::OwnerMark;
     use kvm2_provider::volume_names::VmVolumes;
     use libvirt_rpc::{DomainCreateFlags, DomainDefineFlags, NoFlags};
+    use provider_api::config::DomainType;
 
     assert!(client.domain_lookup_by_name(name.as_str()).await.is_err());
     // The base and its marker.
@@ -489,7 +490,7 @@ async fn direct_create(
     let seed_path = client.storage_vol_get_path(&seed_vol).await.unwrap();
     // Define, start, one state read.
     let xml = render(&DomainSpec {
-        virt_type: VirtType::Qemu,
+        domain_type: DomainType::Qemu,
         name: name.clone(),
         memory: MemoryMib::new(128).unwrap(),
         vcpus: Vcpus::new(1).unwrap(),
@@ -564,16 +565,7 @@ async fn create_bench(d: &Descriptor) {
     // libvirt-rpc), dialled outside the timing like the provider's.
     let table = HostTable::new(&config, &options(d).hosts).unwrap();
     let conn = table.shared(&host.name).await.unwrap();
-    let proxy = kvm2_provider::vendor_data::ProxySettings {
-        port: config.proxy.port,
-        allowed_clients: config
-            .proxy
-            .allowed_clients
-            .iter()
-            .map(|c| kvm2_provider::vendor_data::ClientRange::parse(&c.to_string()).unwrap())
-            .collect(),
-    };
-    let vendor = kvm2_provider::vendor_data::render(&proxy).unwrap();
+    let vendor = kvm2_provider::vendor_data::render(&config.proxy).unwrap();
 
     let rounds: usize = std::env::var("KVM2_BENCH_CREATE_ROUNDS")
         .ok()

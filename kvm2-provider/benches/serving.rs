@@ -34,14 +34,15 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kvm2_provider::domain_xml::{
-    BootFirmware, DomainSpec, MacAddress, MachineName, MemoryMib, Vcpus, VirtType, disk_path,
-    render,
+    BootFirmware, DomainSpec, MacAddress, MachineName, MemoryMib, Vcpus, disk_path, render,
 };
 use kvm2_provider::ownership_mark::OwnerMark;
 use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
 use kvm2_provider::timestamp::Timestamp;
-use kvm2_provider::vendor_data::{ClientRange, ProxySettings};
+use kvm2_provider::vendor_data::ProxySettings;
 use kvm2_provider::{Kvm2Provider, ProviderOptions};
+use provider_api::config::Cidr;
+use provider_api::config::DomainType;
 use provider_api::config::values::BridgeName;
 use provider_api::{
     CreateRequest, Identifier, InstanceState, ObjectName, OwnerUid, Provider, ProvidersConfig,
@@ -228,7 +229,7 @@ impl Peer<'_> {
             rand_byte(name.as_str(), 2)
         );
         let xml = render(&DomainSpec {
-            virt_type: VirtType::Qemu,
+            domain_type: DomainType::Qemu,
             name: name.clone(),
             memory: MemoryMib::new(MEMORY_MIB).unwrap(),
             vcpus: Vcpus::new(1).unwrap(),
@@ -330,10 +331,7 @@ fn main() {
             .ensure(&cfg.hosts[0], &key, &cfg.images[&key])
             .await
             .unwrap();
-        let proxy = ProxySettings {
-            port: PORT,
-            allowed_clients: vec![ClientRange::parse(&d.guest_net.cidr()).unwrap()],
-        };
+        let proxy = ProxySettings::new(PORT, vec![Cidr::parse(&d.guest_net.cidr()).unwrap()]);
         let peer = Peer {
             d: &d,
             base_path: base.path.clone(),

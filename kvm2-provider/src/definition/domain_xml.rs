@@ -22,28 +22,20 @@ use serde::Serialize;
 use crate::Error;
 use crate::ownership_mark::{MARK_ELEMENT, MARK_NAMESPACE, MARK_PREFIX, OwnerMark};
 use provider_api::Identifier;
+use provider_api::config::DomainType;
 use provider_api::config::values::{AbsolutePath, BridgeName};
 
 pub use super::domain_values::{
     BootFirmware, MAX_MEMORY_MIB, MAX_VCPUS, MacAddress, MachineName, MemoryMib, Vcpus, disk_path,
 };
 
-/// The libvirt domain type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VirtType {
-    /// Hardware virtualisation (production). The guest CPU is the host's
-    /// (`host-passthrough`).
-    Kvm,
-    /// TCG emulation (hosts without `/dev/kvm`, such as CI). Default CPU model.
-    Qemu,
-}
-
 /// Everything the domain XML is made of; every field's type holds only
 /// values the document can carry.
 #[derive(Debug, Clone)]
 pub struct DomainSpec {
-    /// Domain type.
-    pub virt_type: VirtType,
+    /// Domain type: `kvm` (the guest CPU is the host's,
+    /// `host-passthrough`) or `qemu` (TCG emulation, default CPU model).
+    pub domain_type: DomainType,
     /// Domain name (the instance name).
     pub name: Identifier,
     /// Memory.
@@ -73,10 +65,7 @@ pub struct DomainSpec {
 /// [`DomainSpec`] makes it (the fields were checked when they were made).
 pub fn render(spec: &DomainSpec) -> Result<String, Error> {
     let xml = DomainXml {
-        virt_type: match spec.virt_type {
-            VirtType::Kvm => "kvm",
-            VirtType::Qemu => "qemu",
-        },
+        virt_type: spec.domain_type.as_str(),
         name: spec.name.as_str(),
         metadata: metadata(&spec.mark),
         memory: Sized_ {
@@ -89,12 +78,9 @@ pub fn render(spec: &DomainSpec) -> Result<String, Error> {
         },
         os: os(spec),
         features: Features { acpi: (), apic: () },
-        cpu: match spec.virt_type {
-            VirtType::Kvm => Some(Cpu {
-                mode: "host-passthrough",
-            }),
-            VirtType::Qemu => None,
-        },
+        cpu: (spec.domain_type == DomainType::Kvm).then_some(Cpu {
+            mode: "host-passthrough",
+        }),
         clock: Clock { offset: "utc" },
         on_poweroff: "destroy",
         on_reboot: "restart",
@@ -471,7 +457,7 @@ mod tests {
 
     pub(crate) fn spec() -> DomainSpec {
         DomainSpec {
-            virt_type: VirtType::Qemu,
+            domain_type: DomainType::Qemu,
             name: Identifier::parse("proxy-abc").unwrap(),
             memory: MemoryMib::new(512).unwrap(),
             vcpus: Vcpus::new(1).unwrap(),
@@ -544,7 +530,7 @@ mod tests {
     fn uefi_and_kvm() {
         let mut s = spec();
         s.firmware = BootFirmware::Uefi;
-        s.virt_type = VirtType::Kvm;
+        s.domain_type = DomainType::Kvm;
         let xml = render(&s).unwrap();
         assert!(xml.contains("<domain type=\"kvm\">"));
         assert!(xml.contains("<os firmware=\"efi\">"));

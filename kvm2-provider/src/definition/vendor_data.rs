@@ -19,8 +19,7 @@
 //! written here is typed (port number, parsed address ranges), so nothing a
 //! user configures can change the YAML's structure.
 
-use std::fmt;
-use std::net::IpAddr;
+pub use provider_api::config::ProxySettings;
 
 use crate::Error;
 
@@ -29,65 +28,9 @@ use crate::Error;
 /// is written after package installation (`defer: true`) in any case.
 pub const SQUID_CONFIG_PATH: &str = "/etc/squid/squid.conf";
 
-/// A client address range allowed to use the proxy, like `10.0.0.0/8`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientRange {
-    network: IpAddr,
-    prefix: u8,
-}
-
-impl ClientRange {
-    /// Parses `address/prefix` (IPv4 or IPv6). Host bits must be zero.
-    ///
-    /// # Errors
-    /// [`Error::InvalidValue`] for anything else.
-    pub fn parse(text: &str) -> Result<Self, Error> {
-        let bad = || {
-            Error::invalid(
-                "proxy client range",
-                format!("{text:?} is not an address range like 10.0.0.0/8 with zero host bits"),
-            )
-        };
-        let (addr, prefix) = text.split_once('/').ok_or_else(bad)?;
-        let network: IpAddr = addr.parse().map_err(|_| bad())?;
-        if prefix.is_empty() || prefix.len() > 3 || !prefix.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        let prefix: u8 = prefix.parse().map_err(|_| bad())?;
-        let host_bits_zero = match network {
-            IpAddr::V4(v4) if prefix <= 32 => {
-                let mask = u32::MAX.checked_shr(u32::from(prefix)).unwrap_or(0);
-                u32::from(v4) & mask == 0
-            }
-            IpAddr::V6(v6) if prefix <= 128 => {
-                let mask = u128::MAX.checked_shr(u32::from(prefix)).unwrap_or(0);
-                u128::from(v6) & mask == 0
-            }
-            _ => false,
-        };
-        if !host_bits_zero {
-            return Err(bad());
-        }
-        Ok(Self { network, prefix })
-    }
-}
-
-impl fmt::Display for ClientRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.network, self.prefix)
-    }
-}
-
-/// How the proxy inside the VM is set up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProxySettings {
-    /// TCP port Squid listens on (3128 by convention).
-    pub port: u16,
-    /// Client ranges allowed to `CONNECT`; everything else is denied.
-    pub allowed_clients: Vec<ClientRange>,
-}
-
-/// Renders the vendor-data `#cloud-config` document.
+/// Renders the vendor-data `#cloud-config` document from the config's
+/// proxy settings (their client ranges are `Cidr`s, parsed once when the
+/// config was read).
 ///
 /// The proxy is a non-caching forward proxy that allows `CONNECT` to port
 /// 443 only, from `allowed_clients` only.
@@ -148,15 +91,16 @@ pub fn render(settings: &ProxySettings) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use provider_api::config::values::Cidr;
 
     fn settings() -> ProxySettings {
-        ProxySettings {
-            port: 3128,
-            allowed_clients: vec![
-                ClientRange::parse("10.0.0.0/8").unwrap(),
-                ClientRange::parse("fd00::/8").unwrap(),
+        ProxySettings::new(
+            3128,
+            vec![
+                Cidr::parse("10.0.0.0/8").unwrap(),
+                Cidr::parse("fd00::/8").unwrap(),
             ],
-        }
+        )
     }
 
     #[test]
@@ -178,35 +122,6 @@ mod tests {
             .collect();
         assert_eq!(block.len(), 11);
         assert!(block.iter().all(|l| l.starts_with("      ")));
-    }
-
-    #[test]
-    fn client_ranges_are_parsed_not_pasted() {
-        assert_eq!(
-            ClientRange::parse("192.168.0.0/16").unwrap().to_string(),
-            "192.168.0.0/16"
-        );
-        assert_eq!(
-            ClientRange::parse("0.0.0.0/0").unwrap().to_string(),
-            "0.0.0.0/0"
-        );
-        assert_eq!(
-            ClientRange::parse("2001:db8:0::/32").unwrap().to_string(),
-            "2001:db8::/32"
-        );
-        for bad in [
-            "10.0.0.1/8",
-            "10.0.0.0/33",
-            "10.0.0.0",
-            "10.0.0.0/",
-            "10.0.0.0/+8",
-            "10.0.0.0/8\n  - evil",
-            "x/8",
-            "fd00::/129",
-            "10.0.0.0/0008",
-        ] {
-            assert!(ClientRange::parse(bad).is_err(), "{bad:?} accepted");
-        }
     }
 
     #[test]

@@ -52,7 +52,7 @@ use tokio::time::Instant;
 use libvirt_rpc::{
     Client, DomainCreateFlags, DomainDefineFlags, NoFlags, RunningReason, StateReason,
 };
-use provider_api::config::{DomainType, Kvm2Host};
+use provider_api::config::Kvm2Host;
 use provider_api::{
     CreateRequest, Error as ApiError, ErrorClass, Identifier, Instance, InstanceState, OwnerUid,
     Placement, ProviderId, ProviderType,
@@ -61,7 +61,7 @@ use sha2::{Digest, Sha256};
 
 use crate::connection::Connection;
 use crate::domain_xml::{
-    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, VirtType, disk_path, render,
+    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, disk_path, render,
 };
 use crate::domains::{DomainOps, Ownership};
 use crate::host_capacity::{HostFree, start_failure_class};
@@ -72,7 +72,6 @@ use crate::provider::Inner;
 use crate::seed_iso::{SeedSpec, build};
 use crate::state::{DomainPhase, classify};
 use crate::timestamp::Timestamp;
-use crate::vendor_data::{ClientRange, ProxySettings};
 use crate::volume_names::VmVolumes;
 use crate::volume_xml::overlay_volume;
 use crate::volumes::PoolOps;
@@ -307,17 +306,8 @@ impl Build<'_> {
 
     /// The seed ISO: the request's user data and the proxy's vendor data.
     fn seed(&self, created_at: Timestamp) -> Result<Vec<u8>, ApiError> {
-        let config = &self.inner.config.proxy;
-        let proxy = ProxySettings {
-            port: config.port,
-            allowed_clients: config
-                .allowed_clients
-                .iter()
-                .map(|c| ClientRange::parse(&c.to_string()))
-                .collect::<Result<_, _>>()
-                .map_err(ApiError::from)?,
-        };
-        let vendor = crate::vendor_data::render(&proxy).map_err(ApiError::from)?;
+        let vendor =
+            crate::vendor_data::render(&self.inner.config.proxy).map_err(ApiError::from)?;
         let seed = build(&SeedSpec {
             instance_id: self.name,
             hostname: self.name,
@@ -384,10 +374,7 @@ impl Build<'_> {
     ) -> Result<libvirt_rpc::Domain, ApiError> {
         let inner = self.inner;
         let spec = DomainSpec {
-            virt_type: match inner.config.domain_type {
-                DomainType::Qemu => VirtType::Qemu,
-                _ => VirtType::Kvm,
-            },
+            domain_type: inner.config.domain_type,
             name: self.name.clone(),
             memory: MemoryMib::new(self.machine.memory.mib())?,
             vcpus: Vcpus::new(self.machine.vcpus)?,

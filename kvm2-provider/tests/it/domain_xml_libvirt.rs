@@ -7,12 +7,12 @@ use std::path::Path;
 use std::process::Command;
 
 use kvm2_provider::domain_xml::{
-    BootFirmware, DomainSpec, MacAddress, MachineName, MemoryMib, Vcpus, VirtType, disk_path,
-    render,
+    BootFirmware, DomainSpec, MacAddress, MachineName, MemoryMib, Vcpus, disk_path, render,
 };
 use kvm2_provider::nic_macs::interface_macs;
 use kvm2_provider::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_mark, parse_metadata_reply};
 use kvm2_provider::timestamp::Timestamp;
+use provider_api::config::DomainType;
 use provider_api::config::values::BridgeName;
 use provider_api::{Identifier, OwnerUid};
 use testkit::Descriptor;
@@ -25,7 +25,7 @@ fn unique_name(tag: &str) -> String {
 
 fn spec(name: &str, dir: &Path) -> DomainSpec {
     DomainSpec {
-        virt_type: VirtType::Qemu,
+        domain_type: DomainType::Qemu,
         name: Identifier::parse(name).unwrap(),
         memory: MemoryMib::new(128).unwrap(),
         vcpus: Vcpus::new(1).unwrap(),
@@ -75,10 +75,10 @@ fn define<'a>(uri: &'a str, s: &DomainSpec, dir: &Path) -> Defined<'a> {
 fn rendered_xml_passes_libvirts_schema() {
     let dir = tempfile::tempdir().unwrap();
     for firmware in [BootFirmware::Bios, BootFirmware::Uefi] {
-        for virt_type in [VirtType::Qemu, VirtType::Kvm] {
+        for domain_type in [DomainType::Qemu, DomainType::Kvm] {
             let mut s = spec(&unique_name("schema"), dir.path());
             s.firmware = firmware;
-            s.virt_type = virt_type;
+            s.domain_type = domain_type;
             let file = dir.path().join("domain.xml");
             std::fs::write(&file, render(&s).unwrap()).unwrap();
             let out = Command::new("virt-xml-validate")
@@ -88,7 +88,7 @@ fn rendered_xml_passes_libvirts_schema() {
                 .expect("run virt-xml-validate");
             assert!(
                 out.status.success(),
-                "{firmware:?}/{virt_type:?}: {}{}",
+                "{firmware:?}/{domain_type:?}: {}{}",
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );

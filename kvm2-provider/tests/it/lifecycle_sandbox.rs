@@ -9,10 +9,11 @@ use std::process::Command;
 use crate::http_server::{Reply, Server};
 use crate::provider_env::{Env, Image};
 use kvm2_provider::domain_xml::{
-    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, VirtType, disk_path, render,
+    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, disk_path, render,
 };
 use kvm2_provider::ownership_mark::OwnerMark;
 use kvm2_provider::timestamp::Timestamp;
+use provider_api::config::DomainType;
 use provider_api::config::values::BridgeName;
 use provider_api::{
     ErrorClass, Identifier, InstanceState, OwnerUid, Placement, Provider, ProviderId, ProviderType,
@@ -174,7 +175,7 @@ async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
 fn define_foreign(env: &Env, name: &Identifier, mark: Option<OwnerMark>) {
     let xml = match mark {
         Some(mark) => render(&DomainSpec {
-            virt_type: VirtType::Qemu,
+            domain_type: DomainType::Qemu,
             name: name.clone(),
             memory: MemoryMib::new(128).unwrap(),
             vcpus: Vcpus::new(1).unwrap(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kvm2_provider::connection::Connection;
 use kvm2_provider::domain_xml::{
-    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, VirtType, disk_path, render,
+    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, disk_path, render,
 };
 use kvm2_provider::host_table::HostOptions;
 use kvm2_provider::ownership_mark::OwnerMark;
@@ -18,6 +18,7 @@ use libvirt_rpc::{
     Client, Config as RpcConfig, Domain, DomainCreateFlags, DomainDefineFlags, OpenFlags,
     StorageVol, StorageVolCreateFlags,
 };
+use provider_api::config::DomainType;
 use provider_api::config::Kvm2Config;
 use provider_api::config::values::BridgeName;
 use provider_api::{Identifier, OwnerUid, ProvidersConfig};
@@ -110,7 +111,7 @@ pub fn mark(entry: &str, owner: &str) -> OwnerMark {
 /// without any mark when `mark` is `None`. Disk files live in `dir`.
 pub fn domain_xml(sandbox: &Descriptor, name: &str, dir: &Path, mark: Option<OwnerMark>) -> String {
     let spec = DomainSpec {
-        virt_type: VirtType::Qemu,
+        domain_type: DomainType::Qemu,
         name: Identifier::parse(name).unwrap(),
         memory: MemoryMib::new(64).unwrap(),
         vcpus: Vcpus::new(1).unwrap(),

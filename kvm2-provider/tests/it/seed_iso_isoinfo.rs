@@ -7,7 +7,8 @@ use std::process::Command;
 
 use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
 use kvm2_provider::timestamp::Timestamp;
-use kvm2_provider::vendor_data::{ClientRange, ProxySettings, render};
+use kvm2_provider::vendor_data::{ProxySettings, render};
+use provider_api::config::Cidr;
 use provider_api::{Identifier, SecretString};
 
 fn run(program: &str, args: &[&str], iso: &Path) -> Vec<u8> {
@@ -38,10 +39,10 @@ fn isoinfo_reads_label_names_and_exact_contents() {
     let user_data = SecretString::new(
         "#cloud-config\r\nusers:\n  - name: \"ö'<&>\"\n    ssh_authorized_keys: [\"ssh-ed25519 AAAA\"]\n",
     );
-    let vendor = render(&ProxySettings {
-        port: 3128,
-        allowed_clients: vec![ClientRange::parse("10.0.0.0/8").unwrap()],
-    })
+    let vendor = render(&ProxySettings::new(
+        3128,
+        vec![Cidr::parse("10.0.0.0/8").unwrap()],
+    ))
     .unwrap();
     let spec = SeedSpec {
         instance_id: &name,

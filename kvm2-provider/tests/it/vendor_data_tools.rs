@@ -7,17 +7,18 @@
 
 use std::process::Command;
 
-use kvm2_provider::vendor_data::{ClientRange, ProxySettings, SQUID_CONFIG_PATH, render};
+use kvm2_provider::vendor_data::{ProxySettings, SQUID_CONFIG_PATH, render};
+use provider_api::config::Cidr;
 
 fn settings() -> ProxySettings {
-    ProxySettings {
-        port: 3128,
-        allowed_clients: vec![
-            ClientRange::parse("10.0.0.0/8").unwrap(),
-            ClientRange::parse("192.168.0.0/16").unwrap(),
-            ClientRange::parse("fd00::/8").unwrap(),
+    ProxySettings::new(
+        3128,
+        vec![
+            Cidr::parse("10.0.0.0/8").unwrap(),
+            Cidr::parse("192.168.0.0/16").unwrap(),
+            Cidr::parse("fd00::/8").unwrap(),
         ],
-    }
+    )
 }
 
 /// The `content: |` block of the Squid file, unindented.

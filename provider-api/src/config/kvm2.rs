@@ -172,6 +172,17 @@ pub struct ProxySettings {
 /// Squid's port unless `proxy.port` says otherwise.
 pub const DEFAULT_PROXY_PORT: u16 = 3128;
 
+impl ProxySettings {
+    /// Settings with `port` and `allowed_clients` (the config builds them
+    /// from YAML; this is for code that builds them directly).
+    pub fn new(port: u16, allowed_clients: Vec<Cidr>) -> Self {
+        Self {
+            port,
+            allowed_clients,
+        }
+    }
+}
+
 impl Default for ProxySettings {
     fn default() -> Self {
         let rfc1918 = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"];

@@ -1073,6 +1073,11 @@ fn cidr_parse_rules() {
     ] {
         assert_eq!(values::Cidr::parse(good).unwrap().to_string(), good);
     }
+    // Printed in canonical form (what reaches Squid's config).
+    assert_eq!(
+        values::Cidr::parse("2001:db8:0::/32").unwrap().to_string(),
+        "2001:db8::/32"
+    );
     for bad in [
         "",
         "/8",
@@ -1082,6 +1087,14 @@ fn cidr_parse_rules() {
         "fd00::1/8",
         "::/129",
         "1.2.3.4/32/1",
+        // kvm2's former ClientRange cases (one type now).
+        "10.0.0.1/8",
+        "10.0.0.0/33",
+        "10.0.0.0",
+        "10.0.0.0/8\n  - evil",
+        "x/8",
+        "fd00::/129",
+        "10.0.0.0/0008",
     ] {
         assert!(values::Cidr::parse(bad).is_err(), "{bad:?} accepted");
     }
