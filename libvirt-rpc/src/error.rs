@@ -99,8 +99,10 @@ impl Error {
         }
     }
 
-    /// True when the daemon said the object does not exist (domain, pool,
-    /// volume, metadata).
+    /// True when the daemon said an object does not exist: a domain, pool,
+    /// volume, network or metadata — the object asked about *or* one it
+    /// lives in (a volume lookup in a vanished pool is not-found too).
+    /// Callers that must tell the two apart match [`Error::code`].
     pub fn is_not_found(&self) -> bool {
         matches!(
             self.code(),

@@ -26,7 +26,7 @@ use quick_xml::events::Event;
 use quick_xml::{Reader, XmlVersion};
 
 use crate::Error;
-use crate::libvirt_errors::to_provider_error;
+use crate::libvirt_errors::{is_absent, to_provider_error};
 use crate::observe::observed;
 use crate::ownership_mark::MAX_DOCUMENT_LEN;
 use libvirt_rpc::proc_num;
@@ -103,7 +103,7 @@ pub(crate) async fn users_of(
         .await
         {
             Ok(xml) => xml,
-            Err(e) if e.is_not_found() => continue,
+            Err(e) if is_absent(&e) => continue,
             Err(e) => {
                 return Err(to_provider_error(
                     format!("host {host}: XML of volume {}", vol.name),
@@ -135,7 +135,7 @@ pub(crate) async fn users_of(
         .await
         {
             Ok(xml) => xml,
-            Err(e) if e.is_not_found() => continue,
+            Err(e) if is_absent(&e) => continue,
             Err(e) => {
                 return Err(to_provider_error(
                     format!("host {host}: XML of domain {}", dom.name),

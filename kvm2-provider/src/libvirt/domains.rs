@@ -25,7 +25,7 @@ use provider_api::error::chain;
 use provider_api::{Error as ApiError, Identifier};
 
 use crate::connection::Connection;
-use crate::libvirt_errors::to_provider_error;
+use crate::libvirt_errors::{is_absent, to_provider_error};
 use crate::observe::observed;
 use crate::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_metadata_reply};
 
@@ -100,7 +100,7 @@ impl<'a> DomainOps<'a> {
         .await
         {
             Ok(dom) => Ok(Some(dom)),
-            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) if is_absent(&e) => Ok(None),
             Err(e) => Err(to_provider_error(
                 format!("host {host}: look up domain {name}"),
                 e,
@@ -204,7 +204,7 @@ impl<'a> DomainOps<'a> {
         .await;
         let active = match info {
             Ok(info) => info.state != DomainState::Shutoff,
-            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if is_absent(&e) => return Ok(()),
             Err(e) => {
                 return Err(to_provider_error(
                     format!("host {host}: state of {name}"),
@@ -221,7 +221,7 @@ impl<'a> DomainOps<'a> {
             .await
             {
                 Ok(()) => {}
-                Err(e) if e.is_not_found() => return Ok(()),
+                Err(e) if is_absent(&e) => return Ok(()),
                 // Stopped meanwhile ("domain is not running"): go on.
                 Err(libvirt_rpc::Error::Libvirt(e)) if e.code == ErrorCode::OperationInvalid => {}
                 Err(e) => return Err(to_provider_error(format!("host {host}: stop {name}"), e)),
@@ -235,7 +235,7 @@ impl<'a> DomainOps<'a> {
         .await
         {
             Ok(()) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) if is_absent(&e) => Ok(()),
             Err(e) => Err(to_provider_error(
                 format!("host {host}: undefine {name}"),
                 e,

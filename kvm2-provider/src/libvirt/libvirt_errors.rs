@@ -7,6 +7,13 @@
 //! metadata"; everything else — dead links, timeouts, busy daemons, and codes
 //! this table does not know — is **Transient**.
 //!
+//! **One meaning of "not found".** libvirt-rpc's `Error::is_not_found` is
+//! the daemon's word that *some* object is missing — a pool or network
+//! included. Here a missing pool or network is the configuration naming
+//! something the host lacks (Permanent), and only the object asked about
+//! being gone is NotFound. So this crate never calls libvirt-rpc's
+//! predicate: [`is_absent`] is the table's NotFound.
+//!
 //! Callers with more context override the table where the meaning depends
 //! on the call: e.g. an address lookup wraps its failures as Transient
 //! explicitly (invariant 8), because a guest-agent failure there means "not yet", not
@@ -66,6 +73,13 @@ pub fn classify(error: &RpcError) -> ErrorClass {
     }
 }
 
+/// True when `error` means the object asked about is gone (the table's
+/// NotFound): what "already gone" and "none by that name" test. A missing
+/// pool or network is not absence; it is Permanent.
+pub fn is_absent(error: &RpcError) -> bool {
+    classify(error) == ErrorClass::NotFound
+}
+
 /// Wraps a libvirt-rpc failure as a provider error: `context` is the message
 /// (what was being done, on which host), the class comes from [`classify`],
 /// and the libvirt error is kept as the source.
@@ -76,6 +90,27 @@ pub fn to_provider_error(context: impl Into<String>, error: RpcError) -> provide
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// libvirt-rpc's `is_not_found` counts a missing pool; the provider's
+    /// one meaning does not (the config names a pool the host lacks).
+    #[test]
+    fn a_missing_pool_is_not_absence() {
+        use libvirt_rpc::{LibvirtError, proto::remote_error::WireError};
+        let err = |code: ErrorCode| {
+            RpcError::from(LibvirtError::from(WireError::new(code.to_i32(), 0, "x")))
+        };
+        let pool = err(ErrorCode::NoStoragePool);
+        assert!(pool.is_not_found(), "libvirt-rpc's meaning");
+        assert!(!is_absent(&pool));
+        assert_eq!(classify(&pool), ErrorClass::Permanent);
+        for code in [
+            ErrorCode::NoDomain,
+            ErrorCode::NoStorageVol,
+            ErrorCode::NoDomainMetadata,
+        ] {
+            assert!(is_absent(&err(code)), "{code:?}");
+        }
+    }
     use ErrorClass::*;
     use libvirt_rpc::LibvirtError;
 

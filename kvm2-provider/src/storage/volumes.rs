@@ -11,7 +11,7 @@ use libvirt_rpc::{
 use provider_api::error::chain;
 use provider_api::{Error as ApiError, Identifier};
 
-use crate::libvirt_errors::to_provider_error;
+use crate::libvirt_errors::{is_absent, to_provider_error};
 use crate::observe::observed;
 use crate::volume_xml::raw_volume;
 use libvirt_rpc::proc_num;
@@ -61,7 +61,7 @@ impl<'a> PoolOps<'a> {
         .await
         {
             Ok(vol) => Ok(Some(vol)),
-            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) if is_absent(&e) => Ok(None),
             Err(e) => Err(self.err(format!("look up volume {name}"), e)),
         }
     }
@@ -81,7 +81,7 @@ impl<'a> PoolOps<'a> {
         {
             Ok(()) => Ok(true),
             // Deleted meanwhile: the outcome we wanted.
-            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) if is_absent(&e) => Ok(true),
             Err(e) => Err(self.err(format!("delete volume {name}"), e)),
         }
     }

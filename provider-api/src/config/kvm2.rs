@@ -19,7 +19,7 @@ use crate::ident::Identifier;
 #[non_exhaustive]
 pub struct Kvm2Config {
     /// How to log in to the hosts.
-    pub ssh: SshConfig,
+    pub ssh: Kvm2Ssh,
     /// The hosts, in config order (never empty, names unique).
     pub hosts: Vec<Kvm2Host>,
     /// Base images by key (never empty).
@@ -95,9 +95,11 @@ fn lookup<'a, T>(
 
 /// `kvm2.ssh`: credentials and host-key policy. Files are re-read by the
 /// provider on every dial, so rotating the mounted Secret needs no restart.
+/// (Not `ssh_socket::SshConfig`, which is one dial's settings — host, port,
+/// remote socket, timers — that the provider builds from this per host.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct SshConfig {
+pub struct Kvm2Ssh {
     /// The login user.
     pub user: SshUser,
     /// The private key file.

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::kvm2::{
     DEFAULT_LIBVIRT_SOCKET, DISK_MAX, DISK_MIN, DomainType, Firmware, ImageFormat, Kvm2Config,
-    Kvm2Defaults, Kvm2Host, Kvm2Image, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings,
-    SshConfig, VCPUS_MAX, VCPUS_MIN,
+    Kvm2Defaults, Kvm2Host, Kvm2Image, Kvm2Ssh, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings,
+    VCPUS_MAX, VCPUS_MIN,
 };
 use super::raw::{
     Entries, RawConfig, RawHost, RawKvm2, RawMachineType, RawProvider, RawProxy, RawSsh,
@@ -399,7 +399,7 @@ fn raw_has_key<R>(entries: &Option<Entries<R>>, key: &str) -> bool {
         .is_some_and(|e| e.0.iter().any(|(k, _)| k == key))
 }
 
-fn ssh(v: &mut Validator, path: &str, raw: &RawSsh) -> Option<SshConfig> {
+fn ssh(v: &mut Validator, path: &str, raw: &RawSsh) -> Option<Kvm2Ssh> {
     let user = v.field(&format!("{path}.user"), &raw.user, SshUser::parse);
     let key_file = v.field(
         &format!("{path}.key_file"),
@@ -426,7 +426,7 @@ fn ssh(v: &mut Validator, path: &str, raw: &RawSsh) -> Option<SshConfig> {
         (None, true) => None,
         (Some(p), false) => Some(v.parsed(&kh_path, p, AbsolutePath::parse)?),
     };
-    Some(SshConfig {
+    Some(Kvm2Ssh {
         user: user?,
         key_file: key_file?,
         known_hosts_file,
