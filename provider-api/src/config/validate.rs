@@ -253,12 +253,62 @@ fn kvm2(v: &mut Validator, path: &str, raw: &RawKvm2) -> Option<Kvm2Config> {
         .required(&format!("{path}.ssh"), &raw.ssh)
         .and_then(|s| ssh(v, &format!("{path}.ssh"), s));
 
-    let hosts_path = format!("{path}.hosts");
+    let hosts = hosts(v, &format!("{path}.hosts"), &raw.hosts);
+
+    let images_path = format!("{path}.images");
+    let images = v.required(&images_path, &raw.images).map(|e| {
+        v.entries(&images_path, e, "image", |v, p, img| {
+            let url = v.field(&format!("{p}.url"), &img.url, HttpUrl::parse);
+            let sha256 = v.field(&format!("{p}.sha256"), &img.sha256, Sha256Digest::parse);
+            let format = v.field(&format!("{p}.format"), &img.format, parse_format);
+            Some(Kvm2Image {
+                url: url?,
+                sha256: sha256?,
+                format: format?,
+            })
+        })
+    });
+
+    let mt_path = format!("{path}.machine_types");
+    let machine_types = v
+        .required(&mt_path, &raw.machine_types)
+        .map(|e| v.entries(&mt_path, e, "machine type", machine_type));
+
+    let firmware = match &raw.firmware {
+        None => Some(Firmware::default()),
+        Some(f) => v.parsed(&format!("{path}.firmware"), f, parse_firmware),
+    };
+    let domain_type = match &raw.domain_type {
+        None => Some(DomainType::default()),
+        Some(t) => v.parsed(&format!("{path}.domain_type"), t, parse_domain_type),
+    };
+    let proxy = match &raw.proxy {
+        None => Some(ProxySettings::default()),
+        Some(p) => proxy(v, &format!("{path}.proxy"), p),
+    };
+
+    let defaults = defaults(v, path, raw, &images, &machine_types);
+
+    Some(Kvm2Config {
+        ssh: ssh?,
+        hosts: hosts?,
+        images: images?,
+        machine_types: machine_types?,
+        firmware: firmware?,
+        domain_type: domain_type?,
+        proxy: proxy?,
+        defaults: defaults?,
+    })
+}
+
+/// `kvm2.hosts`: each host, unique by name and by address and port;
+/// `None` when any host is refused (every issue still reported).
+fn hosts(v: &mut Validator, hosts_path: &str, raw: &Option<Vec<RawHost>>) -> Option<Vec<Kvm2Host>> {
     let mut hosts = Vec::new();
     let mut hosts_ok = true;
-    if let Some(list) = v.required(&hosts_path, &raw.hosts) {
+    if let Some(list) = v.required(hosts_path, raw) {
         if list.is_empty() {
-            v.push(&hosts_path, "must list at least one host");
+            v.push(hosts_path, "must list at least one host");
         }
         let mut names: HashMap<&str, usize> = HashMap::new();
         let mut endpoints: HashMap<(String, u16), usize> = HashMap::new();
@@ -305,44 +355,24 @@ fn kvm2(v: &mut Validator, path: &str, raw: &RawKvm2) -> Option<Kvm2Config> {
     } else {
         hosts_ok = false;
     }
+    hosts_ok.then_some(hosts)
+}
 
+/// `kvm2.defaults`: each names a key of its map; `None` when one does not.
+fn defaults(
+    v: &mut Validator,
+    path: &str,
+    raw: &RawKvm2,
+    images: &Option<BTreeMap<Identifier, Kvm2Image>>,
+    machine_types: &Option<BTreeMap<Identifier, MachineType>>,
+) -> Option<Kvm2Defaults> {
     let images_path = format!("{path}.images");
-    let images = v.required(&images_path, &raw.images).map(|e| {
-        v.entries(&images_path, e, "image", |v, p, img| {
-            let url = v.field(&format!("{p}.url"), &img.url, HttpUrl::parse);
-            let sha256 = v.field(&format!("{p}.sha256"), &img.sha256, Sha256Digest::parse);
-            let format = v.field(&format!("{p}.format"), &img.format, parse_format);
-            Some(Kvm2Image {
-                url: url?,
-                sha256: sha256?,
-                format: format?,
-            })
-        })
-    });
-
     let mt_path = format!("{path}.machine_types");
-    let machine_types = v
-        .required(&mt_path, &raw.machine_types)
-        .map(|e| v.entries(&mt_path, e, "machine type", machine_type));
-
-    let firmware = match &raw.firmware {
-        None => Some(Firmware::default()),
-        Some(f) => v.parsed(&format!("{path}.firmware"), f, parse_firmware),
-    };
-    let domain_type = match &raw.domain_type {
-        None => Some(DomainType::default()),
-        Some(t) => v.parsed(&format!("{path}.domain_type"), t, parse_domain_type),
-    };
-    let proxy = match &raw.proxy {
-        None => Some(ProxySettings::default()),
-        Some(p) => proxy(v, &format!("{path}.proxy"), p),
-    };
-
     let mut defaults = Kvm2Defaults::default();
     let mut defaults_ok = true;
     if let Some(d) = &raw.defaults {
         let dp = format!("{path}.defaults");
-        if let (Some(name), Some(map)) = (&d.machine_type, &machine_types) {
+        if let (Some(name), Some(map)) = (&d.machine_type, machine_types) {
             let p = format!("{dp}.machine_type");
             match v.parsed(&p, name, Identifier::parse) {
                 Some(id) if map.contains_key(&id) || raw_has_key(&raw.machine_types, name) => {
@@ -358,7 +388,7 @@ fn kvm2(v: &mut Validator, path: &str, raw: &RawKvm2) -> Option<Kvm2Config> {
                 None => defaults_ok = false,
             }
         }
-        if let (Some(name), Some(map)) = (&d.image, &images) {
+        if let (Some(name), Some(map)) = (&d.image, images) {
             let p = format!("{dp}.image");
             match v.parsed(&p, name, Identifier::parse) {
                 Some(id) if map.contains_key(&id) || raw_has_key(&raw.images, name) => {
@@ -375,20 +405,7 @@ fn kvm2(v: &mut Validator, path: &str, raw: &RawKvm2) -> Option<Kvm2Config> {
             }
         }
     }
-
-    if !hosts_ok || !defaults_ok {
-        return None;
-    }
-    Some(Kvm2Config {
-        ssh: ssh?,
-        hosts,
-        images: images?,
-        machine_types: machine_types?,
-        firmware: firmware?,
-        domain_type: domain_type?,
-        proxy: proxy?,
-        defaults,
-    })
+    defaults_ok.then_some(defaults)
 }
 
 /// Whether the raw map has `key` (so a default naming an entry that is
