@@ -255,8 +255,12 @@ async fn two_processes_fill_one_image_once() {
     let provider = env.provider(&yaml, env.options());
     let (ours, theirs) = (env.owner(), env.owner());
 
+    // The test's name inside this binary: its module path without the
+    // binary's own crate name.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let child_test = format!("{module}::child_process_create");
     let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_process_create", "--nocapture"])
+        .args(["--exact", &child_test, "--nocapture"])
         .env(CHILD_CONFIG, &yaml)
         .env(CHILD_OWNER, theirs.as_str())
         .stdout(std::process::Stdio::piped())
