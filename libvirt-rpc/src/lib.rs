@@ -102,6 +102,8 @@
 //! # Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod auth;
 mod client;
 mod config;
@@ -115,6 +117,9 @@ mod flags;
 pub mod procedures;
 pub mod proto;
 pub mod stream;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 mod uri;
 
 pub use auth::AuthType;

@@ -136,12 +136,33 @@ fn packaged_crate_builds_and_passes_its_tests_on_its_own() {
     let tokio = section(&manifest, "[dependencies.tokio]");
     assert!(tokio.contains("\"rt\""), "{tokio}");
     assert!(!tokio.contains("rt-multi-thread"), "{tokio}");
-    // Unit tests, the packaged integration tests (`tests/offline/` and
+    // Unit tests, the packaged integration tests (`tests/offline/`, which
+    // plays the daemon with the `testing` feature, and
     // `tests/decode_allocation.rs`) and the doctests (the README's example
-    // among them).
-    let out = cargo(&unpacked, &["test", "--quiet"]);
+    // and the `testing` module's among them).
+    let out = cargo(&unpacked, &["test", "--quiet", "--features", "testing"]);
     let suites = out.matches("test result: ok").count();
     assert!(suites >= 4, "lib, 2 test binaries and the doctests: {out}");
+    // The offline tests ran: a build without `testing` skips them
+    // (`required-features`), and the count above would not show it.
+    let offline = cargo(
+        &unpacked,
+        &[
+            "test",
+            "--quiet",
+            "--features",
+            "testing",
+            "--test",
+            "offline",
+        ],
+    );
+    let passed: usize = offline
+        .split("test result: ok. ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(passed >= 20, "the fake-daemon tests ran: {offline}");
     for packaged in ["tests/offline/main.rs", "tests/decode_allocation.rs"] {
         assert!(unpacked.join(packaged).is_file(), "{packaged} not packaged");
     }

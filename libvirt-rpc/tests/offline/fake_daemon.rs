@@ -1,78 +1,22 @@
-//! Client behaviour against a scripted fake daemon (no sandbox needed):
-//! the cases a real libvirtd will not produce on demand.
+//! Client behaviour against the `testing` kit's fake daemon (no sandbox
+//! needed): the cases a real libvirtd will not produce on demand. Scripted
+//! where a script says it ([`Script`]), packet by packet ([`DaemonEnd`])
+//! where timing between packets is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
-use bytes::BytesMut;
 use libvirt_rpc::proto::packet::{
     self, Header, KEEPALIVE_PING, KEEPALIVE_PONG, KEEPALIVE_PROGRAM, KEEPALIVE_VERSION,
-    MessageType, Packet, Status,
+    MessageType, Status,
 };
-use libvirt_rpc::proto::remote_error::WireError;
+use libvirt_rpc::testing::{DaemonEnd, Reply, Script, UploadOutcome};
 use libvirt_rpc::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-
-struct Fake {
-    io: DuplexStream,
-    buf: BytesMut,
-}
-
-impl Fake {
-    fn new() -> (DuplexStream, Fake) {
-        let (a, b) = tokio::io::duplex(1 << 20);
-        (
-            a,
-            Fake {
-                io: b,
-                buf: BytesMut::new(),
-            },
-        )
-    }
-
-    async fn read(&mut self) -> Option<Packet> {
-        loop {
-            if let Some(p) = packet::decode_frame(&mut self.buf).unwrap() {
-                return Some(p);
-            }
-            if self.io.read_buf(&mut self.buf).await.ok()? == 0 {
-                return None;
-            }
-        }
-    }
-
-    async fn reply<T: libvirt_rpc::proto::xdr::Encode>(
-        &mut self,
-        call: &Header,
-        status: Status,
-        body: &T,
-    ) {
-        let h = Header {
-            kind: MessageType::Reply,
-            status,
-            ..*call
-        };
-        let p = packet::encode_packet(&h, body).unwrap();
-        self.io.write_all(&p).await.unwrap();
-    }
-
-    async fn send_raw(&mut self, h: Header, body: &[u8]) {
-        self.io
-            .write_all(&packet::encode_raw(&h, body).unwrap())
-            .await
-            .unwrap();
-    }
-}
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
 async fn sasl_only_daemon_gives_unsupported_auth() {
-    let (io, mut fake) = Fake::new();
-    let daemon = tokio::spawn(async move {
-        let call = fake.read().await.unwrap();
-        assert_eq!(call.header.procedure, proc_num::AUTH_LIST);
-        fake.reply(&call.header, Status::Ok, &vec![1i32]).await;
-        fake
-    });
+    let (io, daemon) = Script::new().auth(&[AuthType::Sasl]).start();
     let r = Client::connect(io, "qemu:///system", OpenFlags::empty(), Config::default()).await;
     match r {
         Err(e @ Error::UnsupportedAuth { .. }) => {
@@ -80,43 +24,18 @@ async fn sasl_only_daemon_gives_unsupported_auth() {
         }
         other => panic!("{other:?}"),
     }
-    daemon.await.unwrap();
-}
-
-/// Plays a daemon that offers only polkit and answers AUTH_POLKIT with
-/// `polkit`; the connection's later calls get empty OK replies.
-async fn polkit_daemon(mut fake: Fake, polkit: Result<(), WireError>) -> Vec<i32> {
-    let mut seen = Vec::new();
-    while let Some(call) = fake.read().await {
-        seen.push(call.header.procedure);
-        match call.header.procedure {
-            proc_num::AUTH_LIST => fake.reply(&call.header, Status::Ok, &vec![2i32]).await,
-            proc_num::AUTH_POLKIT => match &polkit {
-                Ok(()) => fake.reply(&call.header, Status::Ok, &1i32).await,
-                Err(e) => fake.reply(&call.header, Status::Error, e).await,
-            },
-            proc_num::CONNECT_SUPPORTS_FEATURE => fake.reply(&call.header, Status::Ok, &0i32).await,
-            _ => fake.reply(&call.header, Status::Ok, &()).await,
-        }
-    }
-    seen
+    assert_eq!(daemon.procedures(), [proc_num::AUTH_LIST]);
 }
 
 #[tokio::test]
 async fn polkit_only_daemon_gets_the_polkit_call_before_the_open() {
-    let (io, fake) = Fake::new();
-    let daemon = tokio::spawn(polkit_daemon(fake, Ok(())));
+    let (io, daemon) = Script::new().auth(&[AuthType::Polkit]).start();
     let c = Client::connect(io, "qemu:///system", OpenFlags::empty(), Config::default())
         .await
         .unwrap();
     c.close().await;
-    drop(c);
-    let seen = tokio::time::timeout(Duration::from_secs(5), daemon)
-        .await
-        .unwrap()
-        .unwrap();
     assert_eq!(
-        seen,
+        daemon.procedures(),
         [
             proc_num::AUTH_LIST,
             proc_num::AUTH_POLKIT,
@@ -128,11 +47,19 @@ async fn polkit_only_daemon_gets_the_polkit_call_before_the_open() {
 
 #[tokio::test]
 async fn polkit_refusal_is_auth_refused_and_nothing_is_opened() {
-    let (io, fake) = Fake::new();
     // What libvirtd 11.3 answers when polkit says no (seen by
-    // tests/polkit.rs): VIR_ERR_AUTH_FAILED from VIR_FROM_POLKIT.
-    let refusal = WireError::new(45, 60, "authentication failed: access denied by policy");
-    let daemon = tokio::spawn(polkit_daemon(fake, Err(refusal)));
+    // tests/it/polkit.rs): VIR_ERR_AUTH_FAILED from VIR_FROM_POLKIT.
+    let script = Script::new()
+        .reply(
+            proc_num::AUTH_POLKIT,
+            Reply::error(
+                ErrorCode::AuthFailed,
+                ErrorDomain::Polkit,
+                "authentication failed: access denied by policy",
+            ),
+        )
+        .auth(&[AuthType::Polkit]);
+    let (io, daemon) = script.start();
     let e = Client::connect(io, "qemu:///system", OpenFlags::empty(), Config::default())
         .await
         .unwrap_err();
@@ -146,11 +73,10 @@ async fn polkit_refusal_is_auth_refused_and_nothing_is_opened() {
     }
     assert!(!e.is_transient());
     assert!(e.to_string().contains("refused"), "{e}");
-    let seen = tokio::time::timeout(Duration::from_secs(5), daemon)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(seen, [proc_num::AUTH_LIST, proc_num::AUTH_POLKIT]);
+    assert_eq!(
+        daemon.procedures(),
+        [proc_num::AUTH_LIST, proc_num::AUTH_POLKIT]
+    );
 }
 
 /// A keepalive PING, as the daemon sends it.
@@ -167,11 +93,12 @@ fn ping_header() -> Header {
 
 #[tokio::test]
 async fn daemon_ping_is_answered_with_pong() {
-    let (io, mut fake) = Fake::new();
+    let (io, mut fake) = DaemonEnd::pair();
     let c = Client::new(io, Config::default());
-    fake.send_raw(ping_header(), &[]).await;
+    fake.send_raw(&ping_header(), &[]).await.unwrap();
     let pong = tokio::time::timeout(Duration::from_secs(1), fake.read())
         .await
+        .unwrap()
         .unwrap()
         .unwrap();
     assert_eq!(pong.header.program, KEEPALIVE_PROGRAM);
@@ -181,14 +108,16 @@ async fn daemon_ping_is_answered_with_pong() {
 
 #[tokio::test]
 async fn garbage_from_daemon_kills_the_link_with_protocol_error() {
-    let (io, mut fake) = Fake::new();
-    let c = Client::new(io, Config::default());
+    let (c, daemon) = Script::new()
+        .reply(proc_num::CONNECT_GET_LIB_VERSION, Reply::Silence)
+        .connect(Config::default())
+        .await
+        .unwrap();
     let call = {
         let c = c.clone();
         tokio::spawn(async move { c.connect_get_lib_version().await })
     };
-    let _ = fake.read().await.unwrap();
-    fake.io.write_all(&[0xff; 64]).await.unwrap();
+    daemon.send_bytes(&[0xff; 64]).await.unwrap();
     let r = tokio::time::timeout(Duration::from_secs(1), call)
         .await
         .unwrap()
@@ -201,44 +130,29 @@ async fn garbage_from_daemon_kills_the_link_with_protocol_error() {
 
 #[tokio::test]
 async fn reply_of_the_wrong_type_is_a_decode_error_not_a_panic() {
-    let (io, mut fake) = Fake::new();
-    let c = Client::new(io, Config::default());
-    let call = {
-        let c = c.clone();
-        tokio::spawn(async move { c.connect_get_hostname().await })
-    };
-    let p = fake.read().await.unwrap();
-    fake.reply(&p.header, Status::Ok, &0xffff_ffffu32).await; // string length 4 GiB
-    let r = call.await.unwrap();
+    let (c, _daemon) = Script::new()
+        // A string length of 4 GiB.
+        .reply(proc_num::CONNECT_GET_HOSTNAME, Reply::ok(&0xffff_ffffu32))
+        .reply(proc_num::CONNECT_GET_LIB_VERSION, Reply::ok(&11_003_000u64))
+        .connect(Config::default())
+        .await
+        .unwrap();
+    let r = c.connect_get_hostname().await;
     assert!(matches!(r, Err(Error::Decode { .. })), "{r:?}");
     // The link is still fine.
-    let call = {
-        let c = c.clone();
-        tokio::spawn(async move { c.connect_get_lib_version().await })
-    };
-    let p = fake.read().await.unwrap();
-    fake.reply(&p.header, Status::Ok, &11_003_000u64).await;
-    assert_eq!(call.await.unwrap().unwrap(), 11_003_000);
+    assert_eq!(c.connect_get_lib_version().await.unwrap(), 11_003_000);
 }
 
 /// The reader never waits for a slow subscriber: events beyond its queue are
 /// dropped and counted while calls keep being answered.
 #[tokio::test]
 async fn slow_event_consumer_never_blocks_calls() {
-    let (io, mut fake) = Fake::new();
-    let config = Config::default().event_queue(4);
-    let c = Client::new(io, config);
-    let sub = {
-        let c = c.clone();
-        tokio::spawn(async move { c.subscribe_lifecycle(None).await })
-    };
-    let reg = fake.read().await.unwrap();
-    assert_eq!(
-        reg.header.procedure,
-        proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY
-    );
-    fake.reply(&reg.header, Status::Ok, &7i32).await;
-    let mut sub = sub.await.unwrap().unwrap();
+    let (c, daemon) = Script::new()
+        .reply(proc_num::CONNECT_GET_LIB_VERSION, Reply::ok(&1u64))
+        .connect(Config::default().event_queue(4))
+        .await
+        .unwrap();
+    let mut sub = c.subscribe_lifecycle(None).await.unwrap();
     let ev = LifecycleEvent {
         dom: Domain {
             name: "d".into(),
@@ -248,26 +162,13 @@ async fn slow_event_consumer_never_blocks_calls() {
         event: LifecycleEventKind::Started,
         detail: 0,
     };
-    let h = Header::remote(
-        proc_num::DOMAIN_EVENT_CALLBACK_LIFECYCLE,
-        MessageType::Message,
-        0,
-        Status::Ok,
-    );
     for _ in 0..100 {
-        let p = packet::encode_packet(&h, &(7i32, &ev)).unwrap();
-        fake.io.write_all(&p).await.unwrap();
+        assert_eq!(daemon.emit_lifecycle(&ev).await.unwrap(), 1);
     }
-    let call = {
-        let c = c.clone();
-        tokio::spawn(async move { c.connect_get_lib_version().await })
-    };
-    let p = fake.read().await.unwrap();
-    fake.reply(&p.header, Status::Ok, &1u64).await;
+    // Its reply comes after the 100 events on the link.
     assert_eq!(
-        tokio::time::timeout(Duration::from_secs(1), call)
+        tokio::time::timeout(Duration::from_secs(1), c.connect_get_lib_version())
             .await
-            .unwrap()
             .unwrap()
             .unwrap(),
         1
@@ -284,26 +185,30 @@ async fn slow_event_consumer_never_blocks_calls() {
 /// is kept, in order, not taken for a broken reply.
 #[tokio::test]
 async fn download_data_ahead_of_its_reply_is_kept_in_order() {
-    let (io, mut fake) = Fake::new();
+    let (io, mut fake) = DaemonEnd::pair();
     let c = Client::new(io, Config::default());
     let daemon = tokio::spawn(async move {
-        let call = fake.read().await.unwrap();
+        let call = fake.read().await.unwrap().unwrap();
         assert_eq!(call.header.procedure, proc_num::STORAGE_VOL_DOWNLOAD);
         let data = |status| Header {
             kind: MessageType::Stream,
             status,
             ..call.header
         };
-        fake.send_raw(data(Status::Continue), b"early ").await;
-        fake.reply(&call.header, Status::Ok, &()).await;
-        fake.send_raw(data(Status::Continue), b"late").await;
-        fake.send_raw(data(Status::Continue), b"").await; // EOF
-        let finish = fake.read().await.unwrap();
+        fake.send_raw(&data(Status::Continue), b"early ")
+            .await
+            .unwrap();
+        fake.reply(&call.header, &()).await.unwrap();
+        fake.send_raw(&data(Status::Continue), b"late")
+            .await
+            .unwrap();
+        fake.send_raw(&data(Status::Continue), b"").await.unwrap(); // EOF
+        let finish = fake.read().await.unwrap().unwrap();
         assert_eq!(
             (finish.header.kind, finish.header.status),
             (MessageType::Stream, Status::Ok)
         );
-        fake.send_raw(data(Status::Ok), b"").await;
+        fake.send_raw(&data(Status::Ok), b"").await.unwrap();
         fake
     });
     let mut down = tokio::time::timeout(
@@ -330,11 +235,7 @@ async fn download_data_ahead_of_its_reply_is_kept_in_order() {
 async fn a_ping_flood_from_a_peer_that_does_not_read_queues_few_pongs() {
     // The client's writes back up after 64 KiB in the pipe; its own queue
     // holds 64 KiB more.
-    let (io, b) = tokio::io::duplex(64 << 10);
-    let mut fake = Fake {
-        io: b,
-        buf: BytesMut::new(),
-    };
+    let (io, fake) = DaemonEnd::pair_with_capacity(64 << 10);
     let config = Config::default().outgoing_buffer(64 << 10);
     let c = Client::new(io, config);
     let ping = packet::encode_raw(&ping_header(), &[]).unwrap();
@@ -346,7 +247,7 @@ async fn a_ping_flood_from_a_peer_that_does_not_read_queues_few_pongs() {
         .take(ping.len() * PINGS)
         .collect();
     // Write the whole flood without reading a byte.
-    let (mut rd, mut wr) = tokio::io::split(fake.io);
+    let (mut rd, mut wr) = tokio::io::split(fake.into_io());
     tokio::time::timeout(Duration::from_secs(10), wr.write_all(&flood))
         .await
         .expect("the client keeps reading")
@@ -369,18 +270,18 @@ async fn a_ping_flood_from_a_peer_that_does_not_read_queues_few_pongs() {
         "{pongs} PONGs queued for {PINGS} PINGs: the queue grew with the flood"
     );
     // The link still works.
-    fake.io = rd.unsplit(wr);
+    let mut fake = DaemonEnd::from_io(rd.unsplit(wr));
     let call = {
         let c = c.clone();
         tokio::spawn(async move { c.connect_get_lib_version().await })
     };
     let req = loop {
-        let p = fake.read().await.unwrap();
+        let p = fake.read().await.unwrap().unwrap();
         if p.header.program != KEEPALIVE_PROGRAM {
             break p;
         }
     };
-    fake.reply(&req.header, Status::Ok, &11_003_000u64).await;
+    fake.reply(&req.header, &11_003_000u64).await.unwrap();
     assert_eq!(call.await.unwrap().unwrap(), 11_003_000);
 }
 
@@ -395,10 +296,10 @@ fn vol() -> StorageVol {
 /// Asserts that no stream packet for `serial` arrives for a while: an abort
 /// sent before the daemon's REPLY is useless (libvirtd drops stream packets
 /// for a serial it has not registered).
-async fn expect_no_early_abort(fake: &mut Fake, serial: u32) {
+async fn expect_no_early_abort(fake: &mut DaemonEnd, serial: u32) {
     let early = tokio::time::timeout(Duration::from_millis(300), async {
         loop {
-            let p = fake.read().await.expect("link open");
+            let p = fake.read().await.unwrap().expect("link open");
             if p.header.serial == serial && p.header.kind == MessageType::Stream {
                 break p;
             }
@@ -409,10 +310,10 @@ async fn expect_no_early_abort(fake: &mut Fake, serial: u32) {
 }
 
 /// Reads packets until one is a STREAM / ERROR (an abort) for `serial`.
-async fn expect_abort(fake: &mut Fake, serial: u32) {
+async fn expect_abort(fake: &mut DaemonEnd, serial: u32) {
     let abort = tokio::time::timeout(Duration::from_secs(2), async {
         loop {
-            let p = fake.read().await.expect("link open");
+            let p = fake.read().await.unwrap().expect("link open");
             if p.header.serial == serial && p.header.kind == MessageType::Stream {
                 break p;
             }
@@ -425,7 +326,7 @@ async fn expect_abort(fake: &mut Fake, serial: u32) {
 
 #[tokio::test]
 async fn an_upload_dropped_before_the_daemon_opened_it_is_aborted_once_it_opens() {
-    let (io, mut fake) = Fake::new();
+    let (io, mut fake) = DaemonEnd::pair();
     let c = Client::new(io, Config::default());
     let upload = {
         let c = c.clone();
@@ -440,20 +341,20 @@ async fn an_upload_dropped_before_the_daemon_opened_it_is_aborted_once_it_opens(
             .await
         })
     };
-    let call = fake.read().await.unwrap();
+    let call = fake.read().await.unwrap().unwrap();
     assert_eq!(call.header.procedure, proc_num::STORAGE_VOL_UPLOAD);
     // The caller goes away (an outer timeout, a select!) while the open is
     // in flight; then the daemon opens the stream.
     upload.abort();
     let _ = upload.await;
     expect_no_early_abort(&mut fake, call.header.serial).await;
-    fake.reply(&call.header, Status::Ok, &()).await;
+    fake.reply(&call.header, &()).await.unwrap();
     expect_abort(&mut fake, call.header.serial).await;
 }
 
 #[tokio::test]
 async fn a_download_whose_open_timed_out_is_aborted_once_it_opens() {
-    let (io, mut fake) = Fake::new();
+    let (io, mut fake) = DaemonEnd::pair();
     let c = Client::new(
         io,
         Config::default().call_timeout(Duration::from_millis(100)),
@@ -471,14 +372,14 @@ async fn a_download_whose_open_timed_out_is_aborted_once_it_opens() {
             .await
         })
     };
-    let call = fake.read().await.unwrap();
+    let call = fake.read().await.unwrap().unwrap();
     assert!(matches!(
         download.await.unwrap(),
         Err(Error::Timeout { .. })
     ));
     expect_no_early_abort(&mut fake, call.header.serial).await;
     // The daemon answers late: the stream exists on its side now.
-    fake.reply(&call.header, Status::Ok, &()).await;
+    fake.reply(&call.header, &()).await.unwrap();
     expect_abort(&mut fake, call.header.serial).await;
     // The link is fine.
     let next = {
@@ -486,55 +387,40 @@ async fn a_download_whose_open_timed_out_is_aborted_once_it_opens() {
         tokio::spawn(async move { c.connect_get_lib_version().await })
     };
     let req = loop {
-        let p = fake.read().await.unwrap();
+        let p = fake.read().await.unwrap().unwrap();
         if p.header.procedure == proc_num::CONNECT_GET_LIB_VERSION {
             break p;
         }
     };
-    fake.reply(&req.header, Status::Ok, &1u64).await;
+    fake.reply(&req.header, &1u64).await.unwrap();
     assert_eq!(next.await.unwrap().unwrap(), 1);
 }
 
 #[tokio::test]
 async fn an_upload_source_longer_than_declared_sends_nothing_past_the_length() {
-    let (io, mut fake) = Fake::new();
-    let c = Client::new(io, Config::default());
-    let source = vec![7u8; 3 << 20];
-    let upload = {
-        let c = c.clone();
-        tokio::spawn(async move {
-            c.storage_vol_upload(&vol(), 0, 10, StorageVolStreamFlags::empty(), &source[..])
-                .await
-        })
-    };
-    let call = fake.read().await.unwrap();
-    fake.reply(&call.header, Status::Ok, &()).await;
-    let mut data = 0usize;
-    let abort = loop {
-        let p = fake.read().await.unwrap();
-        if p.header.kind != MessageType::Stream {
-            continue;
-        }
-        match p.header.status {
-            Status::Continue => data += p.payload.len(),
-            _ => break p,
-        }
-    };
-    assert_eq!(abort.header.status, Status::Error, "aborted, not finished");
-    assert!(data <= 10, "{data} bytes sent for a declared 10");
-    // The daemon's answer to the abort.
-    let answer = Header {
-        kind: MessageType::Stream,
-        status: Status::Error,
-        ..call.header
-    };
-    let err = libvirt_rpc::proto::remote_error::WireError::new(1, 18, "stream aborted");
-    fake.io
-        .write_all(&packet::encode_packet(&answer, &err).unwrap())
+    let (c, daemon) = Script::new()
+        .reply(proc_num::STORAGE_VOL_UPLOAD, Reply::upload())
+        .connect(Config::default())
         .await
         .unwrap();
-    match upload.await.unwrap() {
+    let source = vec![7u8; 3 << 20];
+    let r = c
+        .storage_vol_upload(&vol(), 0, 10, StorageVolStreamFlags::empty(), &source[..])
+        .await;
+    match r {
         Err(Error::LengthMismatch { declared, got }) => assert_eq!((declared, got), (10, 11)),
         other => panic!("{other:?}"),
     }
+    let uploads = daemon.uploads();
+    assert_eq!(uploads.len(), 1);
+    assert_eq!(
+        uploads[0].outcome,
+        UploadOutcome::Aborted,
+        "aborted, not finished"
+    );
+    assert!(
+        uploads[0].data.len() <= 10,
+        "{} bytes sent for a declared 10",
+        uploads[0].data.len()
+    );
 }

@@ -6,3 +6,4 @@
 
 mod captured;
 mod fake_daemon;
+mod testing_kit;
