@@ -2,7 +2,7 @@
 //! mutation fuzzer (there is no nightly toolchain here, so no libFuzzer).
 //!
 //! - `libvirt-rpc`: the packet and payload decoders
-//!   (`libvirt-rpc/examples/fuzz_decode.rs`), seeded with packets captured
+//!   (`xtask/libvirt-rpc-probes/src/bin/fuzz_decode.rs`), seeded with packets captured
 //!   from a real libvirtd (`libvirt-rpc/testdata/packets/`).
 
 use std::process::ExitCode;
@@ -28,8 +28,9 @@ pub fn run(args: &[&str]) -> Result<ExitCode> {
             other => bail!("unknown fuzz argument {other}"),
         }
     }
-    let example = match krate {
-        "libvirt-rpc" => "fuzz_decode",
+    // (package, binary): the fuzzers live in unpublished crates.
+    let (package, bin) = match krate {
+        "libvirt-rpc" => ("libvirt-rpc-probes", "fuzz_decode"),
         other => bail!("no fuzzer for crate {other} (known: libvirt-rpc)"),
     };
     let mut c = cmd(
@@ -38,9 +39,9 @@ pub fn run(args: &[&str]) -> Result<ExitCode> {
             "run",
             "--release",
             "-p",
-            krate,
-            "--example",
-            example,
+            package,
+            "--bin",
+            bin,
             "--",
             "--seconds",
             &seconds,

@@ -2,7 +2,7 @@
 //! `CONNECT_GET_LIB_VERSION` from K tasks on one connection), so that the
 //! daemon can be traced (`strace -c -f -p`, `perf stat -p`) during it.
 //!
-//! `KVM2_SANDBOX=... cargo run --release -p libvirt-rpc --example call_probe -- N K [WORKERS]`
+//! `KVM2_SANDBOX=... cargo run --release -p libvirt-rpc-probes --bin call_probe -- N K [WORKERS]`
 //! (WORKERS 0 = a current-thread runtime; default 2). Environment knobs:
 //! `BATCHES` (timed batches on the same connection, default 1), `FRESH`
 //! (a new connection per batch), `NO_KEEPALIVE` (handshake without the

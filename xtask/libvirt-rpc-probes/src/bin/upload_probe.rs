@@ -1,5 +1,8 @@
 //! Diagnostic: times a 256 MiB upload from memory into the sandbox pool,
 //! several rounds, printing MiB/s (for comparing against `virsh`).
+//!
+//! `KVM2_SANDBOX=... cargo run --release -p libvirt-rpc-probes --bin upload_probe`
+//! (`CHUNK` and `BUDGET` set `Config::stream_chunk` and `stream_buffer`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use libvirt_rpc::*;
 use std::time::Instant;

@@ -1,6 +1,6 @@
 //! A stable-Rust mutation fuzzer for the packet decoder and every payload
 //! type (no nightly, no libFuzzer): seeds are the packets captured from the
-//! real daemon under `testdata/packets/`; inputs are mutated (bit flips,
+//! real daemon under `libvirt-rpc/testdata/packets/`; inputs are mutated (bit flips,
 //! interesting words at aligned offsets, truncation, insertion, splicing)
 //! and fed to the framing decoder and to every payload decoder. Any panic is
 //! a finding: the input is written to `target/fuzz-crash-*.bin` and the run
@@ -8,7 +8,7 @@
 //! errors) is new join the corpus, a cheap stand-in for coverage feedback.
 //!
 //! `cargo xtask fuzz libvirt-rpc --seconds 600`, or
-//! `cargo run --release -p libvirt-rpc --example fuzz_decode -- --seconds 600`
+//! `cargo run --release -p libvirt-rpc-probes --bin fuzz_decode -- --seconds 600`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
@@ -180,7 +180,7 @@ fn mutate(rng: &mut Rng, corpus: &[Vec<u8>], input: &mut Vec<u8>) {
 
 fn main() {
     let mut seconds = 60u64;
-    let mut corpus_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/packets");
+    let mut corpus_dir = libvirt_rpc_probes::packets_dir();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -232,8 +232,8 @@ fn main() {
                     }
                 }
                 Err(e) => {
-                    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                        .join(format!("../target/fuzz-crash-{seed:x}-{execs}.bin"));
+                    let path = libvirt_rpc_probes::workspace_root()
+                        .join(format!("target/fuzz-crash-{seed:x}-{execs}.bin"));
                     let _ = std::fs::write(&path, &input);
                     let msg = e
                         .downcast_ref::<String>()

@@ -1,8 +1,8 @@
 //! Captures the packets the sandbox daemon sends during a typical session
 //! (handshake, lookups, errors, XML, events, a volume download, keepalive)
-//! into `testdata/packets/` as seeds for the fuzzer.
+//! into `libvirt-rpc/testdata/packets/` as seeds for the fuzzer.
 //!
-//! `KVM2_SANDBOX=... cargo run -p libvirt-rpc --example capture_packets`
+//! `KVM2_SANDBOX=... cargo run -p libvirt-rpc-probes --bin capture_packets`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,7 @@ use tokio::net::UnixStream;
 #[tokio::main]
 async fn main() {
     let d = xtask::Descriptor::require();
-    let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/packets");
+    let out_dir = libvirt_rpc_probes::packets_dir();
     std::fs::create_dir_all(&out_dir).unwrap();
     let seen = Arc::new(Mutex::new(Vec::<u8>::new()));
 
