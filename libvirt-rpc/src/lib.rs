@@ -140,7 +140,7 @@ pub use procedures::{
 };
 pub use proto::types::{Domain, StoragePool, StorageVol, Uuid};
 pub use stream::{Download, DownloadReader, Upload};
-pub use uri::{SocketMode, Transport, Uri, UriError};
+pub use uri::{SYSTEM_SOCKET, SocketMode, Transport, Uri, UriError};
 
 /// The `bytes` crate (version 1), whose `BytesMut` and `Bytes` appear in
 /// [`proto::xdr`]'s traits: implement [`proto::xdr::Encode`] by hand

@@ -16,6 +16,11 @@ use crate::flags::OpenFlags;
 /// than `/run` on purpose: every host with `/run` links `/var/run` to it.
 const SYSTEM_SOCKET_DIR: &str = "/var/run/libvirt";
 
+/// The system daemon's read-write socket (`libvirtd`'s, and the socket a
+/// `qemu:///system` client uses on a host without modular daemons): what a
+/// tunnel to "libvirt on that host" reaches unless told otherwise.
+pub const SYSTEM_SOCKET: &str = "/var/run/libvirt/libvirt-sock";
+
 /// Parameters the client consumes; they are not part of the name the
 /// daemon is asked to open (libvirt's remote driver strips the same).
 const CLIENT_PARAMS: &[&str] = &[

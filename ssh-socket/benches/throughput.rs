@@ -217,9 +217,9 @@ fn main() {
         d.ssh.user.clone(),
         d.ssh.key_path.clone(),
         HostKeyPolicy::KnownHosts(d.ssh.known_hosts_path.clone()),
+        remote.to_str().unwrap(),
     )
-    .with_port(d.ssh.port)
-    .with_remote_socket(remote.to_str().unwrap());
+    .with_port(d.ssh.port);
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -4,9 +4,6 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// libvirt's system socket, the default [`SshConfig::remote_socket`].
-pub const LIBVIRT_SOCKET: &str = "/var/run/libvirt/libvirt-sock";
-
 /// The default [`SshConfig::connect_timeout`]: 10 s for the whole dial.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -33,8 +30,9 @@ pub struct SshConfig {
     pub key_passphrase: Option<Passphrase>,
     /// How the server's host key is checked.
     pub host_keys: HostKeyPolicy,
-    /// Path of the unix socket to reach on the server (default
-    /// [`LIBVIRT_SOCKET`]).
+    /// Path of the unix socket to reach on the server (for libvirt's system
+    /// daemon `/var/run/libvirt/libvirt-sock`, which `libvirt-rpc` names
+    /// `SYSTEM_SOCKET`: this crate knows no protocol's socket).
     pub remote_socket: String,
     /// Bound on the whole dial: TCP connect, handshake, auth and channel
     /// open (default [`DEFAULT_CONNECT_TIMEOUT`]).
@@ -44,13 +42,14 @@ pub struct SshConfig {
 }
 
 impl SshConfig {
-    /// A config with the defaults: port 22, libvirt's socket, a 10 s
-    /// connect timeout and [`Keepalive::default`].
+    /// A config reaching `remote_socket` on `host`, with the defaults: port
+    /// 22, a 10 s connect timeout and [`Keepalive::default`].
     pub fn new(
         host: impl Into<String>,
         user: impl Into<String>,
         key_path: impl Into<PathBuf>,
         host_keys: HostKeyPolicy,
+        remote_socket: impl Into<String>,
     ) -> Self {
         Self {
             host: host.into(),
@@ -59,7 +58,7 @@ impl SshConfig {
             key_path: key_path.into(),
             key_passphrase: None,
             host_keys,
-            remote_socket: LIBVIRT_SOCKET.to_owned(),
+            remote_socket: remote_socket.into(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             keepalive: Keepalive::default(),
         }
@@ -223,10 +222,16 @@ mod tests {
 
     #[test]
     fn passphrase_is_redacted_in_debug() {
-        let c = SshConfig::new("h", "u", "/k", HostKeyPolicy::insecure_ignore_host_key())
-            .with_key_passphrase(Passphrase::new("hunter2"));
+        let c = SshConfig::new(
+            "h",
+            "u",
+            "/k",
+            HostKeyPolicy::insecure_ignore_host_key(),
+            "/s",
+        )
+        .with_key_passphrase(Passphrase::new("hunter2"));
         let text = format!("{c:?}");
         assert!(!text.contains("hunter2"), "{text}");
-        assert_eq!(c.remote_socket, LIBVIRT_SOCKET);
+        assert_eq!(c.remote_socket, "/s");
     }
 }

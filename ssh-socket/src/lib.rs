@@ -46,7 +46,8 @@
 //!     "root",
 //!     "/etc/kvm2/ssh/id_ed25519", // re-read on every dial
 //!     HostKeyPolicy::KnownHosts("/etc/kvm2/ssh/known_hosts".into()),
-//! ); // port 22, remote socket /var/run/libvirt/libvirt-sock, 10 s timeout
+//!     libvirt_rpc::SYSTEM_SOCKET, // /var/run/libvirt/libvirt-sock
+//! ); // port 22, 10 s timeout
 //! let socket = match dial(&config).await {
 //!     Ok(socket) => socket,
 //!     // Auth, host key and key file errors: fix the config, do not retry.
@@ -88,9 +89,7 @@ mod socket;
 mod supervisor;
 mod tcp;
 
-pub use config::{
-    DEFAULT_CONNECT_TIMEOUT, HostKeyPolicy, Keepalive, LIBVIRT_SOCKET, Passphrase, SshConfig,
-};
+pub use config::{DEFAULT_CONNECT_TIMEOUT, HostKeyPolicy, Keepalive, Passphrase, SshConfig};
 pub use dial::{dial, dial_over};
 pub use error::{Error, Stage};
 pub use link::Closer;

@@ -32,9 +32,9 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// says.
 #[derive(Debug, Clone)]
 pub struct HostOptions {
-    /// libvirt's unix socket for hosts whose config entry leaves `socket`
-    /// at its default (default `/var/run/libvirt/libvirt-sock`). A host
-    /// with its own `socket` in the config uses that.
+    /// libvirt's unix socket for hosts whose config entry names no
+    /// `socket` (default [`libvirt_rpc::SYSTEM_SOCKET`]). A host with its
+    /// own `socket` in the config uses that.
     pub remote_socket: String,
     /// The libvirt URI to open (default `qemu:///system`).
     pub uri: String,
@@ -49,7 +49,7 @@ pub struct HostOptions {
 impl Default for HostOptions {
     fn default() -> Self {
         Self {
-            remote_socket: ssh_socket::LIBVIRT_SOCKET.to_owned(),
+            remote_socket: libvirt_rpc::SYSTEM_SOCKET.to_owned(),
             uri: "qemu:///system".to_owned(),
             dial_budget: Duration::from_secs(20),
             rpc: RpcConfig::default().call_timeout(DEFAULT_CALL_TIMEOUT),
@@ -92,21 +92,18 @@ impl HostTable {
             .hosts
             .iter()
             .map(|host| {
-                let socket = if host.socket.as_path()
-                    == std::path::Path::new(provider_api::config::DEFAULT_LIBVIRT_SOCKET)
-                {
-                    options.remote_socket.clone()
-                } else {
-                    host.socket.as_path().display().to_string()
+                let socket = match &host.socket {
+                    Some(socket) => socket.as_path().display().to_string(),
+                    None => options.remote_socket.clone(),
                 };
                 let ssh = SshConfig::new(
                     host.address.to_string(),
                     config.ssh.user.as_str(),
                     config.ssh.key_file.as_path(),
                     host_keys.clone(),
+                    socket,
                 )
                 .with_port(host.port)
-                .with_remote_socket(socket)
                 .with_connect_timeout(options.dial_budget);
                 Slot {
                     target: DialTarget {

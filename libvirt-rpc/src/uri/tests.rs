@@ -479,3 +479,11 @@ proptest! {
         prop_assert_eq!(Uri::parse(&text), Ok(u), "{}", text);
     }
 }
+
+#[test]
+fn the_system_socket_constant_is_the_read_write_system_socket() {
+    assert_eq!(
+        Path::new(SYSTEM_SOCKET),
+        system_socket("libvirt", OpenFlags::default())
+    );
+}

@@ -125,13 +125,11 @@ pub struct Kvm2Host {
     pub bridge: BridgeName,
     /// The storage pool for base images, disks and seeds.
     pub pool: Identifier,
-    /// libvirtd's unix socket on the host, forwarded over SSH (default
-    /// [`DEFAULT_LIBVIRT_SOCKET`]).
-    pub socket: AbsolutePath,
+    /// libvirtd's unix socket on the host, forwarded over SSH; `None`:
+    /// libvirt's system socket (`/var/run/libvirt/libvirt-sock`, which the
+    /// provider takes from `libvirt-rpc`, the crate that knows libvirt).
+    pub socket: Option<AbsolutePath>,
 }
-
-/// Where libvirtd listens on a host unless `hosts[i].socket` says otherwise.
-pub const DEFAULT_LIBVIRT_SOCKET: &str = "/var/run/libvirt/libvirt-sock";
 
 /// `kvm2.domain_type`: how libvirt runs the VMs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -961,15 +961,19 @@ fn rule_domain_type_is_kvm_or_qemu() {
 #[test]
 fn host_socket_defaults_to_libvirts_and_accepts_absolute_paths() {
     let k = ok(&base()).providers[0].kvm2().unwrap().clone();
-    assert_eq!(k.hosts[0].socket.to_string(), DEFAULT_LIBVIRT_SOCKET);
+    assert_eq!(k.hosts[0].socket, None, "libvirt's system socket");
     let c = ok(&edit(
         &base(),
         "pool: default",
         "pool: default\nsocket: /run/libvirt/libvirt-sock",
     ));
     assert_eq!(
-        c.providers[0].kvm2().unwrap().hosts[0].socket.to_string(),
-        "/run/libvirt/libvirt-sock"
+        c.providers[0].kvm2().unwrap().hosts[0]
+            .socket
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("/run/libvirt/libvirt-sock")
     );
 }
 

@@ -3,9 +3,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::kvm2::{
-    DEFAULT_LIBVIRT_SOCKET, DISK_MAX, DISK_MIN, DomainType, Firmware, ImageFormat, Kvm2Config,
-    Kvm2Defaults, Kvm2Host, Kvm2Image, Kvm2Ssh, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings,
-    VCPUS_MAX, VCPUS_MIN,
+    DISK_MAX, DISK_MIN, DomainType, Firmware, ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host,
+    Kvm2Image, Kvm2Ssh, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings, VCPUS_MAX, VCPUS_MIN,
 };
 use super::raw::{
     Entries, RawConfig, RawHost, RawKvm2, RawMachineType, RawProvider, RawProxy, RawSsh,
@@ -463,8 +462,10 @@ fn host(v: &mut Validator, path: &str, raw: &RawHost) -> Option<Kvm2Host> {
     let bridge = v.field(&format!("{path}.bridge"), &raw.bridge, BridgeName::parse);
     let pool = v.field(&format!("{path}.pool"), &raw.pool, Identifier::parse);
     let socket = match &raw.socket {
-        None => AbsolutePath::parse(DEFAULT_LIBVIRT_SOCKET).ok(),
-        Some(s) => v.parsed(&format!("{path}.socket"), s, AbsolutePath::parse),
+        None => Some(None),
+        Some(s) => v
+            .parsed(&format!("{path}.socket"), s, AbsolutePath::parse)
+            .map(Some),
     };
     Some(Kvm2Host {
         name: name?,

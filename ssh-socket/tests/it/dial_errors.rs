@@ -271,6 +271,7 @@ async fn refused_tcp_connection_is_transient() {
         "root",
         "/nonexistent-is-read-first",
         HostKeyPolicy::insecure_ignore_host_key(),
+        libvirt_rpc::SYSTEM_SOCKET,
     );
     // The key is read before connecting: use a real one.
     let d = testkit::Descriptor::require();
@@ -300,6 +301,7 @@ async fn silent_server_times_out_in_the_handshake_stage() {
         "root",
         d.ssh.key_path.clone(),
         HostKeyPolicy::KnownHosts(d.ssh.known_hosts_path.clone()),
+        libvirt_rpc::SYSTEM_SOCKET,
     )
     .with_port(port)
     .with_connect_timeout(Duration::from_millis(500));

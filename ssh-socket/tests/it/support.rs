@@ -20,9 +20,9 @@ pub fn sandbox_config(remote_socket: &Path) -> SshConfig {
         d.ssh.user.clone(),
         d.ssh.key_path.clone(),
         HostKeyPolicy::KnownHosts(d.ssh.known_hosts_path.clone()),
+        remote_socket.to_str().unwrap(),
     )
     .with_port(d.ssh.port)
-    .with_remote_socket(remote_socket.to_str().unwrap())
     .with_connect_timeout(Duration::from_secs(10))
 }
 
@@ -33,9 +33,9 @@ pub fn own_config(sshd: &OwnSshd, remote_socket: &Path) -> SshConfig {
         sshd.user.clone(),
         sshd.client_key.clone(),
         HostKeyPolicy::KnownHosts(sshd.known_hosts.clone()),
+        remote_socket.to_str().unwrap(),
     )
     .with_port(sshd.port)
-    .with_remote_socket(remote_socket.to_str().unwrap())
     .with_connect_timeout(Duration::from_secs(10))
 }
 
