@@ -19,8 +19,7 @@ use tokio::time::Sleep;
 
 use crate::config::Config;
 use crate::error::DisconnectReason;
-use crate::events::{LifecycleEvent, Subscriber};
-use crate::procedures::proc_num;
+use crate::events::{Family, RawEvent, Subscriber, family_of};
 use crate::proto::keepalive::{Action, Keepalive};
 use crate::proto::packet::{
     self, Header, KEEPALIVE_PING, KEEPALIVE_PONG, KEEPALIVE_PROGRAM, KEEPALIVE_VERSION,
@@ -73,7 +72,11 @@ pub(crate) enum Control {
     AbortStream(u32),
     /// A subscription ended: stop routing its events, and deregister on the
     /// wire when its owner could not (drop).
-    Unsubscribe { callback_id: i32, deregister: bool },
+    Unsubscribe {
+        family: Family,
+        callback_id: i32,
+        deregister: bool,
+    },
     /// A call's caller went away (deadline or drop): stop waiting for its
     /// reply (one that comes later is discarded).
     ForgetCall(u32),
@@ -120,7 +123,9 @@ pub(crate) struct Connection<S> {
     outq_bytes: usize,
     current: Option<(Bytes, Option<OwnedSemaphorePermit>)>,
     pending: HashMap<u32, Pending>,
-    subscribers: HashMap<i32, Subscriber>,
+    /// Keyed by family and callback id: libvirtd numbers callbacks per
+    /// driver, so two families may use the same id.
+    subscribers: HashMap<(Family, i32), Subscriber>,
     keepalive: Option<Keepalive>,
     /// Fires at (or after) the keepalive deadline; re-armed only when it
     /// fires, so receiving packets costs no timer work.
@@ -362,13 +367,14 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
                 }
             }
             Control::Unsubscribe {
+                family,
                 callback_id,
                 deregister,
             } => {
-                if self.subscribers.remove(&callback_id).is_some() && deregister {
+                if self.subscribers.remove(&(family, callback_id)).is_some() && deregister {
                     let serial = self.handles.serial.fetch_add(1, Ordering::Relaxed);
                     let h = Header::remote(
-                        proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY,
+                        family.deregister_procedure(),
                         MessageType::Call,
                         serial,
                         Status::Ok,
@@ -469,7 +475,7 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
             Pending::Subscribe(tx, subscriber) => {
                 if p.header.status == Status::Ok {
                     if let Ok(id) = i32::decode(&mut Reader::new(&p.payload)) {
-                        self.subscribers.insert(id, subscriber);
+                        self.subscribers.insert((subscriber.family, id), subscriber);
                     }
                 }
                 let _ = tx.send(p);
@@ -495,16 +501,31 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Connection<S> {
         }
     }
 
+    /// Routes an event message to its subscription by family and callback
+    /// id, reading nothing else: decoding is the subscriber's.
     fn event(&mut self, p: Packet) {
-        if p.header.procedure != proc_num::DOMAIN_EVENT_CALLBACK_LIFECYCLE {
-            return;
-        }
-        let mut r = Reader::new(&p.payload);
-        let Ok(id) = i32::decode(&mut r) else { return };
-        let Ok(ev) = LifecycleEvent::decode(&mut r) else {
-            return;
+        let procedure = p.header.procedure;
+        let Some(ev) = RawEvent::new(procedure, p.payload) else {
+            return; // too short to name a callback: nobody's
         };
-        if let Some(s) = self.subscribers.get(&id) {
+        let id = ev.callback_id();
+        let subscriber = match family_of(procedure) {
+            Some(family) => self.subscribers.get(&(family, id)),
+            None => {
+                // A kind this crate does not know: the one subscription
+                // registered with an unknown id under this callback id.
+                let mut candidates = self
+                    .subscribers
+                    .iter()
+                    .filter(|((_, cb), s)| *cb == id && s.takes_unknown)
+                    .map(|(_, s)| s);
+                match (candidates.next(), candidates.next()) {
+                    (Some(s), None) => Some(s),
+                    _ => None,
+                }
+            }
+        };
+        if let Some(s) = subscriber {
             s.deliver(ev);
         }
     }

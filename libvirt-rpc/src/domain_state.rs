@@ -247,18 +247,74 @@ impl StateReason {
 
 wire_enum! {
     /// `virDomainEventID`: which kind of domain event a callback
-    /// registers for.
+    /// registers for (see [`crate::events`] for each kind's payload).
     DomainEventId: i32 {
         /// `VIR_DOMAIN_EVENT_ID_LIFECYCLE`: started, stopped, defined, ...
         Lifecycle = 0,
-        /// `VIR_DOMAIN_EVENT_ID_REBOOT`.
+        /// `VIR_DOMAIN_EVENT_ID_REBOOT`: the guest rebooted.
         Reboot = 1,
-        /// `VIR_DOMAIN_EVENT_ID_RTC_CHANGE`.
+        /// `VIR_DOMAIN_EVENT_ID_RTC_CHANGE`: the guest changed its RTC.
         RtcChange = 2,
-        /// `VIR_DOMAIN_EVENT_ID_WATCHDOG`.
+        /// `VIR_DOMAIN_EVENT_ID_WATCHDOG`: the watchdog device fired.
         Watchdog = 3,
-        /// `VIR_DOMAIN_EVENT_ID_IO_ERROR`.
+        /// `VIR_DOMAIN_EVENT_ID_IO_ERROR`: a disk I/O error.
         IoError = 4,
+        /// `VIR_DOMAIN_EVENT_ID_GRAPHICS`: a graphics client (dis)connected.
+        Graphics = 5,
+        /// `VIR_DOMAIN_EVENT_ID_IO_ERROR_REASON`: a disk I/O error, with
+        /// its reason.
+        IoErrorReason = 6,
+        /// `VIR_DOMAIN_EVENT_ID_CONTROL_ERROR`: the daemon lost control of
+        /// the domain (its monitor failed).
+        ControlError = 7,
+        /// `VIR_DOMAIN_EVENT_ID_BLOCK_JOB`: a block job finished, failed or
+        /// is ready (the disk named by path).
+        BlockJob = 8,
+        /// `VIR_DOMAIN_EVENT_ID_DISK_CHANGE`: a disk's source changed.
+        DiskChange = 9,
+        /// `VIR_DOMAIN_EVENT_ID_TRAY_CHANGE`: a removable disk's tray moved.
+        TrayChange = 10,
+        /// `VIR_DOMAIN_EVENT_ID_PMWAKEUP`: the guest woke up.
+        PmWakeup = 11,
+        /// `VIR_DOMAIN_EVENT_ID_PMSUSPEND`: the guest suspended to memory.
+        PmSuspend = 12,
+        /// `VIR_DOMAIN_EVENT_ID_BALLOON_CHANGE`: the balloon size changed.
+        BalloonChange = 13,
+        /// `VIR_DOMAIN_EVENT_ID_PMSUSPEND_DISK`: the guest suspended to disk.
+        PmSuspendDisk = 14,
+        /// `VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED`: a device was unplugged.
+        DeviceRemoved = 15,
+        /// `VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2`: as [`DomainEventId::BlockJob`],
+        /// the disk named by its target.
+        BlockJob2 = 16,
+        /// `VIR_DOMAIN_EVENT_ID_TUNABLE`: tunables changed.
+        Tunable = 17,
+        /// `VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE`: the guest agent
+        /// (dis)connected.
+        AgentLifecycle = 18,
+        /// `VIR_DOMAIN_EVENT_ID_DEVICE_ADDED`: a device was plugged in.
+        DeviceAdded = 19,
+        /// `VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION`: a migration pass over
+        /// memory began.
+        MigrationIteration = 20,
+        /// `VIR_DOMAIN_EVENT_ID_JOB_COMPLETED`: a job finished, with its
+        /// statistics.
+        JobCompleted = 21,
+        /// `VIR_DOMAIN_EVENT_ID_DEVICE_REMOVAL_FAILED`: the guest refused
+        /// an unplug.
+        DeviceRemovalFailed = 22,
+        /// `VIR_DOMAIN_EVENT_ID_METADATA_CHANGE`: title, description or a
+        /// metadata element changed.
+        MetadataChange = 23,
+        /// `VIR_DOMAIN_EVENT_ID_BLOCK_THRESHOLD`: a disk's write threshold
+        /// was crossed.
+        BlockThreshold = 24,
+        /// `VIR_DOMAIN_EVENT_ID_MEMORY_FAILURE`: a memory failure was
+        /// handled.
+        MemoryFailure = 25,
+        /// `VIR_DOMAIN_EVENT_ID_MEMORY_DEVICE_SIZE_CHANGE`: a memory
+        /// device's actual size changed.
+        MemoryDeviceSizeChange = 26,
     }
 }
 

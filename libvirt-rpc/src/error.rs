@@ -61,8 +61,10 @@ pub enum Error {
         #[source]
         source: XdrError,
     },
-    /// A reply could not be decoded as the expected type.
-    #[error("cannot decode reply of libvirt procedure {procedure}")]
+    /// A reply (or an event message, see
+    /// [`crate::Subscription::last_malformed`]) could not be decoded as the
+    /// expected type.
+    #[error("cannot decode the reply or message of libvirt procedure {procedure}")]
     Decode {
         /// The procedure number.
         procedure: i32,

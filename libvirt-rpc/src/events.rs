@@ -1,191 +1,113 @@
-//! Domain lifecycle events.
+//! Events: domain, storage pool, network, host device and secret events,
+//! typed or raw, through bounded subscriptions.
 //!
-//! Each [`Subscription`] has its own bounded queue
-//! ([`crate::Config::event_queue`]). Overflow policy: when the queue is full
-//! the connection task drops the *new* event and counts it
-//! ([`Subscription::missed`]); it never waits for a subscriber. When the
-//! link dies the subscription ends: [`Subscription::recv`] returns `None`
-//! and [`Subscription::end_reason`] says why.
+//! ```text
+//!  libvirtd ── MESSAGE (procedure, callback id, payload) ──▶ connection task
+//!                                                              │ routes by (family, callback id):
+//!                                                              │ reads 4 bytes, never decodes,
+//!                                                              │ never waits (full queue: drop + count)
+//!                     ┌────────────────────────────────────────┘
+//!                     ▼ bounded queue per subscription (Config::event_queue)
+//!   Subscription<Event>     ── recv() decodes ──▶ Event::Reboot(RebootEvent { dom }) ...
+//!   Subscription<RawEvent>  ── recv() ──────────▶ RawEvent { procedure, callback_id, payload }
+//!   Subscription            ── recv() decodes ──▶ LifecycleEvent (subscribe_lifecycle)
+//! ```
+//!
+//! Register with [`crate::Client::subscribe`] (typed), [`crate::Client::subscribe_raw`]
+//! (bytes) or [`crate::Client::subscribe_lifecycle`], naming an [`EventTarget`]: an
+//! event id ([`crate::DomainEventId`], [`StoragePoolEventId`], [`NetworkEventId`],
+//! [`NodeDeviceEventId`], [`SecretEventId`]) for every object of its family or for
+//! one object. Each registration is one callback on the daemon
+//! (`REMOTE_PROC_CONNECT_*_EVENT_*REGISTER_ANY`) with its own queue; dropping the
+//! [`Subscription`] deregisters it.
+//!
+//! # Policies
+//! - **Bounded.** Each subscription's queue holds [`crate::Config::event_queue`]
+//!   events. When it is full the connection task drops the *new* event and counts
+//!   it ([`Subscription::missed`]): a slow subscriber never slows calls, streams or
+//!   other subscriptions.
+//! - **Bad bytes.** The connection task reads only an event's callback id; decoding
+//!   happens in [`Subscription::recv`], on the subscriber's task. A message that does
+//!   not decode as its kind (truncated, a bad length or discriminant, trailing bytes)
+//!   is skipped and counted ([`Subscription::malformed`], the error in
+//!   [`Subscription::last_malformed`]); the subscription and the connection go on —
+//!   the frame around it was whole, so nothing else is out of step. A message too
+//!   short to carry a callback id belongs to no subscription and is dropped. Nothing
+//!   panics; `cargo xtask fuzz libvirt-rpc` feeds every event payload type mutated
+//!   bytes.
+//! - **Routing.** libvirtd numbers callbacks per driver (the domain and storage
+//!   drivers may both hand out id 1), so an event goes to the subscription of its
+//!   message's family with its callback id. A message of a procedure this crate does
+//!   not know goes to the one subscription registered with an unknown id under that
+//!   callback id, if there is exactly one.
+//! - **End.** When the link dies every subscription ends: `recv` returns `None` and
+//!   [`Subscription::end_reason`] says why.
+//!
+//! # Kinds
+//! Typed ([`Event`] variant, payload struct), for every kind libvirt 11 emits:
+//!
+//! | family | ids (`…EventId::`) |
+//! |---|---|
+//! | domain | `Lifecycle`, `Reboot`, `RtcChange`, `Watchdog`, `IoError`, `Graphics`, `IoErrorReason`, `ControlError`, `BlockJob`, `DiskChange`, `TrayChange`, `PmWakeup`, `PmSuspend`, `BalloonChange`, `PmSuspendDisk`, `DeviceRemoved`, `BlockJob2`, `Tunable`¹, `AgentLifecycle`, `DeviceAdded`, `MigrationIteration`, `JobCompleted`¹, `DeviceRemovalFailed`, `MetadataChange`, `BlockThreshold`, `MemoryFailure`, `MemoryDeviceSizeChange` |
+//! | storage pool | `Lifecycle`, `Refresh` |
+//! | network | `Lifecycle`, `MetadataChange` |
+//! | host device | `Lifecycle`, `Update` |
+//! | secret | `Lifecycle`, `ValueChanged` |
+//!
+//! ¹ Their typed parameters (`remote_typed_param` arrays: tunables, job
+//! statistics) are kept raw ([`RawTypedParams`]: the count and the encoded
+//! elements); this crate does not decode typed parameters yet.
+//!
+//! Raw: any id, typed or not ([`crate::Client::subscribe_raw`], or
+//! [`Event::Unknown`] on a typed subscription for an id this crate does not know,
+//! such as a newer daemon's): the procedure, the callback id and the payload,
+//! decodable with [`crate::xdr_struct!`] against `remote_protocol.x`.
+//!
+//! Not covered: the QEMU program's monitor events
+//! (`QEMU_PROC_DOMAIN_MONITOR_EVENT`), the legacy registrations without callback
+//! ids, and the connection-closed callback (watch [`crate::Client::closed`]).
+//!
+//! # Example
+//! ```no_run
+//! use libvirt_rpc::events::{Event, EventTarget, StoragePoolEventId};
+//! use libvirt_rpc::{Client, DomainEventId};
+//!
+//! # async fn example(client: Client) -> libvirt_rpc::Result<()> {
+//! // Device hot-unplugs of every domain, typed:
+//! let mut unplugs = client.subscribe(EventTarget::all(DomainEventId::DeviceRemoved)).await?;
+//! // Pool refreshes, as raw bytes:
+//! let mut refreshes = client.subscribe_raw(EventTarget::all(StoragePoolEventId::Refresh)).await?;
+//! loop {
+//!     tokio::select! {
+//!         Some(Event::DeviceRemoved(ev)) = unplugs.recv() => {
+//!             println!("{}: {} removed", ev.dom.name, ev.dev_alias);
+//!         }
+//!         Some(raw) = refreshes.recv() => {
+//!             println!("pool event, procedure {}, {} bytes", raw.procedure(), raw.payload().len());
+//!         }
+//!         else => break,
+//!     }
+//! }
+//! if unplugs.missed() > 0 {
+//!     eprintln!("{} unplug events dropped: the queue was full", unplugs.missed());
+//! }
+//! # Ok(()) }
+//! ```
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+mod domain;
+mod event;
+pub(crate) mod numbers;
+mod objects;
+mod subscription;
+mod target;
 
-use tokio::sync::{mpsc, oneshot};
-
-use crate::client::{Client, decode_reply};
-use crate::connection::{Command, Control};
-use crate::domain_state::DomainEventId;
-use crate::error::{DisconnectReason, Error, Result};
-use crate::flags::LifecycleEventKind;
-use crate::procedures::proc_num;
-use crate::proto::packet::{self, Header, MessageType, Status};
-use crate::proto::types::Domain;
-use crate::xdr_struct;
-
-xdr_struct! {
-    /// A domain lifecycle event (`remote_domain_event_lifecycle_msg`).
-    pub struct LifecycleEvent {
-        /// The domain.
-        pub dom: Domain,
-        /// What happened.
-        pub event: LifecycleEventKind,
-        /// An event-specific detail code.
-        pub detail: i32,
-    }
-}
-
-/// The connection task's end of a subscription.
-pub(crate) struct Subscriber {
-    tx: mpsc::Sender<LifecycleEvent>,
-    missed: Arc<AtomicU64>,
-}
-
-impl Subscriber {
-    /// Queues an event without waiting; counts it as missed when full.
-    pub(crate) fn deliver(&self, ev: LifecycleEvent) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(ev) {
-            self.missed.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// A stream of lifecycle events for one registration. Dropping it
-/// deregisters on the wire (without waiting).
-#[derive(Debug)]
-pub struct Subscription {
-    client: Client,
-    callback_id: i32,
-    rx: mpsc::Receiver<LifecycleEvent>,
-    missed: Arc<AtomicU64>,
-    active: bool,
-}
-
-impl Subscription {
-    /// The next event; `None` once the connection died (or after
-    /// [`Subscription::unsubscribe`]).
-    ///
-    /// # Errors
-    /// None: the end of the subscription is `None`.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: no event is lost if the future is dropped.
-    pub async fn recv(&mut self) -> Option<LifecycleEvent> {
-        self.rx.recv().await
-    }
-
-    /// Events dropped because this subscription's queue was full.
-    pub fn missed(&self) -> u64 {
-        self.missed.load(Ordering::Relaxed)
-    }
-
-    /// The daemon's id for this registration.
-    pub fn callback_id(&self) -> i32 {
-        self.callback_id
-    }
-
-    /// Why the subscription ended, once the connection is dead.
-    pub fn end_reason(&self) -> Option<DisconnectReason> {
-        self.client.disconnect_reason()
-    }
-
-    /// Deregisters on the wire and waits for the daemon's answer.
-    ///
-    /// # Errors
-    /// As [`Client::call`].
-    ///
-    /// # Cancel safety
-    /// If dropped early, the registration is still removed (as on drop).
-    pub async fn unsubscribe(mut self) -> Result<()> {
-        self.active = false;
-        self.client.control(Control::Unsubscribe {
-            callback_id: self.callback_id,
-            deregister: false,
-        });
-        self.client
-            .call::<_, ()>(
-                proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY,
-                &self.callback_id,
-            )
-            .await
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        if self.active {
-            self.client.control(Control::Unsubscribe {
-                callback_id: self.callback_id,
-                deregister: true,
-            });
-        }
-    }
-}
-
-impl Client {
-    /// Subscribes to lifecycle events of `dom` (or of every domain when
-    /// `None`).
-    ///
-    /// # Errors
-    /// As [`Client::call`].
-    ///
-    /// # Cancel safety
-    /// If dropped after the daemon registered the callback, the
-    /// registration stays until the connection closes (its events are
-    /// discarded).
-    pub async fn subscribe_lifecycle(&self, dom: Option<&Domain>) -> Result<Subscription> {
-        let procedure = proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY;
-        let serial = self.next_serial();
-        let h = Header::remote(procedure, MessageType::Call, serial, Status::Ok);
-        let packet = packet::encode_packet(&h, &(DomainEventId::Lifecycle, dom))
-            .map_err(|source| Error::Encode { procedure, source })?;
-        let (tx, rx) = mpsc::channel(self.config().event_queue);
-        let missed = Arc::new(AtomicU64::new(0));
-        let (reply_tx, reply_rx) = oneshot::channel();
-        let after = self.call_timeout();
-        let work = async {
-            self.submit(Command::Subscribe {
-                serial,
-                packet,
-                reply: reply_tx,
-                subscriber: Subscriber {
-                    tx,
-                    missed: missed.clone(),
-                },
-            })
-            .await?;
-            reply_rx.await.map_err(|_| self.disconnected())
-        };
-        let reply = tokio::time::timeout(after, work)
-            .await
-            .map_err(|_| Error::Timeout { procedure, after })??;
-        let callback_id: i32 = decode_reply(procedure, &reply)?;
-        Ok(Subscription {
-            client: self.clone(),
-            callback_id,
-            rx,
-            missed,
-            active: true,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::proto::xdr::{from_bytes, to_bytes};
-    use proptest::prelude::*;
-
-    proptest! {
-        #[test]
-        fn lifecycle_message_round_trips(callback: i32, name in ".{0,12}", uuid: [u8; 16], id: i32,
-                                         event: i32, detail: i32) {
-            let ev = LifecycleEvent {
-                dom: Domain { name, uuid, id },
-                event: LifecycleEventKind::from_wire(event),
-                detail,
-            };
-            let wire = to_bytes(&(callback, &ev)).unwrap();
-            prop_assert_eq!(from_bytes::<(i32, LifecycleEvent)>(&wire).unwrap(), (callback, ev));
-        }
-    }
-}
+pub use domain::*;
+pub(crate) use event::family_of;
+pub use event::{Event, RawEvent};
+pub use objects::*;
+pub(crate) use subscription::Subscriber;
+pub use subscription::{EventItem, Subscription};
+pub(crate) use target::Family;
+pub use target::{
+    EventId, EventTarget, NetworkEventId, NodeDeviceEventId, SecretEventId, StoragePoolEventId,
+};

@@ -3,7 +3,7 @@
 //! ```text
 //!   your tasks ──call()──┐   (any number at once; cheap Clone handles)
 //!   Upload / Download ───┤
-//!   Subscription ◀───────┤
+//!   Subscription<T> ◀────┤   (events: typed, raw or lifecycle; bounded queues)
 //!                        ▼
 //!              ┌────────────────────┐  bounded command queue (backpressure)
 //!              │  Client (handle)   │─────────────┐
@@ -25,8 +25,9 @@
 //! stream, runs libvirt's handshake (auth NONE or polkit, keepalive probe,
 //! connect-open), multiplexes calls by serial, answers and sends keepalive
 //! PINGs, detects dead links, runs upload/download streams that abort on
-//! the wire when their source or sink fails, and delivers domain lifecycle
-//! events. Typed methods cover the procedures the kvm2 provider needs
+//! the wire when their source or sink fails, and delivers events — every
+//! domain, storage pool, network, host device and secret event kind libvirt
+//! 11 emits, typed, or any kind as raw bytes ([`events`]). Typed methods cover the procedures the kvm2 provider needs
 //! ([`procedures`]); [`Client::call`] reaches any other with caller-supplied
 //! types.
 //!
@@ -132,13 +133,13 @@ pub use domain_state::{
 pub use error::{DisconnectReason, Error, LibvirtError, Result};
 pub use error_code::ErrorCode;
 pub use error_domain::{ErrorDomain, ErrorLevel};
-pub use events::{LifecycleEvent, Subscription};
+pub use events::{Event, EventTarget, LifecycleEvent, RawEvent, Subscription};
 pub use flags::*;
 pub use procedures::{
     DomainInfo, DomainInterface, DomainIpAddr, DomainStateInfo, StoragePoolInfo, StorageVolInfo,
     proc_num,
 };
-pub use proto::types::{Domain, StoragePool, StorageVol, Uuid};
+pub use proto::types::{Domain, Network, NodeDevice, Secret, StoragePool, StorageVol, Uuid};
 pub use stream::{Download, DownloadReader, Upload};
 pub use uri::{SYSTEM_SOCKET, SocketMode, Transport, Uri, UriError};
 

@@ -36,12 +36,9 @@ macro_rules! procedures {
             pub const STORAGE_VOL_UPLOAD: i32 = 208;
             /// `REMOTE_PROC_STORAGE_VOL_DOWNLOAD` (a stream; see [`crate::Client::storage_vol_download`]).
             pub const STORAGE_VOL_DOWNLOAD: i32 = 209;
-            /// `REMOTE_PROC_CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY`.
-            pub const CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY: i32 = 316;
-            /// `REMOTE_PROC_CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY`.
-            pub const CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY: i32 = 317;
-            /// `REMOTE_PROC_DOMAIN_EVENT_CALLBACK_LIFECYCLE` (an event message).
-            pub const DOMAIN_EVENT_CALLBACK_LIFECYCLE: i32 = 318;
+            // Event registration calls and event messages (see
+            // `crate::events`).
+            pub use crate::events::numbers::*;
             /// `REMOTE_PROC_NODE_GET_INFO` (no typed method: call it through
             /// [`crate::Client::call`] with the caller's `_ret` type).
             pub const NODE_GET_INFO: i32 = 6;
@@ -56,12 +53,9 @@ macro_rules! procedures {
                     $($num_name => stringify!($name),)*
                     STORAGE_VOL_UPLOAD => "storage_vol_upload",
                     STORAGE_VOL_DOWNLOAD => "storage_vol_download",
-                    CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY => "subscribe_lifecycle",
-                    CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY => "unsubscribe_lifecycle",
-                    DOMAIN_EVENT_CALLBACK_LIFECYCLE => "domain_event_callback_lifecycle",
                     NODE_GET_INFO => "node_get_info",
                     NODE_GET_FREE_MEMORY => "node_get_free_memory",
-                    _ => return None,
+                    _ => return crate::events::numbers::name(procedure),
                 })
             }
 
@@ -69,10 +63,7 @@ macro_rules! procedures {
             #[cfg(test)]
             pub(crate) const ALL: &[i32] = &[
                 $($num_name,)*
-                STORAGE_VOL_UPLOAD, STORAGE_VOL_DOWNLOAD,
-                CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY,
-                CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY,
-                DOMAIN_EVENT_CALLBACK_LIFECYCLE, NODE_GET_INFO, NODE_GET_FREE_MEMORY,
+                STORAGE_VOL_UPLOAD, STORAGE_VOL_DOWNLOAD, NODE_GET_INFO, NODE_GET_FREE_MEMORY,
             ];
         }
 
@@ -407,7 +398,7 @@ mod tests {
     fn every_procedure_has_one_distinct_name() {
         let mut names = std::collections::HashSet::new();
         let mut numbers = std::collections::HashSet::new();
-        for &n in proc_num::ALL {
+        for &n in proc_num::ALL.iter().chain(crate::events::numbers::ALL) {
             let name = proc_num::name(n).unwrap_or_else(|| panic!("{n} has no name"));
             assert!(names.insert(name), "{name} named twice");
             assert!(numbers.insert(n), "{n} listed twice");

@@ -41,12 +41,35 @@ xdr_struct! {
 }
 
 xdr_struct! {
-    /// A network handle (`remote_nonnull_network`); only appears in errors.
+    /// A network handle (`remote_nonnull_network`): in errors and in
+    /// network events.
     pub struct Network {
         /// Network name.
         pub name: String,
         /// Network UUID.
         pub uuid: Uuid,
+    }
+}
+
+xdr_struct! {
+    /// A host device handle (`remote_nonnull_node_device`): in node device
+    /// events.
+    pub struct NodeDevice {
+        /// Device name (`net_eth0_52_54_00_12_34_56`, `mdev_...`).
+        pub name: String,
+    }
+}
+
+xdr_struct! {
+    /// A secret handle (`remote_nonnull_secret`): in secret events.
+    pub struct Secret {
+        /// Secret UUID.
+        pub uuid: Uuid,
+        /// `virSecretUsageType` (0 none, 1 volume, 2 ceph, 3 iSCSI, 4 TLS,
+        /// 5 vTPM).
+        pub usage_type: i32,
+        /// What the secret is for (a volume path, a Ceph user, ...).
+        pub usage_id: String,
     }
 }
 
@@ -97,6 +120,16 @@ mod tests {
         fn network_round_trips(name in ".{0,20}", uuid: [u8; 16]) {
             let n = Network { name, uuid };
             prop_assert_eq!(from_bytes::<Network>(&to_bytes(&n).unwrap()).unwrap(), n);
+        }
+        #[test]
+        fn node_device_round_trips(name in ".{0,20}") {
+            let d = NodeDevice { name };
+            prop_assert_eq!(from_bytes::<NodeDevice>(&to_bytes(&d).unwrap()).unwrap(), d);
+        }
+        #[test]
+        fn secret_round_trips(uuid: [u8; 16], usage_type: i32, usage_id in ".{0,20}") {
+            let s = Secret { uuid, usage_type, usage_id };
+            prop_assert_eq!(from_bytes::<Secret>(&to_bytes(&s).unwrap()).unwrap(), s);
         }
         #[test]
         fn vol_round_trips(pool in ".{0,20}", name in ".{0,20}", key in ".{0,20}") {

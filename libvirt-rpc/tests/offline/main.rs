@@ -5,5 +5,6 @@
 //! global allocator.)
 
 mod captured;
+mod events;
 mod fake_daemon;
 mod testing_kit;
