@@ -110,6 +110,16 @@ macro_rules! event_table {
                 }
             }
 
+            /// The message's XDR after its callback id, as a daemon sends
+            /// it (for [`crate::testing`]).
+            #[cfg(feature = "testing")]
+            pub(crate) fn encode_body(&self) -> Result<Bytes, XdrError> {
+                match self {
+                    $(Self::$variant(v) => xdr::to_bytes(v),)*
+                    Self::Unknown(raw) => Ok(raw.payload.get(4..).map(Bytes::copy_from_slice).unwrap_or_default()),
+                }
+            }
+
             /// The procedure number of the message this kind travels in.
             pub fn procedure(&self) -> i32 {
                 match self {

@@ -94,7 +94,7 @@ impl EventId {
         }
     }
 
-    fn wire(self) -> i32 {
+    pub(crate) fn wire(self) -> i32 {
         match self {
             Self::Domain(id) => id.to_wire(),
             Self::StoragePool(id) => id.to_wire(),

@@ -14,7 +14,7 @@ use crate::domain_state::{DomainEventId, DrvFeature};
 use crate::error::{DisconnectReason, Error, Result};
 use crate::error_code::ErrorCode;
 use crate::error_domain::ErrorDomain;
-use crate::events::LifecycleEvent;
+use crate::events::{Event, LifecycleEvent};
 use crate::procedures::proc_num;
 use crate::proto::packet::{
     Header, KEEPALIVE_PING, KEEPALIVE_PONG, KEEPALIVE_PROGRAM, KEEPALIVE_VERSION, MessageType,
@@ -178,6 +178,30 @@ impl FakeDaemon {
             event,
         )
         .await
+    }
+
+    /// [`FakeDaemon::emit`] of any typed event to the callbacks the client
+    /// registered for its id ([`crate::Client::subscribe`],
+    /// [`crate::Client::subscribe_raw`], [`crate::Client::subscribe_lifecycle`]).
+    /// An [`Event::Unknown`] names no id, so it reaches nobody (0): send
+    /// such a message with [`FakeDaemon::emit`].
+    ///
+    /// # Errors
+    /// As [`FakeDaemon::emit`].
+    ///
+    /// # Cancel safety
+    /// As [`FakeDaemon::emit`].
+    pub async fn emit_event(&self, event: &Event) -> Result<usize> {
+        let Some(id) = event.id() else {
+            return Ok(0);
+        };
+        let procedure = event.procedure();
+        let body = event
+            .encode_body()
+            .map_err(|source| Error::Encode { procedure, source })?;
+        let register = id.family().register_procedure();
+        self.emit(register, id.wire(), procedure, &Encoded(body))
+            .await
     }
 
     /// Writes `bytes` to the client as they are (garbage, a truncated
@@ -529,4 +553,14 @@ fn bad_args(procedure: i32) -> Reply {
         ErrorDomain::Rpc,
         format!("fake daemon: arguments of procedure {procedure} do not start with an id"),
     )
+}
+
+/// Bytes already in XDR, written as they are.
+struct Encoded(Bytes);
+
+impl Encode for Encoded {
+    fn encode(&self, out: &mut BytesMut) -> Result<(), xdr::XdrError> {
+        out.put_slice(&self.0);
+        Ok(())
+    }
 }

@@ -19,7 +19,8 @@
 //!   answered by default; any other procedure fails as libvirtd fails one
 //!   it does not know.
 //! - [`FakeDaemon`]: the running daemon: the calls and uploads it
-//!   received, events to push ([`FakeDaemon::emit_lifecycle`],
+//!   received, events to push ([`FakeDaemon::emit_event`] for any typed
+//!   kind, [`FakeDaemon::emit_lifecycle`],
 //!   [`FakeDaemon::emit`]), raw bytes to send, the link to drop. Dropping
 //!   it stops the daemon.
 //! - [`DaemonEnd`]: the daemon's end of a link, packet by packet, for

@@ -28,8 +28,9 @@ pub const FAKE_URI: &str = "test:///default";
 /// Without being told, the daemon answers the handshake as libvirtd with
 /// auth NONE does (`AUTH_LIST` → none, `CONNECT_SUPPORTS_FEATURE` →
 /// keepalive yes, anything else no, `CONNECT_OPEN` and `CONNECT_CLOSE` →
-/// OK), answers keepalive PINGs, registers event callbacks (domain event
-/// registrations and those added by [`Script::event_registration`]) so
+/// OK), answers keepalive PINGs, registers event callbacks (every
+/// family's: domain, storage pool, network, node device and secret
+/// registrations, and those added by [`Script::event_registration`]) so
 /// that [`FakeDaemon::emit`] reaches them, and fails every other call the
 /// way libvirtd fails a procedure it does not know
 /// ([`crate::ErrorCode::Rpc`], "unknown procedure: N"). Scripting any of
@@ -76,6 +77,22 @@ impl Script {
         .event_registration(
             proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY,
             proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY,
+        )
+        .event_registration(
+            proc_num::CONNECT_STORAGE_POOL_EVENT_REGISTER_ANY,
+            proc_num::CONNECT_STORAGE_POOL_EVENT_DEREGISTER_ANY,
+        )
+        .event_registration(
+            proc_num::CONNECT_NETWORK_EVENT_REGISTER_ANY,
+            proc_num::CONNECT_NETWORK_EVENT_DEREGISTER_ANY,
+        )
+        .event_registration(
+            proc_num::CONNECT_NODE_DEVICE_EVENT_REGISTER_ANY,
+            proc_num::CONNECT_NODE_DEVICE_EVENT_DEREGISTER_ANY,
+        )
+        .event_registration(
+            proc_num::CONNECT_SECRET_EVENT_REGISTER_ANY,
+            proc_num::CONNECT_SECRET_EVENT_DEREGISTER_ANY,
         )
     }
 

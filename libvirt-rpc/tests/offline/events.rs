@@ -6,62 +6,38 @@
 
 use std::time::Duration;
 
-use bytes::BytesMut;
 use libvirt_rpc::events::*;
-use libvirt_rpc::proto::packet::{self, Header, MessageType, Packet, Status};
+use libvirt_rpc::proto::packet::{Header, MessageType, Packet, Status};
+use libvirt_rpc::testing::DaemonEnd;
 use libvirt_rpc::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::io::DuplexStream;
 
-/// The daemon's end of a client's connection, packet by packet.
-struct Peer {
-    io: DuplexStream,
-    buf: BytesMut,
-}
+/// The daemon's end of a client's connection, packet by packet, with the
+/// bounds and unwraps these tests want.
+struct Peer(DaemonEnd);
 
 impl Peer {
     fn pair() -> (DuplexStream, Peer) {
-        let (a, b) = tokio::io::duplex(1 << 20);
-        (
-            a,
-            Peer {
-                io: b,
-                buf: BytesMut::new(),
-            },
-        )
+        let (client, end) = DaemonEnd::pair();
+        (client, Peer(end))
     }
 
     async fn read(&mut self) -> Packet {
-        tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                if let Some(p) = packet::decode_frame(&mut self.buf).unwrap() {
-                    return p;
-                }
-                assert!(self.io.read_buf(&mut self.buf).await.unwrap() > 0, "EOF");
-            }
-        })
-        .await
-        .expect("a packet within 5 s")
+        tokio::time::timeout(Duration::from_secs(5), self.0.read())
+            .await
+            .expect("a packet within 5 s")
+            .unwrap()
+            .expect("link open")
     }
 
     async fn reply<T: libvirt_rpc::proto::xdr::Encode>(&mut self, call: &Header, body: &T) {
-        let h = Header {
-            kind: MessageType::Reply,
-            status: Status::Ok,
-            ..*call
-        };
-        self.io
-            .write_all(&packet::encode_packet(&h, body).unwrap())
-            .await
-            .unwrap();
+        self.0.reply(call, body).await.unwrap();
     }
 
     /// Sends an event MESSAGE of `procedure` with `payload` as is.
     async fn event(&mut self, procedure: i32, payload: &[u8]) {
         let h = Header::remote(procedure, MessageType::Message, 0, Status::Ok);
-        self.io
-            .write_all(&packet::encode_raw(&h, payload).unwrap())
-            .await
-            .unwrap();
+        self.0.send_raw(&h, payload).await.unwrap();
     }
 
     /// Answers the next call, a registration of `register`, with `callback`.
@@ -795,4 +771,50 @@ async fn a_full_typed_queue_drops_new_events_and_counts_them() {
         }
     }
     assert!(sub.try_recv().is_none());
+}
+
+/// The testing kit registers every family and emits any typed event to the
+/// subscriptions of its id.
+#[tokio::test]
+async fn the_testing_kit_emits_every_family() {
+    let (c, daemon) = libvirt_rpc::testing::Script::new()
+        .connect(Config::default())
+        .await
+        .unwrap();
+    let mut pools = c
+        .subscribe(EventTarget::all(StoragePoolEventId::Refresh))
+        .await
+        .unwrap();
+    let mut unplugs = c
+        .subscribe_raw(EventTarget::all(DomainEventId::DeviceRemoved))
+        .await
+        .unwrap();
+    let pool = StoragePool {
+        name: "default".into(),
+        uuid: [1; 16],
+    };
+    let refresh = Event::StoragePoolRefresh(StoragePoolRefreshEvent { pool });
+    assert_eq!(daemon.emit_event(&refresh).await.unwrap(), 1);
+    assert_eq!(next(&mut pools).await, refresh);
+    let removed = Event::DeviceRemoved(DeviceRemovedEvent {
+        dom: dom(),
+        dev_alias: "net1".into(),
+    });
+    assert_eq!(daemon.emit_event(&removed).await.unwrap(), 1);
+    let raw = tokio::time::timeout(Duration::from_secs(5), unplugs.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(raw.callback_id(), unplugs.callback_id());
+    assert_eq!(raw.decode().unwrap(), removed);
+    let net = Network {
+        name: "n".into(),
+        uuid: [2; 16],
+    };
+    let nobody = Event::NetworkLifecycle(NetworkLifecycleEvent {
+        net,
+        event: NetworkLifecycleKind::Started,
+        detail: 0,
+    });
+    assert_eq!(daemon.emit_event(&nobody).await.unwrap(), 0);
 }
