@@ -185,18 +185,61 @@ impl Client {
         flags: crate::flags::OpenFlags,
         config: Config,
     ) -> Result<Self> {
-        let io_error = |e| Error::Disconnected(DisconnectReason::Io(Arc::new(e)));
-        let io = tokio::time::timeout(config.call_timeout, tokio::net::TcpStream::connect(addr))
-            .await
-            .map_err(|_| {
-                io_error(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("TCP connect took longer than {:?}", config.call_timeout),
-                ))
-            })?
-            .map_err(io_error)?;
-        // Best effort: without it calls are slower, not wrong.
-        let _ = io.set_nodelay(true);
+        let io = tcp_connect(addr, config.call_timeout).await?;
+        Self::connect(io, uri, flags, config).await
+    }
+
+    /// (Feature `tls`.) [`Client::connect`] over TLS to `addr` (libvirtd's
+    /// `listen_tls`, port 16514 by default): TCP as in
+    /// [`Client::connect_tcp`], then [`TlsCredentials::handshake`] with the
+    /// daemon known as `server_name` (the host name or IP address its
+    /// certificate names, usually the URI's host), which also reads the
+    /// daemon's confirmation byte. The TCP connect, the handshake and the
+    /// wait for the confirmation are each bounded by
+    /// [`Config::call_timeout`], like each handshake call after them.
+    ///
+    /// ```no_run
+    /// use libvirt_rpc::{Client, Config, OpenFlags, PkiPaths, TlsCredentials};
+    ///
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// // /etc/pki/CA/cacert.pem, /etc/pki/libvirt/clientcert.pem, ... (or ~/.pki/libvirt/)
+    /// let tls = TlsCredentials::from_files(&PkiPaths::for_uri(&"qemu+tls://host/system".parse()?))?;
+    /// let client = Client::connect_tls(
+    ///     ("host.example.org", 16514),
+    ///     "host.example.org",
+    ///     &tls,
+    ///     "qemu:///system",
+    ///     OpenFlags::empty(),
+    ///     Config::default(),
+    /// )
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Disconnected`] when no address of `addr` accepts the TCP
+    /// connection in time; the TLS errors of [`TlsCredentials::handshake`]
+    /// ([`Error::TlsServerCertificate`], [`Error::TlsRefused`],
+    /// [`Error::TlsHandshake`], [`Error::TlsTimeout`], ...); otherwise as
+    /// [`Client::connect`].
+    ///
+    /// # Cancel safety
+    /// As [`Client::connect`]; dropping the future before the handshake
+    /// ends drops the socket.
+    ///
+    /// [`TlsCredentials::handshake`]: crate::TlsCredentials::handshake
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub async fn connect_tls(
+        addr: impl tokio::net::ToSocketAddrs,
+        server_name: &str,
+        tls: &crate::tls::TlsCredentials,
+        uri: &str,
+        flags: crate::flags::OpenFlags,
+        config: Config,
+    ) -> Result<Self> {
+        let tcp = tcp_connect(addr, config.call_timeout).await?;
+        let io = tls.handshake(tcp, server_name, config.call_timeout).await?;
         Self::connect(io, uri, flags, config).await
     }
 
@@ -386,6 +429,27 @@ impl Client {
             .await
             .map_err(|_| Error::Timeout { procedure, after })?
     }
+}
+
+/// A TCP connection to `addr` within `timeout`, `TCP_NODELAY` set (the
+/// connection task coalesces its writes itself).
+async fn tcp_connect(
+    addr: impl tokio::net::ToSocketAddrs,
+    timeout: Duration,
+) -> Result<tokio::net::TcpStream> {
+    let io_error = |e| Error::Disconnected(DisconnectReason::Io(Arc::new(e)));
+    let io = tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| {
+            io_error(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("TCP connect took longer than {timeout:?}"),
+            ))
+        })?
+        .map_err(io_error)?;
+    // Best effort: without it calls are slower, not wrong.
+    let _ = io.set_nodelay(true);
+    Ok(io)
 }
 
 /// A submitted call whose reply has not been taken yet.

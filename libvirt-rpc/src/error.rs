@@ -81,6 +81,78 @@ pub enum Error {
     /// A download's destination failed; the stream was aborted on the wire.
     #[error("download destination failed; stream aborted")]
     Sink(#[source] io::Error),
+    /// (Feature `tls`.) A TLS credential could not be loaded: the file
+    /// cannot be read, holds no certificate or key, or the key does not
+    /// belong to the certificate. Never quotes the key.
+    #[cfg(feature = "tls")]
+    #[error("cannot load the TLS {file}{}", path.as_ref().map(|p| format!(" from {}", p.display())).unwrap_or_default())]
+    TlsCredentials {
+        /// Which of the three.
+        file: crate::tls::PkiFile,
+        /// The file, when read from one.
+        path: Option<std::path::PathBuf>,
+        /// What is wrong with it.
+        #[source]
+        reason: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// (Feature `tls`.) The name to verify the daemon's certificate
+    /// against is neither a DNS name nor an IP address.
+    #[cfg(feature = "tls")]
+    #[error("{name:?} is not a DNS name or IP address to verify a TLS certificate against")]
+    TlsServerName {
+        /// The name given.
+        name: String,
+    },
+    /// (Feature `tls`.) The daemon's certificate is not trusted: not
+    /// signed by the given CA, not valid for the name dialled (its
+    /// subjectAltName), expired. Not transient.
+    #[cfg(feature = "tls")]
+    #[error("the libvirt daemon's TLS certificate is not trusted for {server_name:?}")]
+    TlsServerCertificate {
+        /// The name the certificate was checked against.
+        server_name: String,
+        /// rustls's verdict (an `io::Error` wrapping a `rustls::Error`).
+        #[source]
+        reason: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// (Feature `tls`.) The daemon refused this client after checking its
+    /// certificate: it closed the connection or sent a certificate alert
+    /// instead of its confirmation byte, or sent a byte other than 1. The
+    /// usual causes: the client certificate is not signed by the daemon's
+    /// CA, is expired or not meant for client use, or its DN is not in
+    /// the daemon's `tls_allowed_dn_list`. Not transient.
+    #[cfg(feature = "tls")]
+    #[error("the libvirt daemon refused the TLS client{}", received.map(|b| format!(" (confirmation byte {b}, expected 1)")).unwrap_or_default())]
+    TlsRefused {
+        /// The byte received instead of 1, if one came.
+        received: Option<u8>,
+        /// The IO error that ended the wait (EOF, a TLS alert), if any.
+        #[source]
+        reason: Option<io::Error>,
+    },
+    /// (Feature `tls`.) The TLS handshake failed for another reason: no
+    /// protocol version or cipher in common, a peer that does not speak
+    /// TLS, the link lost. Transient only when the link failed under it.
+    #[cfg(feature = "tls")]
+    #[error("TLS handshake with {server_name:?} failed")]
+    TlsHandshake {
+        /// The name dialled.
+        server_name: String,
+        /// The failure.
+        #[source]
+        reason: io::Error,
+    },
+    /// (Feature `tls`.) A TLS step took longer than its bound (the call
+    /// timeout): a peer that accepts TCP and never answers, a daemon that
+    /// never sends its confirmation. Transient.
+    #[cfg(feature = "tls")]
+    #[error("TLS {stage} with the libvirt daemon took longer than {after:?}")]
+    TlsTimeout {
+        /// The step that did not finish.
+        stage: crate::tls::TlsStage,
+        /// The bound that passed.
+        after: Duration,
+    },
     /// The declared stream length and the data disagree (source shorter or
     /// longer than `length`); the stream was aborted on the wire.
     #[error("upload source gave {got} bytes, {declared} were declared; stream aborted")]
@@ -129,10 +201,19 @@ impl Error {
     }
 
     /// True when retrying (on a fresh connection for [`Error::Disconnected`])
-    /// may succeed: the link died or the deadline passed. The daemon's own
+    /// may succeed: the link died or the deadline passed (with feature
+    /// `tls`: a TLS step timed out, or the link failed during the
+    /// handshake). The daemon's own
     /// errors, codec errors and source/sink failures are not transient.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Disconnected(_) | Self::Timeout { .. })
+        match self {
+            Self::Disconnected(_) | Self::Timeout { .. } => true,
+            #[cfg(feature = "tls")]
+            Self::TlsTimeout { .. } => true,
+            #[cfg(feature = "tls")]
+            Self::TlsHandshake { reason, .. } => !crate::tls::is_tls_level(reason),
+            _ => false,
+        }
     }
 }
 

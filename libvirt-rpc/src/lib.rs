@@ -37,9 +37,15 @@
 //! dial (modular `virtqemud-sock` or monolithic `libvirt-sock`, system or
 //! per-user), by libvirt's own rules.
 //!
-//! What it deliberately does not do: open TLS connections or SSH channels
-//! (bring your own stream; [`Client::connect_unix`] and
-//! [`Client::connect_tcp`] open unix and plain TCP sockets), start daemons,
+//! With feature `tls` it opens TLS connections to libvirtd's TLS port
+//! (`Client::connect_tls`: rustls with the ring provider, the daemon's
+//! certificate checked against your CA, your client certificate, and the
+//! confirmation byte libvirtd sends after accepting it; `TlsCredentials`,
+//! `PkiPaths` for libvirt's default file locations).
+//!
+//! What it deliberately does not do: open SSH channels (bring your own
+//! stream; [`Client::connect_unix`] and [`Client::connect_tcp`] open unix
+//! and plain TCP sockets), start daemons,
 //! SASL authentication (a clear [`Error::UnsupportedAuth`]; polkit is
 //! supported, see [`AuthType`]), file-descriptor passing, sparse streams,
 //! reconnecting (a dead [`Client`] stays dead; watch [`Client::closed`] and
@@ -71,6 +77,13 @@
 //! runtime (current-thread or multi-thread) and enables only the tokio
 //! features it uses (`rt`, `net`, `io-util`, `time`, `sync`, `macros`).
 //! Minimum Rust: 1.85.
+//!
+//! # Features
+//! - `testing` (off by default): `testing`, a scripted fake daemon for
+//!   testing your code without libvirtd.
+//! - `tls` (off by default): `Client::connect_tls`, `TlsCredentials`,
+//!   `TlsStream`, `PkiPaths`, and the `Error::Tls*` variants. Adds rustls
+//!   (ring provider, no aws-lc) through tokio-rustls.
 //!
 //! # Performance
 //! `cargo xtask bench libvirt-rpc` measures this crate against libvirt's own
@@ -121,6 +134,9 @@ pub mod stream;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+mod tls;
 mod uri;
 
 pub use auth::AuthType;
@@ -141,6 +157,9 @@ pub use procedures::{
 };
 pub use proto::types::{Domain, Network, NodeDevice, Secret, StoragePool, StorageVol, Uuid};
 pub use stream::{Download, DownloadReader, Upload};
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+pub use tls::{PkiFile, PkiPaths, TlsCredentials, TlsStage, TlsStream};
 pub use uri::{SYSTEM_SOCKET, SocketMode, Transport, Uri, UriError};
 
 /// The `bytes` crate (version 1), whose `BytesMut` and `Bytes` appear in

@@ -691,6 +691,14 @@ fn encode(s: &str, safe: &str) -> String {
     out
 }
 
+/// Whether the process runs as root: `/proc/self` belongs to its
+/// effective user. Unreadable (no procfs): assume not, as the per-user
+/// paths then apply only to session URIs.
+pub(crate) fn effective_user_is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
 /// What socket resolution asks of the host it runs on (a fake in tests).
 trait Host {
     fn is_root(&self) -> bool;
@@ -703,11 +711,7 @@ struct RealHost;
 
 impl Host for RealHost {
     fn is_root(&self) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        // `/proc/self` belongs to the process's effective user. Unreadable
-        // (no procfs): assume not root, as the per-user paths then apply
-        // only to session URIs.
-        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+        effective_user_is_root()
     }
 
     fn runtime_dir(&self) -> Option<PathBuf> {

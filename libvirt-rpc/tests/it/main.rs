@@ -13,4 +13,5 @@ mod smoke;
 mod streams;
 mod support;
 mod tcp;
+mod tls;
 mod uri;

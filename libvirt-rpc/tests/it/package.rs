@@ -139,8 +139,10 @@ fn packaged_crate_builds_and_passes_its_tests_on_its_own() {
     // Unit tests, the packaged integration tests (`tests/offline/`, which
     // plays the daemon with the `testing` feature, and
     // `tests/decode_allocation.rs`) and the doctests (the README's example
-    // and the `testing` module's among them).
-    let out = cargo(&unpacked, &["test", "--quiet", "--features", "testing"]);
+    // and the `testing` module's among them), with every feature
+    // (`testing`, `tls`), so a feature's code also builds and passes its
+    // unit tests outside the workspace.
+    let out = cargo(&unpacked, &["test", "--quiet", "--all-features"]);
     let suites = out.matches("test result: ok").count();
     assert!(suites >= 4, "lib, 2 test binaries and the doctests: {out}");
     // The offline tests ran: a build without `testing` skips them

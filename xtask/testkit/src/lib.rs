@@ -12,6 +12,8 @@
 //! - [`tasks`]: counting the runtime's alive tasks (leak checks).
 //! - [`libvirtd`] and [`sshd`]: daemons of a test's own, killed on drop.
 //! - [`qemu_img`]: empty qcow2 images.
+//! - [`pki`]: a CA and the server and client certificates it signs (TLS
+//!   tests).
 //! - [`captured`]: log output captured for assertions.
 //!
 //! A test kit fails the test that uses it: its helpers panic with the cause
@@ -23,6 +25,7 @@ pub mod captured;
 pub mod kubectl;
 pub mod libvirtd;
 pub mod names;
+pub mod pki;
 pub mod qemu_img;
 pub mod relay;
 pub mod silent;
