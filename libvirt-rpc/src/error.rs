@@ -153,6 +153,33 @@ pub enum Error {
         /// The bound that passed.
         after: Duration,
     },
+    /// A URI could not be used: a local daemon's socket not found, or
+    /// (from `"...".parse::<Uri>()?` in code returning this type) the URI
+    /// malformed.
+    #[error("unusable libvirt URI")]
+    Uri(#[from] crate::uri::UriError),
+    /// [`Client::connect_uri`](crate::Client::connect_uri) does not dial
+    /// this transport (SSH: dial it yourself and use
+    /// [`Client::connect`](crate::Client::connect); `ext`; TLS without the
+    /// `tls` feature).
+    #[error("libvirt transport {} is not dialled by this crate: {reason}", transport.as_str())]
+    UnsupportedTransport {
+        /// The URI's transport.
+        transport: crate::uri::Transport,
+        /// Why, and what to do instead.
+        reason: &'static str,
+    },
+    /// A URI parameter asks for something this crate does not do
+    /// (`auth=sasl...`, `no_verify=1`).
+    #[error("libvirt URI parameter {name}={value:?} is not supported: {reason}")]
+    UnsupportedParameter {
+        /// The parameter.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// Why.
+        reason: &'static str,
+    },
     /// The declared stream length and the data disagree (source shorter or
     /// longer than `length`); the stream was aborted on the wire.
     #[error("upload source gave {got} bytes, {declared} were declared; stream aborted")]

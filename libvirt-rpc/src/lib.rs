@@ -35,7 +35,9 @@
 //! `qemu+ssh://user@host/system?keyfile=...`, `test:///default`, ...),
 //! telling the name to open and, for local URIs, which daemon socket to
 //! dial (modular `virtqemud-sock` or monolithic `libvirt-sock`, system or
-//! per-user), by libvirt's own rules.
+//! per-user), by libvirt's own rules; [`Client::connect_uri`] connects by
+//! one (unix socket, TCP, or TLS with feature `tls`; SSH URIs are composed
+//! by the caller, see there).
 //!
 //! With feature `tls` it opens TLS connections to libvirtd's TLS port
 //! (`Client::connect_tls`: rustls with the ring provider, the daemon's
@@ -121,6 +123,7 @@
 mod auth;
 mod client;
 mod config;
+mod connect_uri;
 mod connection;
 mod domain_state;
 mod error;
@@ -142,6 +145,7 @@ mod uri;
 pub use auth::AuthType;
 pub use client::Client;
 pub use config::Config;
+pub use connect_uri::ConnectOptions;
 pub use domain_state::{
     BlockedReason, CrashedReason, DomainEventId, DomainState, DrvFeature, NoStateReason,
     PausedReason, PmSuspendedReason, RunningReason, ShutdownReason, ShutoffReason, StateReason,

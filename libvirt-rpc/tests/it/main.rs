@@ -3,6 +3,7 @@
 //! as it needs the workspace-only test kit).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod connect_uri;
 mod daemon_failure;
 mod events;
 mod link;
