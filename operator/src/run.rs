@@ -121,80 +121,113 @@ async fn run(args: RunArgs, registry: RegistryFn) -> anyhow::Result<ExitCode> {
             cancel.cancel();
         });
     }
+    // On error the set is dropped, which aborts what started.
+    let replica = Replica::start(args, registry, &mut tasks, &cancel).await?;
+    let exit = replica.lead(&mut tasks, &cancel).await;
+    replica.metrics.set_leader(false);
+    cancel.cancel();
+    drain(tasks, replica.args.shutdown_timeout.0).await;
+    tracing::info!("stopped");
+    exit
+}
 
-    let (config, providers) = crate::providers::load(&args.providers_config, registry)?;
-    let mut registry = prometheus_client::registry::Registry::default();
-    let provider_metrics = provider_api::ProviderMetrics::new(&mut registry);
-    let metrics = OperatorMetrics::new(&mut registry);
-    let providers = providers.instrumented(&provider_metrics);
-    let provider_names: BTreeSet<_> = config.providers.iter().map(|p| p.name.clone()).collect();
+/// Waits for every task at most `timeout`, then aborts what is left.
+async fn drain(mut tasks: JoinSet<()>, timeout: Duration) {
+    let drained = tokio::time::timeout(timeout, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(?timeout, "shutdown timed out; aborting the remaining tasks");
+        tasks.abort_all();
+    }
+}
 
-    let client = client(&args).await?;
-    let cluster = cluster_identity(&client, args.cluster_id.as_deref()).await?;
-    let namespace = args.namespace.clone();
-    tracing::info!(cluster = cluster.as_str(), namespace = namespace.as_deref().unwrap_or("(all)"), providers = ?provider_names, "starting");
+/// This replica: what its tasks are built from.
+struct Replica {
+    args: RunArgs,
+    client: Client,
+    providers: provider_api::Providers,
+    provider_names: BTreeSet<provider_api::Identifier>,
+    cluster: fleet::ClusterIdentity,
+    metrics: OperatorMetrics,
+    /// The Proxy watch cache (discovery, health engine).
+    proxies: reflector::Store<Proxy>,
+}
 
-    // Every replica: the Proxy watch cache, and HTTP.
-    let (reader, writer) = reflector::store::<Proxy>();
-    let state = Arc::new(HttpState {
-        registry,
-        proxies: reader.clone(),
-        ready: false.into(),
-    });
-    let listener = tokio::net::TcpListener::bind(args.http_addr)
-        .await
-        .with_context(|| format!("listen on {}", args.http_addr))?;
-    tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "http listening");
-    tasks.spawn(crate::http::serve(
-        listener,
-        state.clone(),
-        cancel.child_token(),
-    ));
-    {
-        let api = proxy_api(&client, namespace.as_deref());
-        let watch_cancel = cancel.child_token();
-        let stream = reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff()
-            .for_each(|event| async move {
-                if let Err(e) = event {
-                    tracing::warn!(error = %chain(&e), "proxy watch error (retrying)");
-                }
-            });
-        tasks.spawn(async move {
-            tokio::select! {
-                () = watch_cancel.cancelled() => {}
-                () = stream => {}
-            }
+impl Replica {
+    /// Loads the providers, reaches the API server and starts what every
+    /// replica runs: HTTP (metrics, probes, discovery) and the Proxy watch
+    /// cache.
+    async fn start(
+        args: RunArgs,
+        registry: RegistryFn,
+        tasks: &mut JoinSet<()>,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<Self> {
+        let (config, providers) = crate::providers::load(&args.providers_config, registry)?;
+        let mut registry = prometheus_client::registry::Registry::default();
+        let provider_metrics = provider_api::ProviderMetrics::new(&mut registry);
+        let metrics = OperatorMetrics::new(&mut registry);
+        let providers = providers.instrumented(&provider_metrics);
+        let provider_names: BTreeSet<_> = config.providers.iter().map(|p| p.name.clone()).collect();
+
+        let client = client(&args).await?;
+        let cluster = cluster_identity(&client, args.cluster_id.as_deref()).await?;
+        tracing::info!(cluster = cluster.as_str(), namespace = args.namespace.as_deref().unwrap_or("(all)"), providers = ?provider_names, "starting");
+
+        let (reader, writer) = reflector::store::<Proxy>();
+        let state = Arc::new(HttpState {
+            registry,
+            proxies: reader.clone(),
+            ready: false.into(),
         });
-        let state = state.clone();
-        let reader = reader.clone();
-        let cancel = cancel.child_token();
-        tasks.spawn(async move {
-            tokio::select! {
-                () = cancel.cancelled() => {}
-                r = reader.wait_until_ready() => if r.is_ok() {
-                    state.ready.store(true, Ordering::Release);
-                    tracing::info!("proxy watch cache synced");
-                },
-            }
-        });
+        let listener = tokio::net::TcpListener::bind(args.http_addr)
+            .await
+            .with_context(|| format!("listen on {}", args.http_addr))?;
+        tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "http listening");
+        tasks.spawn(crate::http::serve(
+            listener,
+            state.clone(),
+            cancel.child_token(),
+        ));
+        let api = proxy_api(&client, args.namespace.as_deref());
+        spawn_proxy_cache(tasks, api, writer, state, cancel);
+        Ok(Self {
+            args,
+            client,
+            providers,
+            provider_names,
+            cluster,
+            metrics,
+            proxies: reader,
+        })
     }
 
-    // Leader election.
-    let identity = args.identity.clone().unwrap_or_else(default_identity);
-    let mut elector = Elector::new(
-        Api::<Lease>::namespaced(client.clone(), &args.lease_namespace),
-        LeaseConfig {
-            name: args.lease_name.clone(),
-            identity: identity.clone(),
-            duration: args.lease_duration.0,
-        },
-    );
-    let leadership = elector.leadership();
-    let leader_cancel = cancel.child_token();
-    let mut exit = ExitCode::SUCCESS;
-    if elector.acquire(&cancel).await {
-        metrics.set_leader(true);
+    /// Waits for leadership, runs the leader-only work until shutdown or
+    /// until the lease is lost; the exit status.
+    async fn lead(
+        &self,
+        tasks: &mut JoinSet<()>,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<ExitCode> {
+        let args = &self.args;
+        let identity = args.identity.clone().unwrap_or_else(default_identity);
+        let mut elector = Elector::new(
+            Api::<Lease>::namespaced(self.client.clone(), &args.lease_namespace),
+            LeaseConfig {
+                name: args.lease_name.clone(),
+                identity: identity.clone(),
+                duration: args.lease_duration.0,
+            },
+        );
+        let leadership = elector.leadership();
+        if !elector.acquire(cancel).await {
+            tracing::info!("shutting down before leadership was acquired");
+            return Ok(ExitCode::SUCCESS);
+        }
+        self.metrics.set_leader(true);
+        let leader_cancel = cancel.child_token();
         tasks.spawn(elector.hold(leader_cancel.clone()));
         {
             // Losing the lease stops leader-only work at once.
@@ -207,36 +240,48 @@ async fn run(args: RunArgs, registry: RegistryFn) -> anyhow::Result<ExitCode> {
                 }
             });
         }
+        self.spawn_leader_work(tasks, &identity, &leadership, &leader_cancel)?;
+        Ok(tokio::select! {
+            () = cancel.cancelled() => {
+                tracing::info!("shutting down");
+                ExitCode::SUCCESS
+            }
+            () = leadership.lost().cancelled() => {
+                tracing::error!("leadership lost: exiting");
+                ExitCode::from(EXIT_LEADERSHIP_LOST)
+            }
+        })
+    }
+
+    /// The Proxy controller, the monitor, the GC sweeper and (with
+    /// `--probe-target`) the health engine, all under `cancel`.
+    fn spawn_leader_work(
+        &self,
+        tasks: &mut JoinSet<()>,
+        identity: &str,
+        leadership: &crate::leader::Leadership,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<()> {
+        let args = &self.args;
         let (recovered_tx, recovered_rx) = mpsc::channel(1);
-        spawn_controller(
-            &mut tasks,
-            &args,
-            &client,
-            &providers,
-            provider_names,
-            &cluster,
-            &metrics,
-            &identity,
-            recovered_rx,
-            &leader_cancel,
-        );
+        self.spawn_controller(tasks, identity, recovered_rx, cancel);
         tasks.spawn(
             crate::monitor::Monitor {
-                client: client.clone(),
-                providers: providers.clone(),
+                client: self.client.clone(),
+                providers: self.providers.clone(),
                 interval: args.check_interval.0,
                 timeout: args.check_timeout.0,
                 recovered: recovered_tx,
-                metrics: metrics.clone(),
+                metrics: self.metrics.clone(),
             }
-            .run(leader_cancel.child_token()),
+            .run(cancel.child_token()),
         );
         tasks.spawn(
             crate::gc::Sweeper {
-                client: client.clone(),
-                namespace: namespace.clone(),
-                providers: providers.clone(),
-                cluster: cluster.clone(),
+                client: self.client.clone(),
+                namespace: args.namespace.clone(),
+                providers: self.providers.clone(),
+                cluster: self.cluster.clone(),
                 policy: fleet::gc::GcPolicy {
                     min_age: args.gc_min_age.0,
                     max_deletes: args.gc_max_deletes,
@@ -244,140 +289,151 @@ async fn run(args: RunArgs, registry: RegistryFn) -> anyhow::Result<ExitCode> {
                 interval: args.gc_interval.0,
                 call_timeout: args.call_timeout.0,
                 leadership: leadership.clone(),
-                metrics: metrics.clone(),
+                metrics: self.metrics.clone(),
             }
-            .run(leader_cancel.child_token()),
+            .run(cancel.child_token()),
         );
-        if let Some(target) = &args.probe_target {
-            let target = fleet::ProbeTarget::parse(target)
-                .with_context(|| format!("--probe-target {target:?}"))?;
-            let netns = match &args.probe_netns {
-                Some(name) => Some(
-                    crate::netns::Netns::open(name)
-                        .with_context(|| format!("--probe-netns {name:?}"))?,
-                ),
-                None => None,
-            };
-            tasks.spawn(
-                crate::health::Engine {
-                    client: client.clone(),
-                    proxies: reader.clone(),
-                    target,
-                    netns,
-                    interval: args.probe_interval.0,
-                    timeout: args.probe_timeout.0,
-                    concurrency: usize::from(args.concurrency),
-                    hysteresis: fleet::Hysteresis::default(),
-                    metrics: metrics.clone(),
-                }
-                .run(leader_cancel.child_token()),
-            );
-        }
-        tokio::select! {
-            () = cancel.cancelled() => tracing::info!("shutting down"),
-            () = leadership.lost().cancelled() => {
-                tracing::error!("leadership lost: exiting");
-                exit = ExitCode::from(EXIT_LEADERSHIP_LOST);
+        let Some(target) = &args.probe_target else {
+            return Ok(());
+        };
+        let target = fleet::ProbeTarget::parse(target)
+            .with_context(|| format!("--probe-target {target:?}"))?;
+        let netns = match &args.probe_netns {
+            Some(name) => Some(
+                crate::netns::Netns::open(name)
+                    .with_context(|| format!("--probe-netns {name:?}"))?,
+            ),
+            None => None,
+        };
+        tasks.spawn(
+            crate::health::Engine {
+                client: self.client.clone(),
+                proxies: self.proxies.clone(),
+                target,
+                netns,
+                interval: args.probe_interval.0,
+                timeout: args.probe_timeout.0,
+                concurrency: usize::from(args.concurrency),
+                hysteresis: fleet::Hysteresis::default(),
+                metrics: self.metrics.clone(),
             }
-        }
-    } else {
-        tracing::info!("shutting down before leadership was acquired");
+            .run(cancel.child_token()),
+        );
+        Ok(())
     }
-    metrics.set_leader(false);
-    cancel.cancel();
-    let drained = tokio::time::timeout(args.shutdown_timeout.0, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!(timeout = ?args.shutdown_timeout.0, "shutdown timed out; aborting the remaining tasks");
-        tasks.abort_all();
+
+    fn spawn_controller(
+        &self,
+        tasks: &mut JoinSet<()>,
+        identity: &str,
+        recovered: mpsc::Receiver<()>,
+        cancel: &CancellationToken,
+    ) {
+        let (args, client) = (&self.args, &self.client);
+        let (trigger_tx, trigger_rx) = mpsc::channel(TRIGGER_QUEUE);
+        let ctx = Arc::new(Ctx {
+            client: client.clone(),
+            reconciler: fleet::Reconciler::new(fleet::Policy::default(), self.cluster.clone()),
+            providers: self.providers.clone(),
+            provider_names: self.provider_names.clone(),
+            recorder: Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: "egress-proxies-operator".into(),
+                    instance: Some(identity.to_owned()),
+                },
+            ),
+            tasks: ProviderTasks::new(
+                usize::from(args.concurrency),
+                trigger_tx,
+                self.metrics.provider_tasks().clone(),
+            ),
+            metrics: self.metrics.clone(),
+            timeouts: Timeouts {
+                create: args.create_timeout.0,
+                call: args.call_timeout.0,
+                reconcile_wait: args.reconcile_wait.0,
+            },
+        });
+        let api = proxy_api(client, args.namespace.as_deref());
+        let controller = Controller::new(api, watcher::Config::default())
+            .with_config(controller::Config::default().concurrency(args.concurrency))
+            .reconcile_on(crate::reconciler::receiver_stream(trigger_rx))
+            .reconcile_all_on(crate::reconciler::receiver_stream(recovered))
+            .graceful_shutdown_on(cancel.clone().cancelled_owned());
+        let store = controller.store();
+        let run_ctx = ctx.clone();
+        let stream = controller
+            .run(
+                crate::reconciler::reconcile,
+                crate::reconciler::error_policy,
+                run_ctx,
+            )
+            .for_each(|r| async move {
+                if let Err(e) = r {
+                    match e {
+                        controller::Error::ReconcilerFailed(_, _) => {}
+                        e => tracing::warn!(error = %chain(&e), "controller"),
+                    }
+                }
+            });
+        let cancel = cancel.clone();
+        tasks.spawn(async move {
+            // Forget Proxies gone without a final reconcile, once a minute.
+            let sweep = async {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    let live: std::collections::HashSet<String> = store
+                        .state()
+                        .iter()
+                        .filter_map(|p| p.metadata.uid.clone())
+                        .collect();
+                    ctx.tasks.retain(|uid| live.contains(uid));
+                }
+            };
+            tokio::select! {
+                () = stream => {}
+                () = sweep => {}
+                // The controller stops on its own (graceful shutdown); this bounds it.
+                () = async { cancel.cancelled().await; tokio::time::sleep(Duration::from_secs(10)).await } => {}
+            }
+            ctx.tasks.shutdown();
+        });
     }
-    tracing::info!("stopped");
-    Ok(exit)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn spawn_controller(
+/// The Proxy watch cache every replica keeps (discovery reads it), and the
+/// readiness flag it sets once synced.
+fn spawn_proxy_cache(
     tasks: &mut JoinSet<()>,
-    args: &RunArgs,
-    client: &Client,
-    providers: &provider_api::Providers,
-    provider_names: BTreeSet<provider_api::Identifier>,
-    cluster: &fleet::ClusterIdentity,
-    metrics: &OperatorMetrics,
-    identity: &str,
-    recovered: mpsc::Receiver<()>,
+    api: Api<Proxy>,
+    writer: reflector::store::Writer<Proxy>,
+    state: Arc<HttpState>,
     cancel: &CancellationToken,
 ) {
-    let (trigger_tx, trigger_rx) = mpsc::channel(TRIGGER_QUEUE);
-    let ctx = Arc::new(Ctx {
-        client: client.clone(),
-        reconciler: fleet::Reconciler::new(fleet::Policy::default(), cluster.clone()),
-        providers: providers.clone(),
-        provider_names,
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "egress-proxies-operator".into(),
-                instance: Some(identity.to_owned()),
-            },
-        ),
-        tasks: ProviderTasks::new(
-            usize::from(args.concurrency),
-            trigger_tx,
-            metrics.provider_tasks().clone(),
-        ),
-        metrics: metrics.clone(),
-        timeouts: Timeouts {
-            create: args.create_timeout.0,
-            call: args.call_timeout.0,
-            reconcile_wait: args.reconcile_wait.0,
-        },
-    });
-    let api = proxy_api(client, args.namespace.as_deref());
-    let controller = Controller::new(api, watcher::Config::default())
-        .with_config(controller::Config::default().concurrency(args.concurrency))
-        .reconcile_on(crate::reconciler::receiver_stream(trigger_rx))
-        .reconcile_all_on(crate::reconciler::receiver_stream(recovered))
-        .graceful_shutdown_on(cancel.clone().cancelled_owned());
-    let store = controller.store();
-    let run_ctx = ctx.clone();
-    let stream = controller
-        .run(
-            crate::reconciler::reconcile,
-            crate::reconciler::error_policy,
-            run_ctx,
-        )
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                match e {
-                    controller::Error::ReconcilerFailed(_, _) => {}
-                    e => tracing::warn!(error = %chain(&e), "controller"),
-                }
+    let watch_cancel = cancel.child_token();
+    let stream = reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .for_each(|event| async move {
+            if let Err(e) = event {
+                tracing::warn!(error = %chain(&e), "proxy watch error (retrying)");
             }
         });
-    let cancel = cancel.clone();
     tasks.spawn(async move {
-        // Forget Proxies gone without a final reconcile, once a minute.
-        let sweep = async {
-            loop {
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                let live: std::collections::HashSet<String> = store
-                    .state()
-                    .iter()
-                    .filter_map(|p| p.metadata.uid.clone())
-                    .collect();
-                ctx.tasks.retain(|uid| live.contains(uid));
-            }
-        };
         tokio::select! {
+            () = watch_cancel.cancelled() => {}
             () = stream => {}
-            () = sweep => {}
-            // The controller stops on its own (graceful shutdown); this bounds it.
-            () = async { cancel.cancelled().await; tokio::time::sleep(Duration::from_secs(10)).await } => {}
         }
-        ctx.tasks.shutdown();
+    });
+    let cancel = cancel.child_token();
+    tasks.spawn(async move {
+        tokio::select! {
+            () = cancel.cancelled() => {}
+            r = state.proxies.wait_until_ready() => if r.is_ok() {
+                state.ready.store(true, Ordering::Release);
+                tracing::info!("proxy watch cache synced");
+            },
+        }
     });
 }
 

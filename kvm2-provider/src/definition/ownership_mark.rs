@@ -243,13 +243,7 @@ fn read_mark(document: &str, source: Source) -> Result<Option<OwnerMark>, Error>
     }
     let ours = Namespace(MARK_NAMESPACE);
     let mut reader = NsReader::from_str(document);
-    // Path of local names from the root, to know where a mark sits.
-    let mut path: Vec<String> = Vec::new();
-    let mut position = Position::Outside;
-    let mut fields = Fields::default();
-    let mut marks = 0usize;
-    let mut saw_root = false;
-
+    let mut scan = Scan::new(source);
     loop {
         let (ns, event) = reader.read_resolved_event().map_err(|e| Error::XmlRead {
             reason: e.to_string(),
@@ -261,114 +255,160 @@ fn read_mark(document: &str, source: Source) -> Result<Option<OwnerMark>, Error>
             ResolveResult::Unknown(_) => false,
         };
         match event {
-            Event::Start(ref e) | Event::Empty(ref e) => {
-                let is_empty = matches!(event, Event::Empty(_));
-                let local: String = e.local_name().as_ref().to_owned();
-                if path.is_empty() {
-                    if saw_root {
-                        return Err(xml_err("more than one root element"));
-                    }
-                    saw_root = true;
-                }
-                let depth = path.len();
-                position = match position {
-                    Position::Outside if in_ours && local == MARK_ELEMENT => {
-                        if mark_may_sit_at(&path, source) {
-                            marks += 1;
-                            if marks > 1 {
-                                return Err(malformed("more than one mark"));
-                            }
-                            Position::InMark { mark: depth }
-                        } else {
-                            // A mark somewhere else (e.g. inside a disk's
-                            // metadata) is not the domain's mark.
-                            Position::Skipping {
-                                mark: None,
-                                until: depth,
-                            }
-                        }
-                    }
-                    Position::Outside => Position::Outside,
-                    Position::InMark { mark } => match Field::from_local(&local) {
-                        Some(field) if in_ours => {
-                            if fields.slot(field).is_some() {
-                                return Err(malformed("a field appears twice"));
-                            }
-                            *fields.slot(field) = Some(String::new());
-                            Position::InField { mark, field }
-                        }
-                        _ => Position::Skipping {
-                            mark: Some(mark),
-                            until: depth,
-                        },
-                    },
-                    Position::InField { .. } => {
-                        return Err(malformed("a field contains an element"));
-                    }
-                    p @ Position::Skipping { .. } => p,
-                };
-                if is_empty {
-                    position = close(position, depth);
-                } else {
-                    path.push(local);
-                }
-            }
-            Event::End(_) => {
-                path.pop();
-                position = close(position, path.len());
-            }
-            Event::Text(t) => {
-                if let Position::InField { field, .. } = position {
-                    push_text(&mut fields, field, &t.xml10_content())?;
-                }
-            }
-            Event::CData(t) => {
-                if let Position::InField { field, .. } = position {
-                    push_text(&mut fields, field, &t.xml10_content())?;
-                }
-            }
-            Event::GeneralRef(r) => {
-                let c = resolve_reference(&r)?;
-                if let Position::InField { field, .. } = position {
-                    push_text(&mut fields, field, c.encode_utf8(&mut [0; 4]))?;
-                }
-            }
+            Event::Start(ref e) => scan.open(e.local_name().as_ref(), in_ours, false)?,
+            Event::Empty(ref e) => scan.open(e.local_name().as_ref(), in_ours, true)?,
+            Event::End(_) => scan.end(),
+            Event::Text(t) => scan.text(&t.xml10_content())?,
+            Event::CData(t) => scan.text(&t.xml10_content())?,
+            Event::GeneralRef(r) => scan.text(resolve_reference(&r)?.encode_utf8(&mut [0; 4]))?,
             Event::Eof => break,
             Event::Decl(_) | Event::PI(_) | Event::Comment(_) | Event::DocType(_) => {}
         }
     }
-    if !saw_root {
-        return Err(xml_err("no root element"));
+    match scan.finish()? {
+        Some(fields) => fields.into_mark().map(Some),
+        None => Ok(None),
     }
-    if !path.is_empty() {
-        return Err(xml_err("the document ends inside an element"));
+}
+
+/// The reader's state over one document: where it is relative to the mark
+/// and what the mark's fields hold so far.
+struct Scan {
+    source: Source,
+    /// Local names from the root, to know where a mark sits.
+    path: Vec<String>,
+    position: Position,
+    fields: Fields,
+    marks: usize,
+    saw_root: bool,
+}
+
+impl Scan {
+    fn new(source: Source) -> Self {
+        Self {
+            source,
+            path: Vec::new(),
+            position: Position::Outside,
+            fields: Fields::default(),
+            marks: 0,
+            saw_root: false,
+        }
     }
-    if marks == 0 {
-        return Ok(None);
+
+    /// An element opens (`empty`: and closes at once).
+    fn open(&mut self, local: &str, in_ours: bool, empty: bool) -> Result<(), Error> {
+        let local = local.to_owned();
+        if self.path.is_empty() {
+            if self.saw_root {
+                return Err(xml_err("more than one root element"));
+            }
+            self.saw_root = true;
+        }
+        let depth = self.path.len();
+        self.position = self.position_inside(&local, in_ours, depth)?;
+        if empty {
+            self.position = close(self.position, depth);
+        } else {
+            self.path.push(local);
+        }
+        Ok(())
     }
-    let owner_uid = fields
-        .owner_uid
-        .ok_or_else(|| malformed("owner-uid is missing"))?;
-    let entry = fields.entry.ok_or_else(|| malformed("entry is missing"))?;
-    let created_at = fields
-        .created_at
-        .ok_or_else(|| malformed("created-at is missing"))?;
-    let created_at = Timestamp::parse(created_at.trim())
-        .ok_or_else(|| malformed("created-at is not YYYY-MM-DDTHH:MM:SSZ"))?;
-    let owner_uid = OwnerUid::parse(owner_uid.trim())
-        .map_err(|e| malformed(&format!("owner-uid {}", e.rule())))?;
-    let entry =
-        Identifier::parse(entry.trim()).map_err(|e| malformed(&format!("entry {}", e.rule())))?;
-    let tags = match fields.tags {
-        Some(text) => parse_tags(text.trim())?,
-        None => Tags::new(),
-    };
-    Ok(Some(OwnerMark {
-        owner_uid,
-        entry,
-        created_at,
-        tags,
-    }))
+
+    /// The position inside an element named `local` opening at `depth`.
+    fn position_inside(
+        &mut self,
+        local: &str,
+        in_ours: bool,
+        depth: usize,
+    ) -> Result<Position, Error> {
+        Ok(match self.position {
+            Position::Outside if in_ours && local == MARK_ELEMENT => {
+                if mark_may_sit_at(&self.path, self.source) {
+                    self.marks += 1;
+                    if self.marks > 1 {
+                        return Err(malformed("more than one mark"));
+                    }
+                    Position::InMark { mark: depth }
+                } else {
+                    // A mark somewhere else (e.g. inside a disk's metadata)
+                    // is not the domain's mark.
+                    Position::Skipping {
+                        mark: None,
+                        until: depth,
+                    }
+                }
+            }
+            Position::Outside => Position::Outside,
+            Position::InMark { mark } => match Field::from_local(local) {
+                Some(field) if in_ours => {
+                    if self.fields.slot(field).is_some() {
+                        return Err(malformed("a field appears twice"));
+                    }
+                    *self.fields.slot(field) = Some(String::new());
+                    Position::InField { mark, field }
+                }
+                _ => Position::Skipping {
+                    mark: Some(mark),
+                    until: depth,
+                },
+            },
+            Position::InField { .. } => return Err(malformed("a field contains an element")),
+            p @ Position::Skipping { .. } => p,
+        })
+    }
+
+    fn end(&mut self) {
+        self.path.pop();
+        self.position = close(self.position, self.path.len());
+    }
+
+    fn text(&mut self, text: &str) -> Result<(), Error> {
+        match self.position {
+            Position::InField { field, .. } => push_text(&mut self.fields, field, text),
+            _ => Ok(()),
+        }
+    }
+
+    /// The mark's fields, or `None` when the document has no mark.
+    fn finish(self) -> Result<Option<Fields>, Error> {
+        if !self.saw_root {
+            return Err(xml_err("no root element"));
+        }
+        if !self.path.is_empty() {
+            return Err(xml_err("the document ends inside an element"));
+        }
+        Ok((self.marks > 0).then_some(self.fields))
+    }
+}
+
+impl Fields {
+    /// The mark these fields spell: every field present (but `tags`) and
+    /// parsed.
+    fn into_mark(self) -> Result<OwnerMark, Error> {
+        let owner_uid = self
+            .owner_uid
+            .ok_or_else(|| malformed("owner-uid is missing"))?;
+        let entry = self.entry.ok_or_else(|| malformed("entry is missing"))?;
+        let created_at = self
+            .created_at
+            .ok_or_else(|| malformed("created-at is missing"))?;
+        let created_at = Timestamp::parse(created_at.trim())
+            .ok_or_else(|| malformed("created-at is not YYYY-MM-DDTHH:MM:SSZ"))?;
+        let owner_uid = OwnerUid::parse(owner_uid.trim())
+            .map_err(|e| malformed(&format!("owner-uid {}", e.rule())))?;
+        let entry = Identifier::parse(entry.trim())
+            .map_err(|e| malformed(&format!("entry {}", e.rule())))?;
+        let tags = match self.tags {
+            Some(text) => parse_tags(text.trim())?,
+            None => Tags::new(),
+        };
+        Ok(OwnerMark {
+            owner_uid,
+            entry,
+            created_at,
+            tags,
+        })
+    }
 }
 
 /// `key=value,key=value` (empty: no tags); a key twice, a missing `=`, or a

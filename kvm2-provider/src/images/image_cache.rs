@@ -303,8 +303,7 @@ async fn ensure_job(
     // is provably abandoned, then ours.
     let give_up = Instant::now() + budget + timing.stale_after + budget;
     let wanted = WantedImage::from(image);
-    let mut unreadable_since: Option<(Vec<u8>, Instant)> = None;
-    let mut waiting_logged = false;
+    let mut watch = LeaseWatch::default();
     loop {
         let conn = shared.hosts.shared(host).await?;
         let ops = PoolOps::open(host, conn.client(), pool).await?;
@@ -316,30 +315,12 @@ async fn ensure_job(
         }
         if let Some(bytes) = seen.lease {
             // Another fill (or the wreck of one) holds the base.
-            let abandoned = match Lease::parse(&bytes) {
-                Some(lease) => {
-                    unreadable_since = None;
-                    if !waiting_logged {
-                        waiting_logged = true;
-                        tracing::info!(%host, %pool, lease = %names.fill_lease(),
-                            heartbeat_age_s = lease.heartbeat_age(SystemTime::now()),
-                            stale_after_s = timing.stale_after.as_secs(),
-                            "waiting for another fill of this image (its lease is swept once its heartbeat is stale)");
-                    }
-                    lease.abandoned(SystemTime::now(), timing.stale_after)
-                }
-                None => {
-                    let since = match &unreadable_since {
-                        Some((seen, at)) if *seen == bytes => *at,
-                        _ => {
-                            unreadable_since = Some((bytes.clone(), Instant::now()));
-                            Instant::now()
-                        }
-                    };
-                    since.elapsed() > timing.stale_after
-                }
-            };
-            if abandoned {
+            if watch.abandoned(&bytes, timing.stale_after, |lease| {
+                tracing::info!(%host, %pool, lease = %names.fill_lease(),
+                    heartbeat_age_s = lease.heartbeat_age(SystemTime::now()),
+                    stale_after_s = timing.stale_after.as_secs(),
+                    "waiting for another fill of this image (its lease is swept once its heartbeat is stale)");
+            }) {
                 sweep(&ops, &names, &bytes).await?;
                 continue;
             }
@@ -354,54 +335,121 @@ async fn ensure_job(
             tokio::time::sleep(timing.poll).await;
             continue;
         }
-
-        // Nobody fills: take the lease (libvirtd creates a name once). The
-        // fence counts from the instant its heartbeat time is taken.
-        let leased_at = std::time::Instant::now();
-        let lease = Lease::new(nonce(), SystemTime::now());
-        if let Err(e) = ops.write_small(&names.fill_lease(), &lease.render()).await {
-            if ops.find(&names.fill_lease()).await?.is_some() {
-                // Another process took it first (or our write half-failed:
-                // then it is ours and unreadable, and ages out).
-                tracing::debug!(%host, %pool, error = %chain(&e), "fill lease taken meanwhile");
-                continue;
-            }
-            return Err(e);
-        }
-        tracing::debug!(%host, %pool, lease = %names.fill_lease(), "fill lease taken");
-
-        // Holding the lease, look again: a fill may have ended between the
-        // first look and the lease.
-        let seen = match look(&ops, &names).await {
-            Ok(seen) => seen,
-            Err(e) => {
-                release(&ops, &names, &lease).await;
-                return Err(e);
-            }
+        let Some((lease, leased_at)) = take_lease(&ops, &names).await? else {
+            continue;
         };
-        let state = match judge(key, &wanted, seen.base.is_some(), seen.marker.as_deref()) {
-            Ok(state) => state,
-            Err(e) => {
-                release(&ops, &names, &lease).await;
-                return Err(ApiError::from(e));
-            }
-        };
-        match state {
-            BaseState::Ready(marker) => {
-                release(&ops, &names, &lease).await;
-                return ready(&ops, seen.base, &marker).await;
-            }
-            BaseState::Debris(reason) => {
-                tracing::warn!(%host, %pool, base = %names.base(), %reason, "image cache debris");
-                if let Err(e) = remove_unused_base(&ops, &names, seen.base.as_ref()).await {
-                    release(&ops, &names, &lease).await;
-                    return Err(e);
-                }
-            }
-            BaseState::Absent => {}
+        if let Some(base) = look_under_lease(&ops, &names, key, &wanted, &lease).await? {
+            return Ok(base);
         }
         drop(ops);
         return cold_fill(shared, host, pool, key, image, &names, lease, leased_at).await;
+    }
+}
+
+/// What a waiter has seen of another process's fill lease.
+#[derive(Default)]
+struct LeaseWatch {
+    /// Unparsable lease bytes and when they were first seen: they age out
+    /// after the staleness window unchanged.
+    unreadable_since: Option<(Vec<u8>, Instant)>,
+    waiting_logged: bool,
+}
+
+impl LeaseWatch {
+    /// Whether the lease `bytes` is provably abandoned: its heartbeat older
+    /// than `stale_after`, or unreadable and unchanged for that long.
+    /// `log_wait` runs once, the first time a readable lease is waited for.
+    fn abandoned(
+        &mut self,
+        bytes: &[u8],
+        stale_after: Duration,
+        log_wait: impl FnOnce(&Lease),
+    ) -> bool {
+        match Lease::parse(bytes) {
+            Some(lease) => {
+                self.unreadable_since = None;
+                if !self.waiting_logged {
+                    self.waiting_logged = true;
+                    log_wait(&lease);
+                }
+                lease.abandoned(SystemTime::now(), stale_after)
+            }
+            None => {
+                let since = match &self.unreadable_since {
+                    Some((seen, at)) if seen.as_slice() == bytes => *at,
+                    _ => {
+                        let now = Instant::now();
+                        self.unreadable_since = Some((bytes.to_vec(), now));
+                        now
+                    }
+                };
+                since.elapsed() > stale_after
+            }
+        }
+    }
+}
+
+/// Takes the fill lease (libvirtd creates a name once): `None` when another
+/// process took it first. The fence counts from the returned instant, taken
+/// before the heartbeat time is.
+async fn take_lease(
+    ops: &PoolOps<'_>,
+    names: &BaseNames,
+) -> Result<Option<(Lease, std::time::Instant)>, ApiError> {
+    let leased_at = std::time::Instant::now();
+    let lease = Lease::new(nonce(), SystemTime::now());
+    if let Err(e) = ops.write_small(&names.fill_lease(), &lease.render()).await {
+        if ops.find(&names.fill_lease()).await?.is_some() {
+            // Another process took it first (or our write half-failed: then
+            // it is ours and unreadable, and ages out).
+            tracing::debug!(host = %ops.host, pool = %ops.pool.name, error = %chain(&e), "fill lease taken meanwhile");
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    tracing::debug!(host = %ops.host, pool = %ops.pool.name, lease = %names.fill_lease(), "fill lease taken");
+    Ok(Some((lease, leased_at)))
+}
+
+/// Holding the lease, looks again (a fill may have ended between the first
+/// look and the lease): the base when it is ready (lease released), `None`
+/// when the caller is to fill (debris removed). On error the lease is
+/// released.
+async fn look_under_lease(
+    ops: &PoolOps<'_>,
+    names: &BaseNames,
+    key: &Identifier,
+    wanted: &WantedImage,
+    lease: &Lease,
+) -> Result<Option<BaseImage>, ApiError> {
+    let state = look(ops, names).await.and_then(|seen| {
+        let state = judge(key, wanted, seen.base.is_some(), seen.marker.as_deref())
+            .map_err(ApiError::from)?;
+        Ok((seen, state))
+    });
+    let (seen, state) = match state {
+        Ok(seen_state) => seen_state,
+        Err(e) => {
+            release(ops, names, lease).await;
+            return Err(e);
+        }
+    };
+    match state {
+        BaseState::Ready(marker) => {
+            release(ops, names, lease).await;
+            ready(ops, seen.base, &marker).await.map(Some)
+        }
+        BaseState::Debris(reason) => {
+            tracing::warn!(host = %ops.host, pool = %ops.pool.name, base = %names.base(), %reason, "image cache debris");
+            match remove_unused_base(ops, names, seen.base.as_ref()).await {
+                Ok(()) => Ok(None),
+                Err(e) => {
+                    release(ops, names, lease).await;
+                    Err(e)
+                }
+            }
+        }
+        BaseState::Absent => Ok(None),
     }
 }
 
@@ -675,92 +723,144 @@ async fn fill(
     // the whole fill may.
     let client = conn.client().with_call_timeout(shared.options.fill_budget);
     let ops = PoolOps::open(host, &client, pool).await?;
-    tracing::info!(%host, %pool, image = %key, "downloading base image");
-    let download = shared
-        .source
-        .open(&image.url, image.sha256)
-        .await
-        .map_err(ApiError::from)?;
-    // The declared length, or the cap when the server declared none: the
-    // image is written once, into the base itself.
-    let needed = download
-        .declared_len()
-        .unwrap_or(shared.source.limits().max_bytes);
-    check_pool_space(
-        host,
+    let steps = FillSteps {
+        ops: &ops,
+        client: &client,
         pool,
-        ops.available().await?,
-        needed,
-        shared.options.headroom,
-    )?;
-
-    // Created empty, so that its length afterwards is what the daemon wrote:
-    // a `dir` pool sizes a new file to its capacity at once, which would
-    // make the length check below pass whatever arrived. libvirt probes the
-    // uploaded bytes (a qcow2 image reads as qcow2 with its virtual size).
-    let base_xml = raw_volume(&names.base(), 0).map_err(ApiError::from)?;
-    let base = ops.create(&names.base(), &base_xml).await?;
-    debris.unmarked_base = true;
-    let mut reader = FencedRead::new(download.into_async_read(), fence.clone());
-    let sent = observed(
-        host,
-        proc_num::STORAGE_VOL_UPLOAD,
-        client.storage_vol_upload(
-            &base,
-            0,
-            0,
-            libvirt_rpc::StorageVolStreamFlags::empty(),
-            &mut reader,
-        ),
-    )
-    .await
-    .map_err(|e| upload_error(host, e))?;
-    let download = reader.into_inner().into_inner().into_inner();
-
-    // Verify: the digest was computed while streaming; the size on the host
-    // must be what was sent.
-    if download.verified() != Some(image.sha256) {
-        return Err(ApiError::transient(
-            "the download ended without a verified digest",
-        ));
-    }
-    let stored = ops.physical(&base).await?;
-    if stored != sent {
-        return Err(ApiError::transient(format!(
-            "uploaded {sent} bytes but the volume holds {stored}"
-        )));
-    }
-
-    // Fenced: a fill whose lease was swept, or whose heartbeat went
-    // unconfirmed past the fence, never publishes.
-    fence
-        .check(std::time::Instant::now())
-        .map_err(|f| ApiError::from(crate::Error::FillFenced(f)))?;
-    if !still_ours(&ops, names, lease).await? {
-        return Err(ApiError::transient(
-            "the fill lease was lost before publishing; nothing published",
-        ));
-    }
-    // The commit point.
-    let marker = ImageMarker {
-        sha256: image.sha256,
-        url: image.url.clone(),
-        format: image.format,
-        size: sent,
+        names,
+        image,
+        fence,
     };
-    ops.write_small(&names.marker(), &marker.render()).await?;
-    debris.unmarked_base = false;
-    let path = ops.path(&base).await?;
-    if let Err(e) = ops.remove(&names.fill_lease()).await {
-        tracing::warn!(%host, %pool, error = %chain(&e), "could not remove the fill lease after publishing; harmless (the marker decides)");
-    }
+    tracing::info!(%host, %pool, image = %key, "downloading base image");
+    let download = steps
+        .open_download(&shared.source, shared.options.headroom)
+        .await?;
+    let (base, sent) = steps.upload(download, debris).await?;
+    let published = steps.publish(lease, base, sent, debris).await?;
     tracing::info!(%host, %pool, image = %key, bytes = sent, "base image published");
-    Ok(BaseImage {
-        name: base.name,
-        path,
-        format: image.format,
-        size: sent,
-    })
+    Ok(published)
+}
+
+/// One fill's phases, in order: open the download (room checked), upload
+/// it into a new base (verified), publish the base.
+struct FillSteps<'a> {
+    ops: &'a PoolOps<'a>,
+    client: &'a libvirt_rpc::Client,
+    /// The pool's name in the config.
+    pool: &'a Identifier,
+    names: &'a BaseNames,
+    image: &'a Kvm2Image,
+    fence: &'a Arc<Fence>,
+}
+
+impl FillSteps<'_> {
+    /// Opens the download and checks the pool has room for it.
+    async fn open_download(
+        &self,
+        source: &ImageSource,
+        headroom: u64,
+    ) -> Result<crate::image_source::Download, ApiError> {
+        let download = source
+            .open(&self.image.url, self.image.sha256)
+            .await
+            .map_err(ApiError::from)?;
+        // The declared length, or the cap when the server declared none:
+        // the image is written once, into the base itself.
+        let needed = download.declared_len().unwrap_or(source.limits().max_bytes);
+        check_pool_space(
+            self.ops.host,
+            self.pool,
+            self.ops.available().await?,
+            needed,
+            headroom,
+        )?;
+        Ok(download)
+    }
+
+    /// Streams the download into a new, empty base volume and verifies it:
+    /// the digest computed while streaming, the size the host stored. The
+    /// base and the bytes sent.
+    async fn upload(
+        &self,
+        download: crate::image_source::Download,
+        debris: &mut FillDebris,
+    ) -> Result<(libvirt_rpc::StorageVol, u64), ApiError> {
+        let (ops, host) = (self.ops, self.ops.host);
+        // Created empty, so that its length afterwards is what the daemon
+        // wrote: a `dir` pool sizes a new file to its capacity at once,
+        // which would make the length check below pass whatever arrived.
+        // libvirt probes the uploaded bytes (a qcow2 image reads as qcow2
+        // with its virtual size).
+        let base_xml = raw_volume(&self.names.base(), 0).map_err(ApiError::from)?;
+        let base = ops.create(&self.names.base(), &base_xml).await?;
+        debris.unmarked_base = true;
+        let mut reader = FencedRead::new(download.into_async_read(), self.fence.clone());
+        let sent = observed(
+            host,
+            proc_num::STORAGE_VOL_UPLOAD,
+            self.client.storage_vol_upload(
+                &base,
+                0,
+                0,
+                libvirt_rpc::StorageVolStreamFlags::empty(),
+                &mut reader,
+            ),
+        )
+        .await
+        .map_err(|e| upload_error(host, e))?;
+        let download = reader.into_inner().into_inner().into_inner();
+        if download.verified() != Some(self.image.sha256) {
+            return Err(ApiError::transient(
+                "the download ended without a verified digest",
+            ));
+        }
+        let stored = ops.physical(&base).await?;
+        if stored != sent {
+            return Err(ApiError::transient(format!(
+                "uploaded {sent} bytes but the volume holds {stored}"
+            )));
+        }
+        Ok((base, sent))
+    }
+
+    /// Publishes the verified base: fenced (a fill whose lease was swept,
+    /// or whose heartbeat went unconfirmed past the fence, never
+    /// publishes), then the marker (the commit point), then the lease goes.
+    async fn publish(
+        &self,
+        lease: &Lease,
+        base: libvirt_rpc::StorageVol,
+        sent: u64,
+        debris: &mut FillDebris,
+    ) -> Result<BaseImage, ApiError> {
+        let (ops, names) = (self.ops, self.names);
+        self.fence
+            .check(std::time::Instant::now())
+            .map_err(|f| ApiError::from(crate::Error::FillFenced(f)))?;
+        if !still_ours(ops, names, lease).await? {
+            return Err(ApiError::transient(
+                "the fill lease was lost before publishing; nothing published",
+            ));
+        }
+        let marker = ImageMarker {
+            sha256: self.image.sha256,
+            url: self.image.url.clone(),
+            format: self.image.format,
+            size: sent,
+        };
+        ops.write_small(&names.marker(), &marker.render()).await?;
+        debris.unmarked_base = false;
+        let path = ops.path(&base).await?;
+        if let Err(e) = ops.remove(&names.fill_lease()).await {
+            tracing::warn!(host = %ops.host, pool = %ops.pool.name, error = %chain(&e), "could not remove the fill lease after publishing; harmless (the marker decides)");
+        }
+        Ok(BaseImage {
+            name: base.name,
+            path,
+            format: self.image.format,
+            size: sent,
+        })
+    }
 }
 
 /// An upload failure: the source's own error (digest, cap, cut-off body)
