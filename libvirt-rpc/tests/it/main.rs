@@ -6,6 +6,7 @@
 mod connect_uri;
 mod daemon_failure;
 mod events;
+mod examples;
 mod link;
 mod package;
 mod polkit;
