@@ -272,7 +272,7 @@ async fn read_secret(client: &Client, ns: &str, r: &fleet::SecretRef) -> fleet::
             None => fleet::UserDataRead::KeyNotFound,
         },
         // The API error names the request, never the data.
-        Err(e) => fleet::UserDataRead::Unavailable(e.to_string()),
+        Err(e) => fleet::UserDataRead::Unavailable(chain(&e)),
     }
 }
 

@@ -71,7 +71,7 @@ fn deleted(mut d: Draft<'_>) -> Step {
 
 fn failed(d: Draft<'_>, e: &ProviderError) -> Step {
     let id = d.status.provider_id.clone().unwrap_or_default();
-    let msg = format!("delete instance {id}: {e}");
+    let msg = format!("delete instance {id}: {}", provider_api::error::chain(e));
     if e.is_permanent() {
         blocked(d, Reason::ProviderRejected, msg)
     } else {

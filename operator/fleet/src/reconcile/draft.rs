@@ -142,7 +142,7 @@ impl<'a> Draft<'a> {
     /// A provider error: the class alone decides. `what` names the call
     /// ("create", "read instance ...").
     pub fn provider_error(mut self, what: &str, err: &ProviderError, instance: bool) -> Step {
-        let msg = format!("{what}: {err}");
+        let msg = format!("{what}: {}", provider_api::error::chain(err));
         match err.class() {
             ErrorClass::Permanent => {
                 self.memory.failures = 0;

@@ -1035,3 +1035,30 @@ fn secret_to_read_follows_the_spec_in_force() {
     status.applied_spec = Some(applied);
     assert_eq!(r.secret_to_read(&spec, &status).unwrap().name, "old");
 }
+
+#[test]
+fn a_provider_errors_condition_and_event_carry_its_whole_chain() {
+    let e = |class| {
+        ProviderError::new(class, "host h1: define domain ep-1")
+            .with_source(std::io::Error::other("libvirt: the pool is full"))
+    };
+    // Create rejected: the Ready condition and the event.
+    let mut w = World::new();
+    w.apply(None);
+    let step = w.apply(Some(Outcome::Created(Err(e(ErrorClass::Permanent)))));
+    let whole = "host h1: define domain ep-1: libvirt: the pool is full";
+    let ready = w.status.condition(ConditionType::Ready).unwrap();
+    assert!(ready.message.contains(whole), "{}", ready.message);
+    assert!(
+        step.events.iter().any(|ev| ev.message.contains(whole)),
+        "{:?}",
+        step.events
+    );
+    // Delete rejected.
+    let mut w = World::running();
+    w.meta.deleting = true;
+    w.apply(None);
+    w.apply(Some(Outcome::Deleted(Err(e(ErrorClass::Permanent)))));
+    let ready = w.status.condition(ConditionType::Ready).unwrap();
+    assert!(ready.message.contains(whole), "{}", ready.message);
+}
