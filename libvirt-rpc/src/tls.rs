@@ -137,7 +137,7 @@ impl TlsCredentials {
         )?;
         let key = PrivateKeyDer::from_pem_slice(key)
             .map_err(|e| credentials_error(PkiFile::ClientKey, None, key_error(e)))?;
-        Self::build(ca, chain, key, None)
+        Self::build(ca, chain, key, None, None)
     }
 
     /// Credentials read from the three files of `paths` (see [`PkiPaths`]
@@ -153,20 +153,27 @@ impl TlsCredentials {
         let key = PrivateKeyDer::from_pem_file(&paths.client_key).map_err(|e| {
             credentials_error(PkiFile::ClientKey, Some(&paths.client_key), key_error(e))
         })?;
-        Self::build(ca, chain, key, Some(&paths.client_key))
+        Self::build(
+            ca,
+            chain,
+            key,
+            Some(&paths.ca_cert),
+            Some(&paths.client_key),
+        )
     }
 
     fn build(
         ca: Vec<CertificateDer<'static>>,
         chain: Vec<CertificateDer<'static>>,
         key: PrivateKeyDer<'static>,
+        ca_path: Option<&Path>,
         key_path: Option<&Path>,
     ) -> Result<Self> {
         let mut roots = rustls::RootCertStore::empty();
         for cert in ca {
             roots
                 .add(cert)
-                .map_err(|e| credentials_error(PkiFile::CaCert, None, Box::new(e)))?;
+                .map_err(|e| credentials_error(PkiFile::CaCert, ca_path, Box::new(e)))?;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)

@@ -448,15 +448,33 @@ async fn plain_tcp_libvirtd_port_is_a_handshake_error() {
             r => break r.unwrap_err(),
         }
     };
+    // libvirtd reads the ClientHello as a packet length and resets the
+    // connection: the link failed, which retrying may get past.
+    assert!(matches!(e, Error::TlsHandshake { .. }), "{e:?}");
+    assert!(e.is_transient(), "{e:?}");
+}
+
+#[tokio::test]
+async fn peer_answering_with_something_not_tls_is_a_lasting_handshake_error() {
+    // An SSH server's greeting where a TLS ServerHello should be: TLS
+    // itself fails, and retrying will not fix it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        tcp.write_all(b"SSH-2.0-OpenSSH_9.2\r\n").await.unwrap();
+        let mut buf = [0u8; 1024];
+        while matches!(
+            tokio::io::AsyncReadExt::read(&mut tcp, &mut buf).await,
+            Ok(n) if n > 0
+        ) {}
+    });
+    let pki = Pki::new();
+    let e = connect_to_scripted(port, &pki, Duration::from_secs(10)).await;
     assert!(
-        matches!(
-            e,
-            Error::TlsHandshake { .. }
-                | Error::TlsTimeout {
-                    stage: TlsStage::Handshake,
-                    ..
-                }
-        ),
+        matches!(&e, Error::TlsHandshake { server_name, .. } if server_name == "localhost"),
         "{e:?}"
     );
+    assert!(!e.is_transient(), "{e:?}");
+    server.abort();
 }
