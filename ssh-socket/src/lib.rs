@@ -33,12 +33,13 @@
 //! agent.
 //!
 //! # Example
-//! Forward a remote libvirt socket and hand it to a protocol client (the
-//! workspace's `libvirt-rpc`; any client over `AsyncRead + AsyncWrite`
-//! works the same way):
+//! Forward a remote unix socket and talk over it (any protocol client over
+//! `AsyncRead + AsyncWrite` takes the socket the same way; the workspace's
+//! `libvirt-rpc` does, see its `connect_ssh` example):
 //!
 //! ```no_run
 //! use ssh_socket::{dial, HostKeyPolicy, SshConfig};
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = SshConfig::new(
@@ -46,9 +47,9 @@
 //!     "root",
 //!     "/etc/kvm2/ssh/id_ed25519", // re-read on every dial
 //!     HostKeyPolicy::KnownHosts("/etc/kvm2/ssh/known_hosts".into()),
-//!     libvirt_rpc::SYSTEM_SOCKET, // /var/run/libvirt/libvirt-sock
+//!     "/var/run/libvirt/libvirt-sock", // the unix socket to reach
 //! ); // port 22, 10 s timeout
-//! let socket = match dial(&config).await {
+//! let mut socket = match dial(&config).await {
 //!     Ok(socket) => socket,
 //!     // Auth, host key and key file errors: fix the config, do not retry.
 //!     Err(e) if e.is_permanent() => return Err(e.into()),
@@ -57,25 +58,28 @@
 //! };
 //! let ssh = socket.closer(); // closes from anywhere, never blocks
 //!
-//! let client = libvirt_rpc::Client::connect(
-//!     socket,
-//!     "qemu:///system",
-//!     libvirt_rpc::OpenFlags::empty(),
-//!     libvirt_rpc::Config::default(),
-//! )
-//! .await?;
-//! println!("libvirt {}", client.connect_get_lib_version().await?);
-//!
-//! // Either side can end it: the client's close drops the socket; the
-//! // SSH side's close fails the client's pending calls at once.
+//! // A protocol task owns the socket...
+//! let session = tokio::spawn(async move {
+//!     socket.write_all(b"hello").await?;
+//!     let mut reply = [0u8; 5];
+//!     socket.read_exact(&mut reply).await?;
+//!     Ok::<_, std::io::Error>(reply)
+//! });
+//! // ...and either side can end it: closing the SSH side fails the task's
+//! // pending reads and writes at once.
 //! tokio::select! {
 //!     reason = ssh.closed() => println!("SSH link ended: {reason}"),
-//!     _ = client.close() => {}
+//!     reply = session => println!("{:?}", reply?),
 //! }
 //! ssh.close();
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Depending on it
+//! Not on crates.io yet: depend on the repository by `git` (or `path`), as
+//! the README shows. Minimum Rust: 1.89 (russh 0.65's). It enables only
+//! the tokio features it uses.
 
 mod config;
 mod dial;
@@ -94,6 +98,11 @@ pub use dial::{dial, dial_over};
 pub use error::{Error, Stage};
 pub use link::Closer;
 pub use socket::SshSocket;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 #[cfg(test)]
 mod tests {

@@ -5,5 +5,6 @@
 mod dial_errors;
 mod forward;
 mod libvirt;
+mod package;
 mod support;
 mod teardown;

@@ -15,6 +15,8 @@
 //! - [`pki`]: a CA and the server and client certificates it signs (TLS
 //!   tests).
 //! - [`captured`]: log output captured for assertions.
+//! - [`package`]: a crate as published: packaged, unpacked outside the
+//!   workspace, its own tests run there.
 //!
 //! A test kit fails the test that uses it: its helpers panic with the cause
 //! instead of returning errors.
@@ -25,6 +27,7 @@ pub mod captured;
 pub mod kubectl;
 pub mod libvirtd;
 pub mod names;
+pub mod package;
 pub mod pki;
 pub mod qemu_img;
 pub mod relay;
