@@ -1,13 +1,32 @@
-//! The user examples (`examples/`), run against real daemons: their logic
-//! is compiled into this binary and called as their `main` would call it.
+//! The user examples (`examples/`), run against real daemons of the tests'
+//! own (no sandbox needed): their logic is compiled into this binary and
+//! called as their `main` would call it — with the arguments a user would
+//! type and an output buffer — asserting what they printed and did.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use testkit::libvirtd::PrivateLibvirtd;
+use libvirt_rpc::{Config, DomainDefineFlags, DomainUndefineFlags};
+use testkit::libvirtd::{POOL, PrivateLibvirtd};
+use testkit::names::unique;
 use testkit::sshd::OwnSshd;
 
+use crate::support;
 use crate::tls::{Pki, tls_daemon};
+
+#[allow(dead_code)] // its `main`
+#[path = "../../examples/list_domains.rs"]
+mod list_domains;
+
+#[allow(dead_code)] // its `main`
+#[path = "../../examples/upload_volume.rs"]
+mod upload_volume;
+
+#[allow(dead_code)] // its `main`
+#[path = "../../examples/watch_events.rs"]
+mod watch_events;
 
 #[allow(dead_code)] // its `main`
 #[path = "../../examples/connect_tls.rs"]
@@ -104,4 +123,217 @@ async fn connect_ssh_example_refuses_an_unknown_host_key() {
         .downcast_ref::<ssh_socket::Error>()
         .unwrap_or_else(|| panic!("an ssh-socket error: {e}"));
     assert!(ssh.is_permanent(), "{ssh:?}");
+}
+
+/// `uri` served by `daemon`, its socket named as a user names a
+/// non-default one.
+fn private_uri(daemon: &PrivateLibvirtd, uri: &str) -> String {
+    format!("{uri}?socket={}", daemon.socket().display())
+}
+
+/// A private daemon whose socket is up (a client of it connected once).
+async fn ready_daemon() -> PrivateLibvirtd {
+    let daemon = PrivateLibvirtd::start();
+    support::connect(&daemon, "test:///default", Config::default())
+        .await
+        .close()
+        .await;
+    daemon
+}
+
+/// An output buffer the test reads while an example writes to it.
+#[derive(Clone, Default)]
+struct SharedOut(Arc<Mutex<Vec<u8>>>);
+
+impl SharedOut {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for SharedOut {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+async fn bounded<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} within 60 s"))
+}
+
+#[tokio::test]
+async fn list_domains_example_prints_the_test_drivers_running_domain() {
+    let daemon = ready_daemon().await;
+    let mut out = Vec::new();
+    bounded(
+        "list_domains",
+        list_domains::run(&[private_uri(&daemon, "test:///default")], &mut out),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", daemon.log()));
+    let out = String::from_utf8(out).unwrap();
+    let line = out
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("test"))
+        .unwrap_or_else(|| panic!("no `test` domain in:\n{out}"));
+    assert!(line.contains("Running"), "{line}");
+    assert!(line.ends_with("id 1"), "{line}");
+}
+
+#[tokio::test]
+async fn list_domains_example_refuses_extra_arguments() {
+    let args = ["a".to_owned(), "b".to_owned()];
+    let e = list_domains::run(&args, &mut Vec::new()).await.unwrap_err();
+    assert!(e.to_string().contains("usage"), "{e}");
+}
+
+#[tokio::test]
+async fn upload_volume_example_creates_the_volume_and_reports_progress_to_the_end() {
+    let daemon = PrivateLibvirtd::start();
+    support::storage(&daemon).await.close().await; // the pool exists
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("disk.img");
+    // Not a multiple of the example's 1 MiB reads.
+    let data = testkit::bytes::pseudo_random((3 << 20) + 4321, 14);
+    std::fs::write(&file, &data).unwrap();
+    let vol = unique("lvrpc-example-upload");
+    let args = [
+        "--uri".to_owned(),
+        private_uri(&daemon, "storage:///system"),
+        POOL.to_owned(),
+        vol.clone(),
+        file.display().to_string(),
+    ];
+    let mut out = Vec::new();
+    let r = bounded("upload_volume", upload_volume::run(&args, &mut out)).await;
+    let out = String::from_utf8(out).unwrap();
+    r.unwrap_or_else(|e| panic!("{e}; printed:\n{out}\n{}", daemon.log()));
+    let landed = std::fs::read(daemon.pool_dir().join(&vol)).unwrap();
+    assert!(landed == data, "the volume holds the file");
+    assert!(
+        out.contains(&format!("created volume {vol} in pool {POOL}")),
+        "{out}"
+    );
+    let progress: Vec<&str> = out.lines().filter(|l| l.starts_with("uploaded")).collect();
+    assert!(progress.len() >= 2, "{out}");
+    assert!(progress.last().unwrap().ends_with("(100%)"), "{out}");
+    assert!(
+        out.contains(&format!("done: {} bytes into ", data.len())),
+        "{out}"
+    );
+
+    // Again into the volume that now exists: found, not created.
+    let again = testkit::bytes::pseudo_random(data.len(), 15);
+    std::fs::write(&file, &again).unwrap();
+    let mut out = Vec::new();
+    bounded("upload_volume", upload_volume::run(&args, &mut out))
+        .await
+        .unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(!out.contains("created volume"), "{out}");
+    assert!(std::fs::read(daemon.pool_dir().join(&vol)).unwrap() == again);
+}
+
+#[tokio::test]
+async fn upload_volume_example_fails_on_a_missing_pool_without_touching_anything() {
+    let daemon = ready_daemon().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("disk.img");
+    std::fs::write(&file, b"data").unwrap();
+    let args = [
+        "--uri".to_owned(),
+        private_uri(&daemon, "storage:///system"),
+        "no-such-pool".to_owned(),
+        "v".to_owned(),
+        file.display().to_string(),
+    ];
+    let e = bounded("upload_volume", upload_volume::run(&args, &mut Vec::new()))
+        .await
+        .unwrap_err();
+    let e = e
+        .downcast::<libvirt_rpc::Error>()
+        .unwrap_or_else(|e| panic!("not a libvirt error: {e}"));
+    assert!(e.is_not_found(), "{e:?}");
+}
+
+#[tokio::test]
+async fn watch_events_example_prints_a_domains_lifecycle() {
+    let daemon = ready_daemon().await;
+    let out = SharedOut::default();
+    let args = [private_uri(&daemon, "test:///default")];
+    let name = unique("lvrpc-example-ev");
+    let mut writer = out.clone();
+    let watch = watch_events::run(&args, &mut writer);
+    let drive = async {
+        while !out.text().contains("watching lifecycle events") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let c = support::connect(&daemon, "test:///default", Config::default()).await;
+        let dom = c
+            .domain_define_xml_flags(&support::domain_xml(&name), DomainDefineFlags::empty())
+            .await
+            .unwrap();
+        c.domain_create(&dom).await.unwrap();
+        c.domain_destroy(&dom).await.unwrap();
+        c.domain_undefine_flags(&dom, DomainUndefineFlags::empty())
+            .await
+            .unwrap();
+        c.close().await;
+        // Until the example printed the last of them.
+        while !out
+            .text()
+            .lines()
+            .any(|l| l.starts_with(&name) && l.contains("Undefined"))
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    bounded("the four events printed", async {
+        tokio::select! {
+            r = watch => panic!("watch_events ended: {r:?}\n{}", out.text()),
+            () = drive => {}
+        }
+    })
+    .await;
+    let text = out.text();
+    let seen: Vec<&str> = text
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some(name.as_str()))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(
+        seen,
+        ["Defined", "Started", "Stopped", "Undefined"],
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn watch_events_example_ends_with_the_reason_when_the_daemon_dies() {
+    let mut daemon = ready_daemon().await;
+    let out = SharedOut::default();
+    let args = [private_uri(&daemon, "test:///default")];
+    let mut writer = out.clone();
+    let watch = watch_events::run(&args, &mut writer);
+    let kill = async {
+        while !out.text().contains("watching lifecycle events") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        daemon.kill();
+        std::future::pending::<()>().await;
+    };
+    let e = bounded("watch_events to end", async {
+        tokio::select! {
+            r = watch => r.unwrap_err(),
+            () = kill => unreachable!(),
+        }
+    })
+    .await;
+    assert!(e.to_string().contains("connection lost"), "{e}");
 }
