@@ -6,7 +6,17 @@
 //! - call rate of a cheap procedure (`CONNECT_GET_LIB_VERSION`), sequential
 //!   and 16 concurrent callers on one connection, vs python3-libvirt (the C
 //!   client) with 16 threads on one connection;
-//! - peak RSS growth of this process during the upload.
+//! - peak RSS growth of this process during the upload;
+//! - event delivery: a burst of 10,000 domain lifecycle events (20 running
+//!   `test:///default` domains suspended and resumed by 20 tasks of a
+//!   generator connection, as fast as the daemon takes the calls),
+//!   received by a libvirt-rpc subscription vs python3-libvirt's default
+//!   event loop (`virEventRegisterDefaultImpl`, `domainEventRegisterAny`,
+//!   a thread running `virEventRunDefaultImpl`) in another process. Each
+//!   round times one receiver from the generator's start to the receipt
+//!   of the burst's last event (events/s), and says how long after the
+//!   generator's last call that was (the receiver's lag): the same burst,
+//!   generated the same way, so the ratio compares the receivers.
 //!
 //! Prints figures and ratios (>1.0 = libvirt-rpc faster); asserts nothing.
 //! The machine is shared, so rounds are interleaved (the side that goes
@@ -35,6 +45,7 @@
 //!
 //! Knobs: `LVRPC_CHUNK` (upload chunk bytes), `LVRPC_WORKERS` (tokio worker
 //! threads, default 2), `LVRPC_CALLS_ONLY`, `LVRPC_UPLOAD_ONLY`,
+//! `LVRPC_EVENTS_ONLY`, `LVRPC_EVENT_ROUNDS` (default 7),
 //! `LVRPC_OURS_ONLY` (skip virsh), `LVRPC_ROUNDS` (upload rounds, default
 //! 7), `LVRPC_CALL_ROUNDS` (call rounds per phase, default 11: many short
 //! rounds track the shared machine's load swings better than a few long ones).
@@ -44,7 +55,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use libvirt_rpc::{
-    Client, Config, OpenFlags, StorageVolCreateFlags, StorageVolDeleteFlags, StorageVolStreamFlags,
+    Client, Config, Domain, OpenFlags, StorageVolCreateFlags, StorageVolDeleteFlags,
+    StorageVolStreamFlags,
 };
 use xtask::Descriptor;
 
@@ -54,6 +66,9 @@ const CONC_CALLS: usize = 24_000;
 const THREADS: usize = 16;
 const ROUNDS: usize = 7;
 const CALL_ROUNDS: usize = 11;
+const EVENTS: usize = 10_000;
+const EVENT_DOMAINS: usize = 20;
+const EVENT_ROUNDS: usize = 7;
 
 fn status_kib(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -407,7 +422,270 @@ async fn call_bench(d: &Descriptor) {
     c.close().await;
 }
 
+const PY_EVENTS: &str = r#"
+import libvirt, sys, threading, time
+uri, n, prefix = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+libvirt.virEventRegisterDefaultImpl()
+conn = libvirt.open(uri)
+count = 0
+done = threading.Event()
+def on_event(conn, dom, event, detail, opaque):
+    global count
+    if dom.name().startswith(prefix):
+        count += 1
+        if count == n:
+            done.set()
+conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event, None)
+def loop():
+    while not done.is_set():
+        libvirt.virEventRunDefaultImpl()
+t = threading.Thread(target=loop, daemon=True)
+t.start()
+c0 = time.process_time()
+print("ready", flush=True)
+done.wait()
+print("done", time.process_time() - c0, flush=True)
+sys.stdin.readline()
+conn.close()
+"#;
+
+/// The environment variable that makes this binary our event receiver
+/// (see [`our_receiver`]).
+const RECEIVER_ENV: &str = "LVRPC_EVENT_RECEIVER";
+
+/// Our side of the event benchmark, in a process of its own like
+/// python's: a current-thread runtime (python runs one event-loop thread),
+/// one connection, a lifecycle subscription; prints `ready`, then `done
+/// <CPU seconds since ready>` once `n` events of domains named `prefix...`
+/// arrived, then waits for a line on stdin.
+fn our_receiver(args: &str) {
+    let mut it = args.split('\t');
+    let (socket, uri, n, prefix) = (
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap().parse::<usize>().unwrap(),
+        it.next().unwrap(),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = Client::connect_unix(socket, uri, OpenFlags::empty(), config().event_queue(n * 2))
+            .await
+            .unwrap();
+        let mut sub = c.subscribe_lifecycle(None).await.unwrap();
+        let (cpu0, _) = cpu_and_faults();
+        println!("ready");
+        let mut count = 0;
+        while count < n {
+            let ev = sub.recv().await.expect("subscription open");
+            if ev.dom.name.starts_with(prefix) {
+                count += 1;
+            }
+        }
+        assert_eq!(sub.missed(), 0, "events dropped");
+        println!("done {}", cpu_and_faults().0 - cpu0);
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        c.close().await;
+    });
+}
+
+/// The generator: `EVENTS / 2` suspend/resume pairs over the domains, one
+/// task per domain. Returns when the last call is answered.
+async fn generate(c: &Client, doms: &[Domain]) {
+    let pairs = EVENTS / 2 / doms.len();
+    let tasks: Vec<_> = doms
+        .iter()
+        .map(|d| {
+            let (c, d) = (c.clone(), d.clone());
+            tokio::spawn(async move {
+                for _ in 0..pairs {
+                    c.domain_suspend(&d).await.unwrap();
+                    c.domain_resume(&d).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+/// What one receiver round measured.
+struct EventRound {
+    /// Generator start to the burst's last event received.
+    seconds: f64,
+    /// The last event's receipt after the generator's last call.
+    lag: f64,
+    /// The receiver process's CPU seconds per event.
+    cpu_per_event: f64,
+}
+
+/// Runs `receiver` (a process that prints `ready`, then `done <CPU
+/// seconds>` once it has the whole burst), generates the burst, and times
+/// it.
+async fn event_round(
+    mut receiver: tokio::process::Command,
+    generator: &Client,
+    doms: &[Domain],
+) -> EventRound {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut child = receiver
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("receiver ready within 60 s")
+        .unwrap();
+    assert_eq!(ready.as_deref(), Some("ready"));
+    let t0 = Instant::now();
+    let done = tokio::spawn(async move {
+        let line = lines.next_line().await.unwrap().unwrap_or_default();
+        (Instant::now(), line)
+    });
+    generate(generator, doms).await;
+    let generated = Instant::now();
+    let (last, line) = tokio::time::timeout(Duration::from_secs(120), done)
+        .await
+        .expect("the burst within 120 s")
+        .unwrap();
+    let cpu: f64 = line
+        .strip_prefix("done ")
+        .unwrap_or_else(|| panic!("receiver said {line:?}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"bye\n").await.unwrap();
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("receiver exits")
+        .unwrap();
+    assert!(status.success());
+    EventRound {
+        seconds: (last - t0).as_secs_f64(),
+        lag: last.saturating_duration_since(generated).as_secs_f64(),
+        cpu_per_event: cpu / EVENTS as f64,
+    }
+}
+
+async fn event_bench(d: &Descriptor) {
+    let generator = connect(d, &d.libvirt.test_uri).await;
+    let prefix = format!("lvrpc-bench-ev-{}-", std::process::id());
+    let mut doms = Vec::new();
+    for i in 0..EVENT_DOMAINS {
+        let xml = format!(
+            "<domain type='test'><name>{prefix}{i}</name><memory unit='KiB'>65536</memory>\
+             <os><type arch='x86_64'>hvm</type></os></domain>"
+        );
+        // REMOTE_PROC_DOMAIN_CREATE_XML = 10: a transient, running domain.
+        let dom: Domain = generator.call(10, &(xml.as_str(), 0u32)).await.unwrap();
+        doms.push(dom);
+    }
+    let rounds = std::env::var("LVRPC_EVENT_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(EVENT_ROUNDS);
+    let uri = d.virsh_uri(&d.libvirt.test_uri);
+    let ours_cmd = || {
+        let mut c = tokio::process::Command::new(std::env::current_exe().unwrap());
+        c.env(
+            RECEIVER_ENV,
+            format!(
+                "{}\t{}\t{EVENTS}\t{prefix}",
+                d.libvirt.socket.display(),
+                d.libvirt.test_uri
+            ),
+        );
+        c
+    };
+    let python_cmd = || {
+        let mut c = tokio::process::Command::new("/usr/bin/python3");
+        c.args(["-c", PY_EVENTS, &uri, &EVENTS.to_string(), &prefix]);
+        c
+    };
+    // Warm-up: one burst with no receiver (the generator alone).
+    let t0 = Instant::now();
+    generate(&generator, &doms).await;
+    let alone = EVENTS as f64 / t0.elapsed().as_secs_f64();
+    eprintln!(
+        "events: load average before {}; generator alone {alone:.0} events/s",
+        loadavg()
+    );
+    let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut lag_ours, mut lag_theirs) = (Vec::new(), Vec::new());
+    let (mut cpu_ours, mut cpu_theirs) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (mut t_ours, mut t_theirs) = (0.0, 0.0);
+        for side in [round % 2, 1 - round % 2] {
+            let (label, r) = if side == 0 {
+                (
+                    "libvirt-rpc",
+                    event_round(ours_cmd(), &generator, &doms).await,
+                )
+            } else {
+                (
+                    "python3-libvirt",
+                    event_round(python_cmd(), &generator, &doms).await,
+                )
+            };
+            eprintln!(
+                "  round {round}: {label} {:.0} events/s, lag {:.1} ms, {:.1} µs CPU/event",
+                EVENTS as f64 / r.seconds,
+                r.lag * 1e3,
+                r.cpu_per_event * 1e6
+            );
+            if side == 0 {
+                t_ours = r.seconds;
+                lag_ours.push(r.lag * 1e3);
+                cpu_ours.push(r.cpu_per_event * 1e6);
+            } else {
+                t_theirs = r.seconds;
+                lag_theirs.push(r.lag * 1e3);
+                cpu_theirs.push(r.cpu_per_event * 1e6);
+            }
+        }
+        ours.push(EVENTS as f64 / t_ours);
+        theirs.push(EVENTS as f64 / t_theirs);
+        ratios.push(t_theirs / t_ours);
+    }
+    eprintln!("events: load average after {}", loadavg());
+    for dom in &doms {
+        let _ = generator.domain_destroy(dom).await;
+    }
+    generator.close().await;
+    println!(
+        "  event receivers, CPU per event (medians, whole receiver process): libvirt-rpc {:.1} µs, python3-libvirt {:.1} µs (Python included); lag after the generator's last call: {:.1} ms vs {:.1} ms; generator alone {alone:.0} events/s",
+        median(&cpu_ours),
+        median(&cpu_theirs),
+        median(&lag_ours),
+        median(&lag_theirs),
+    );
+    println!(
+        "event delivery, burst of {EVENTS} lifecycle events, medians of {rounds} interleaved rounds: libvirt-rpc {:.0} events/s, python3-libvirt event loop {:.0} events/s, ratio {:.2}x (median of per-round ratios; per round: {})",
+        median(&ours),
+        median(&theirs),
+        median(&ratios),
+        ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+}
+
 fn main() {
+    if let Ok(args) = std::env::var(RECEIVER_ENV) {
+        our_receiver(&args);
+        return;
+    }
     let d = Descriptor::require();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(
@@ -420,11 +698,21 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        if std::env::var_os("LVRPC_UPLOAD_ONLY").is_none() {
+        let only = |name: &str| std::env::var_os(name).is_some();
+        let (calls, upload, events) = (
+            only("LVRPC_CALLS_ONLY"),
+            only("LVRPC_UPLOAD_ONLY"),
+            only("LVRPC_EVENTS_ONLY"),
+        );
+        let all = !calls && !upload && !events;
+        if all || calls {
             call_bench(&d).await;
         }
-        if std::env::var_os("LVRPC_CALLS_ONLY").is_none() {
+        if all || upload {
             upload_bench(&d).await;
+        }
+        if all || events {
+            event_bench(&d).await;
         }
     });
 }

@@ -97,7 +97,12 @@
 //! one connection, using less than half the C client's CPU per call
 //! (20 µs vs 46 µs, Python included) — libvirtd's own CPU is the limit; peak
 //! memory growth during the upload 4–5 MiB (the stream budget, see
-//! [`stream`]).
+//! [`stream`]). Event delivery, a burst of 10,000 lifecycle events received
+//! by a subscription vs python3-libvirt's default event loop, each in a
+//! process of its own: 1.3× the events/s (per-round ratios 1.07–2.40 on a
+//! machine at load 13; both keep up with what the daemon generates, the
+//! last event under a millisecond after the last call) at 13–15 µs of
+//! receiver CPU per event against 48–49 µs (Python included).
 //!
 //! # Example
 //! ```no_run
