@@ -3,8 +3,9 @@
 //! makes (real calls; a wrong CA; a client certificate the daemon's CA did
 //! not sign; a DN outside `tls_allowed_dn_list`), and against TLS peers of
 //! the test's own for what libvirtd will not do on demand (a server that
-//! never confirms, confirms with the wrong byte, closes; a TCP peer that
-//! never speaks TLS).
+//! never confirms, confirms with the wrong byte, closes, or refuses the
+//! client certificate with an alert over TLS 1.2 or 1.3; a TCP peer that
+//! never speaks TLS or answers with something else).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -285,19 +286,48 @@ enum AfterHandshake {
 /// A TLS server on 127.0.0.1 with `pki`'s server certificate that does
 /// `then` after each handshake; its port. Ends with the runtime.
 async fn scripted_tls_server(pki: &Pki, then: AfterHandshake) -> u16 {
+    tls_server(server_config(pki, None, rustls::DEFAULT_VERSIONS), then).await
+}
+
+/// A rustls server configuration with `pki`'s server certificate,
+/// offering `versions`, requiring client certificates signed by
+/// `client_ca` when given.
+fn server_config(
+    pki: &Pki,
+    client_ca: Option<&Path>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> rustls::ServerConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain = CertificateDer::pem_file_iter(&pki.server.cert)
         .unwrap()
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
     let key = PrivateKeyDer::from_pem_file(&pki.server.key).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .unwrap();
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .unwrap();
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+                roots.add(cert.unwrap()).unwrap();
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    builder.with_single_cert(chain, key).unwrap()
+}
+
+/// A TLS server on 127.0.0.1 with `config` that does `then` after each
+/// handshake; its port. Ends with the runtime.
+async fn tls_server(config: rustls::ServerConfig, then: AfterHandshake) -> u16 {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -388,6 +418,67 @@ async fn tls_server_that_closes_instead_of_confirming_is_refused() {
         matches!(e, Error::TlsRefused { received: None, .. }),
         "{e:?}"
     );
+}
+
+/// Credentials whose client certificate `pki`'s CA did not sign.
+fn rogue_credentials(pki: &Pki) -> TlsCredentials {
+    let rogue_ca = Ca::new(pki.dir.path(), "rogue-ca");
+    let rogue = rogue_ca.issue_client(pki.dir.path(), "rogue", "lvrpc-client");
+    TlsCredentials::from_files(&PkiPaths {
+        ca_cert: pki.ca.pair.cert.clone(),
+        client_cert: rogue.cert,
+        client_key: rogue.key,
+    })
+    .unwrap()
+}
+
+async fn handshake_with(port: u16, tls: &TlsCredentials) -> libvirt_rpc::Result<()> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tls.handshake(tcp, "localhost", Duration::from_secs(10))
+        .await
+        .map(drop)
+}
+
+#[tokio::test]
+async fn tls12_server_alerting_on_the_client_certificate_is_a_refusal() {
+    // Over TLS 1.2 a server judges the client's certificate inside the
+    // handshake and says no with an alert (libvirtd over TLS 1.3 closes
+    // after it instead: the tests against the daemon above).
+    let pki = Pki::new();
+    let config = server_config(&pki, Some(&pki.ca.pair.cert), &[&rustls::version::TLS12]);
+    let port = tls_server(config, AfterHandshake::Send(1)).await;
+    let e = handshake_with(port, &rogue_credentials(&pki))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::TlsRefused {
+                received: None,
+                reason: Some(_)
+            }
+        ),
+        "{e:?}"
+    );
+    // The same server lets a certificate of its CA in.
+    handshake_with(port, &pki.credentials()).await.unwrap();
+}
+
+#[tokio::test]
+async fn tls13_server_alerting_on_the_client_certificate_is_a_refusal() {
+    let pki = Pki::new();
+    let config = server_config(&pki, Some(&pki.ca.pair.cert), &[&rustls::version::TLS13]);
+    let port = tls_server(config, AfterHandshake::Send(1)).await;
+    let e = handshake_with(port, &rogue_credentials(&pki))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::TlsRefused { received: None, .. }),
+        "{e:?}"
+    );
+    handshake_with(port, &pki.credentials()).await.unwrap();
 }
 
 #[tokio::test]
