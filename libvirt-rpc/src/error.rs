@@ -85,6 +85,7 @@ pub enum Error {
     /// cannot be read, holds no certificate or key, or the key does not
     /// belong to the certificate. Never quotes the key.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     #[error("cannot load the TLS {file}{}", path.as_ref().map(|p| format!(" from {}", p.display())).unwrap_or_default())]
     TlsCredentials {
         /// Which of the three.
@@ -98,6 +99,7 @@ pub enum Error {
     /// (Feature `tls`.) The name to verify the daemon's certificate
     /// against is neither a DNS name nor an IP address.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     #[error("{name:?} is not a DNS name or IP address to verify a TLS certificate against")]
     TlsServerName {
         /// The name given.
@@ -107,6 +109,7 @@ pub enum Error {
     /// signed by the given CA, not valid for the name dialled (its
     /// subjectAltName), expired. Not transient.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     #[error("the libvirt daemon's TLS certificate is not trusted for {server_name:?}")]
     TlsServerCertificate {
         /// The name the certificate was checked against.
@@ -122,6 +125,7 @@ pub enum Error {
     /// CA, is expired or not meant for client use, or its DN is not in
     /// the daemon's `tls_allowed_dn_list`. Not transient.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     #[error("the libvirt daemon refused the TLS client{}", received.map(|b| format!(" (confirmation byte {b}, expected 1)")).unwrap_or_default())]
     TlsRefused {
         /// The byte received instead of 1, if one came.
@@ -134,6 +138,7 @@ pub enum Error {
     /// protocol version or cipher in common, a peer that does not speak
     /// TLS, the link lost. Transient only when the link failed under it.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     #[error("TLS handshake with {server_name:?} failed")]
     TlsHandshake {
         /// The name dialled.
@@ -146,6 +151,7 @@ pub enum Error {
     /// timeout): a peer that accepts TCP and never answers, a daemon that
     /// never sends its confirmation. Transient.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     #[error("TLS {stage} with the libvirt daemon took longer than {after:?}")]
     TlsTimeout {
         /// The step that did not finish.
