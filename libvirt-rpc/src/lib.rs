@@ -87,6 +87,14 @@
 //!   `TlsStream`, `PkiPaths`, and the `Error::Tls*` variants. Adds rustls
 //!   (ring provider, no aws-lc) through tokio-rustls.
 //!
+//! # Examples
+//! `examples/` holds user tasks, each documented at its top and run
+//! against a real daemon by the crate's tests: `list_domains`,
+//! `upload_volume` (with progress), `watch_events` (lifecycle),
+//! `connect_tls` (feature `tls`), and in the repository `connect_ssh`
+//! (a `qemu+ssh://` URI through the workspace's `ssh-socket`).
+//! `cargo run --example list_domains -- qemu:///system`.
+//!
 //! # Performance
 //! `cargo xtask bench libvirt-rpc` measures this crate against libvirt's own
 //! C client in the same run, against one daemon on a unix socket, and prints
