@@ -17,6 +17,7 @@
 //! then speaks libvirt through it and opens `Uri::name`.
 
 use std::error::Error;
+use std::io::Write;
 use std::path::PathBuf;
 
 use libvirt_rpc::{Client, Config, ListDomainsFlags, OpenFlags, Uri};
@@ -53,54 +54,57 @@ pub fn ssh_config(uri: &Uri, flags: OpenFlags) -> Result<SshConfig, Box<dyn Erro
     .with_port(uri.port_or_default().unwrap_or(22)))
 }
 
-/// Connects through SSH and returns the host's name, libvirt's version
-/// and one line per domain.
-pub async fn describe_host(uri: &str) -> Result<Vec<String>, Box<dyn Error>> {
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args, &mut std::io::stdout()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("connect_ssh: {}", chain(e.as_ref()));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Connects through SSH to the host of the `qemu+ssh://` URI in `args` and
+/// writes its name, libvirt's version and one line per domain to `out`.
+pub async fn run(args: &[String], out: &mut dyn Write) -> Result<(), Box<dyn Error>> {
+    let [uri] = args else {
+        return Err("usage: connect_ssh 'qemu+ssh://user@host/system?keyfile=...'".into());
+    };
     let uri: Uri = uri.parse()?;
     let flags = OpenFlags::empty();
     let socket = ssh_socket::dial(&ssh_config(&uri, flags)?).await?;
     let ssh = socket.closer();
     let client = Client::connect(socket, &uri.name(), flags, Config::default()).await?;
-    let mut lines = vec![format!(
+    writeln!(
+        out,
         "{} runs libvirt {}",
         client.connect_get_hostname().await?,
         client.connect_get_lib_version().await?
-    )];
+    )?;
     for dom in client
         .connect_list_all_domains(ListDomainsFlags::empty())
         .await?
     {
-        lines.push(format!("{:<24} {:>4}", dom.name, dom.id));
+        writeln!(out, "{:<24} {:>4}", dom.name, dom.id)?;
     }
     client.close().await;
     // Closing the client drops the SSH socket; this ends the SSH session
     // at once too (it never blocks).
     ssh.close();
-    Ok(lines)
+    Ok(())
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let Some(uri) = std::env::args().nth(1) else {
-        eprintln!("usage: connect_ssh 'qemu+ssh://user@host/system?keyfile=...'");
-        return std::process::ExitCode::FAILURE;
-    };
-    match describe_host(&uri).await {
-        Ok(lines) => {
-            for line in lines {
-                println!("{line}");
-            }
-            std::process::ExitCode::SUCCESS
-        }
-        Err(e) => {
-            let mut text = e.to_string();
-            let mut source = e.source();
-            while let Some(s) = source {
-                text.push_str(&format!(": {s}"));
-                source = s.source();
-            }
-            eprintln!("{uri}: {text}");
-            std::process::ExitCode::FAILURE
-        }
+/// An error and its sources, each said once (every layer's message is its
+/// own).
+fn chain(e: &dyn Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
     }
+    text
 }

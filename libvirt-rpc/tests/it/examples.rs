@@ -36,15 +36,21 @@ mod connect_tls;
 #[path = "../../examples/connect_ssh.rs"]
 mod connect_ssh;
 
-/// `connect_tls::list_domains`, retrying while the daemon's port comes up.
-async fn list_over_tls(uri: &str) -> Result<Vec<String>, libvirt_rpc::Error> {
+/// The `connect_tls` example for `uri`, retrying while the daemon's port
+/// comes up; what it printed.
+async fn connect_tls_run(uri: &str) -> Result<String, Box<dyn std::error::Error>> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match connect_tls::list_domains(uri).await {
-            Err(e) if e.is_disconnected() && Instant::now() < deadline => {
+        let mut out = Vec::new();
+        match bounded("connect_tls", connect_tls::run(&[uri.to_owned()], &mut out)).await {
+            Err(e)
+                if e.downcast_ref::<libvirt_rpc::Error>()
+                    .is_some_and(libvirt_rpc::Error::is_disconnected)
+                    && Instant::now() < deadline =>
+            {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            r => return r,
+            r => return r.map(|()| String::from_utf8(out).unwrap()),
         }
     }
 }
@@ -57,15 +63,14 @@ async fn connect_tls_example_lists_the_daemons_domains() {
         "test+tls://127.0.0.1:{port}/default?pkipath={}",
         pki.client_dir().display()
     );
-    let lines = list_over_tls(&uri)
+    let out = connect_tls_run(&uri)
         .await
         .unwrap_or_else(|e| panic!("{e:?}\n{}", daemon.log()));
     // The test driver's built-in domain, running.
     assert!(
-        lines
-            .iter()
+        out.lines()
             .any(|l| l.starts_with("test ") && l.ends_with("Running")),
-        "{lines:?}"
+        "{out}"
     );
 }
 
@@ -77,31 +82,40 @@ async fn connect_tls_example_says_the_daemon_refused_the_certificate() {
         "test+tls://127.0.0.1:{port}/default?pkipath={}",
         pki.client_dir().display()
     );
-    let e = list_over_tls(&uri).await.unwrap_err();
+    let e = connect_tls_run(&uri).await.unwrap_err();
+    let e = e.downcast_ref::<libvirt_rpc::Error>().unwrap();
     assert!(
-        connect_tls::hint(&e).contains("tls_allowed_dn_list"),
+        connect_tls::hint(e).is_some_and(|h| h.contains("tls_allowed_dn_list")),
         "{e:?}"
     );
+}
+
+/// A `test+ssh` URI reaching `daemon`'s socket through `sshd`, trusting
+/// the host keys in `known_hosts`.
+fn ssh_uri(sshd: &OwnSshd, daemon: &PrivateLibvirtd, known_hosts: &std::path::Path) -> String {
+    format!(
+        "test+ssh://{user}@127.0.0.1:{port}/default?keyfile={key}&known_hosts={kh}&socket={socket}",
+        user = sshd.user,
+        port = sshd.port,
+        key = sshd.client_key.display(),
+        kh = known_hosts.display(),
+        socket = daemon.socket().display(),
+    )
 }
 
 #[tokio::test]
 async fn connect_ssh_example_reaches_a_daemon_through_sshd() {
     let daemon = PrivateLibvirtd::start();
     let sshd = OwnSshd::start("");
-    let uri = format!(
-        "test+ssh://{user}@127.0.0.1:{port}/default?keyfile={key}&known_hosts={kh}&socket={socket}",
-        user = sshd.user,
-        port = sshd.port,
-        key = sshd.client_key.display(),
-        kh = sshd.known_hosts.display(),
-        socket = daemon.socket().display(),
-    );
-    let lines = tokio::time::timeout(Duration::from_secs(60), connect_ssh::describe_host(&uri))
+    let uri = ssh_uri(&sshd, &daemon, &sshd.known_hosts);
+    let mut out = Vec::new();
+    bounded("connect_ssh", connect_ssh::run(&[uri], &mut out))
         .await
-        .expect("the example's own bounds end it")
         .unwrap_or_else(|e| panic!("{e}\n{}", daemon.log()));
-    assert!(lines[0].contains(" runs libvirt "), "{lines:?}");
-    assert!(lines.iter().any(|l| l.starts_with("test ")), "{lines:?}");
+    let out = String::from_utf8(out).unwrap();
+    let first = out.lines().next().unwrap_or_default();
+    assert!(first.contains(" runs libvirt "), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("test ")), "{out}");
 }
 
 #[tokio::test]
@@ -110,19 +124,20 @@ async fn connect_ssh_example_refuses_an_unknown_host_key() {
     let sshd = OwnSshd::start("");
     let empty = sshd.dir.path().join("empty_known_hosts");
     std::fs::write(&empty, "").unwrap();
-    let uri = format!(
-        "test+ssh://{user}@127.0.0.1:{port}/default?keyfile={key}&known_hosts={kh}&socket={socket}",
-        user = sshd.user,
-        port = sshd.port,
-        key = sshd.client_key.display(),
-        kh = empty.display(),
-        socket = daemon.socket().display(),
-    );
-    let e = connect_ssh::describe_host(&uri).await.unwrap_err();
+    let uri = ssh_uri(&sshd, &daemon, &empty);
+    let e = bounded("connect_ssh", connect_ssh::run(&[uri], &mut Vec::new()))
+        .await
+        .unwrap_err();
     let ssh = e
         .downcast_ref::<ssh_socket::Error>()
         .unwrap_or_else(|| panic!("an ssh-socket error: {e}"));
     assert!(ssh.is_permanent(), "{ssh:?}");
+}
+
+#[tokio::test]
+async fn connect_ssh_example_needs_a_uri() {
+    let e = connect_ssh::run(&[], &mut Vec::new()).await.unwrap_err();
+    assert!(e.to_string().starts_with("usage:"), "{e}");
 }
 
 /// `uri` served by `daemon`, its socket named as a user names a
