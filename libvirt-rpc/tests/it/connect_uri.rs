@@ -107,3 +107,27 @@ async fn tls_uri_whose_pkipath_is_empty_names_the_missing_file() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn open_flags_of_the_options_reach_the_daemon() {
+    let daemon = PrivateLibvirtd::start();
+    let text = format!("test+unix:///default?socket={}", daemon.socket().display());
+    let options = ConnectOptions::new().flags(libvirt_rpc::OpenFlags::READ_ONLY);
+    let c = connect_when_listening(&text, &options).await.unwrap();
+    // Reading works; defining is refused on a read-only connection.
+    support::assert_lists_test_domain(&c).await;
+    let name = testkit::names::unique("lvrpc-ro");
+    let e = c
+        .domain_define_xml_flags(
+            &support::domain_xml(&name),
+            libvirt_rpc::DomainDefineFlags::empty(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Some(libvirt_rpc::ErrorCode::OperationDenied),
+        "{e:?}"
+    );
+    c.close().await;
+}
