@@ -172,6 +172,7 @@ pub use procedures::{
     DomainInfo, DomainInterface, DomainIpAddr, DomainStateInfo, StoragePoolInfo, StorageVolInfo,
     proc_num,
 };
+pub use proto::typed_param::{TypedParam, TypedParamValue};
 pub use proto::types::{Domain, Network, NodeDevice, Secret, StoragePool, StorageVol, Uuid};
 pub use stream::{Download, DownloadReader, Upload};
 #[cfg(feature = "tls")]

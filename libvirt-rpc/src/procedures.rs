@@ -7,6 +7,13 @@
 //! `need_results`) and `map` turns the `_ret` struct into what the method
 //! returns. Procedures not listed here are reachable through
 //! [`Client::call`] with caller-supplied types.
+//!
+//! Every list in these replies carries its `.x` maximum
+//! ([`crate::proto::limits`]: `REMOTE_DOMAIN_LIST_MAX` for
+//! [`DomainList`], `REMOTE_DOMAIN_IP_ADDR_MAX` for an interface's
+//! addresses, ...), and every string `REMOTE_STRING_MAX`: a reply claiming
+//! more is [`crate::proto::xdr::XdrError::TooLong`] before anything is
+//! allocated for it, and so is an argument the daemon would refuse.
 
 use crate::client::Client;
 use crate::domain_state::{DomainState, DrvFeature, StateReason};
@@ -16,6 +23,10 @@ use crate::flags::{
     DomainUndefineFlags, DomainXmlFlags, InterfaceAddressesSource, ListDomainsFlags,
     ListStoragePoolsFlags, MetadataType, NoFlags, OpenFlags, StorageVolCreateFlags,
     StorageVolDeleteFlags, StorageVolInfoFlags,
+};
+use crate::proto::limits::{
+    REMOTE_AUTH_TYPE_LIST_MAX, REMOTE_DOMAIN_INTERFACE_MAX, REMOTE_DOMAIN_IP_ADDR_MAX,
+    REMOTE_DOMAIN_LIST_MAX, REMOTE_STORAGE_POOL_LIST_MAX, REMOTE_STORAGE_VOL_LIST_MAX,
 };
 use crate::proto::types::{Domain, StoragePool, StorageVol, Uuid};
 use crate::xdr_struct;
@@ -138,7 +149,7 @@ procedures! {
     fn connect_supports_feature(feature: DrvFeature) -> i32 = CONNECT_SUPPORTS_FEATURE(60),
         map |r| r != 0 => bool;
     /// Authentication types the daemon offers (0 none, 1 SASL, 2 polkit).
-    fn auth_list() -> Vec<i32> = AUTH_LIST(66);
+    fn auth_list() -> AuthList = AUTH_LIST(66), map |r| r.types => Vec<i32>;
     /// Asks the daemon to authorize this connection with polkit (it checks
     /// the peer's uid and pid against `org.libvirt.unix.manage` or
     /// `.monitor`); [`Client::connect`] calls it when the daemon offers
@@ -215,7 +226,7 @@ procedures! {
         = STORAGE_VOL_GET_INFO_FLAGS(378);
     /// The domain's interfaces and their IP addresses, from `source`.
     fn domain_interface_addresses(dom: &Domain, source: InterfaceAddressesSource, flags: NoFlags)
-        -> Vec<DomainInterface> = DOMAIN_INTERFACE_ADDRESSES(353);
+        -> InterfaceList = DOMAIN_INTERFACE_ADDRESSES(353), map |r| r.ifaces => Vec<DomainInterface>;
 }
 
 xdr_struct! {
@@ -268,7 +279,7 @@ xdr_struct! {
     /// `remote_connect_list_all_domains_ret`.
     pub struct DomainList {
         /// The domains.
-        pub domains: Vec<Domain>,
+        pub domains<REMOTE_DOMAIN_LIST_MAX>: Vec<Domain>,
         /// Their count.
         pub ret: u32,
     }
@@ -295,7 +306,7 @@ xdr_struct! {
     /// `remote_connect_list_all_storage_pools_ret`.
     pub struct PoolList {
         /// The pools.
-        pub pools: Vec<StoragePool>,
+        pub pools<REMOTE_STORAGE_POOL_LIST_MAX>: Vec<StoragePool>,
         /// Their count.
         pub ret: u32,
     }
@@ -305,7 +316,7 @@ xdr_struct! {
     /// `remote_storage_pool_list_all_volumes_ret`.
     pub struct VolumeList {
         /// The volumes.
-        pub vols: Vec<StorageVol>,
+        pub vols<REMOTE_STORAGE_VOL_LIST_MAX>: Vec<StorageVol>,
         /// Their count.
         pub ret: u32,
     }
@@ -331,14 +342,30 @@ xdr_struct! {
         /// MAC address.
         pub hwaddr: Option<String>,
         /// Its addresses.
-        pub addrs: Vec<DomainIpAddr>,
+        pub addrs<REMOTE_DOMAIN_IP_ADDR_MAX>: Vec<DomainIpAddr>,
+    }
+}
+
+xdr_struct! {
+    /// `remote_domain_interface_addresses_ret`.
+    pub struct InterfaceList {
+        /// The interfaces.
+        pub ifaces<REMOTE_DOMAIN_INTERFACE_MAX>: Vec<DomainInterface>,
+    }
+}
+
+xdr_struct! {
+    /// `remote_auth_list_ret`.
+    pub struct AuthList {
+        /// `remote_auth_type` values (0 none, 1 SASL, 2 polkit).
+        pub types<REMOTE_AUTH_TYPE_LIST_MAX>: Vec<i32>,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::xdr::{from_bytes, to_bytes};
+    use crate::proto::xdr::{Decode, XdrError, from_bytes, to_bytes};
     use proptest::prelude::*;
 
     fn dom() -> impl Strategy<Value = Domain> {
@@ -389,9 +416,64 @@ mod tests {
         }
         #[test]
         fn interfaces_round_trip(name in ".{0,8}", hwaddr: Option<String>, kind: i32, addr in ".{0,15}", prefix: u32) {
-            let v = vec![DomainInterface { name, hwaddr, addrs: vec![DomainIpAddr { kind, addr, prefix }] }];
-            prop_assert_eq!(from_bytes::<Vec<DomainInterface>>(&to_bytes(&v).unwrap()).unwrap(), v);
+            let v = InterfaceList { ifaces: vec![DomainInterface { name, hwaddr, addrs: vec![DomainIpAddr { kind, addr, prefix }] }] };
+            prop_assert_eq!(from_bytes::<InterfaceList>(&to_bytes(&v).unwrap()).unwrap(), v);
         }
+        #[test]
+        fn auth_lists_round_trip(types in proptest::collection::vec(0i32..3, 0..=20)) {
+            let v = AuthList { types };
+            prop_assert_eq!(from_bytes::<AuthList>(&to_bytes(&v).unwrap()).unwrap(), v);
+        }
+    }
+
+    /// A count word one over the field's maximum, with nothing behind it:
+    /// refused for the maximum (before any element is read or allocated),
+    /// not for the missing bytes.
+    fn refuses_count_over<T: Decode + std::fmt::Debug>(prefix: &[u8], max: usize) {
+        let mut wire = prefix.to_vec();
+        wire.extend_from_slice(&(max as u32 + 1).to_be_bytes());
+        assert_eq!(
+            from_bytes::<T>(&wire).unwrap_err(),
+            XdrError::TooLong { len: max + 1, max },
+            "{}",
+            std::any::type_name::<T>()
+        );
+    }
+
+    #[test]
+    fn reply_lists_are_held_to_their_protocol_maxima() {
+        refuses_count_over::<DomainList>(&[], 16_384);
+        refuses_count_over::<PoolList>(&[], 4_096);
+        refuses_count_over::<VolumeList>(&[], 16_384);
+        refuses_count_over::<AuthList>(&[], 20);
+        refuses_count_over::<InterfaceList>(&[], 2_048);
+        // One interface named "", no MAC, then its address count.
+        refuses_count_over::<InterfaceList>(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0], 2_048);
+    }
+
+    #[test]
+    fn encoding_refuses_lists_over_their_maxima() {
+        let d = Domain {
+            name: String::new(),
+            uuid: [0; 16],
+            id: -1,
+        };
+        let over = DomainList {
+            domains: vec![d; REMOTE_DOMAIN_LIST_MAX + 1],
+            ret: 0,
+        };
+        assert_eq!(
+            to_bytes(&over).unwrap_err(),
+            XdrError::TooLong {
+                len: 16_385,
+                max: 16_384
+            }
+        );
+        let types = AuthList { types: vec![0; 21] };
+        assert_eq!(
+            to_bytes(&types).unwrap_err(),
+            XdrError::TooLong { len: 21, max: 20 }
+        );
     }
 
     #[test]

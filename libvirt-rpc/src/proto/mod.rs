@@ -14,6 +14,11 @@
 //!   captured traffic.
 //! - [`types`]: the handles libvirt passes around (domain, pool, volume,
 //!   network), also re-exported at the crate root.
+//! - [`typed_param`]: libvirt's typed parameters (`virTypedParameter`, a
+//!   discriminated union of int, uint, llong, ullong, double, boolean and
+//!   string), the payload of stats, tuning and migration calls.
+//! - [`limits`]: libvirt's protocol maxima (`REMOTE_*_MAX`), which the
+//!   typed replies enforce per field.
 //! - [`remote_error`]: the error payload as it is on the wire, for the
 //!   same peers; callers get it as [`crate::LibvirtError`].
 //!
@@ -25,7 +30,9 @@
 //! [`crate::Config::keepalive`] is its only knob.
 
 pub(crate) mod keepalive;
+pub mod limits;
 pub mod packet;
 pub mod remote_error;
+pub mod typed_param;
 pub mod types;
 pub mod xdr;

@@ -2,17 +2,57 @@
 //!
 //! Decoding reads from a byte slice through [`Reader`]; it never panics, never
 //! reads past the end and never allocates more than the bytes that remain in
-//! the message (a list's declared length is checked against what is left
-//! before any allocation). Encoding appends to a [`bytes::BytesMut`] and
-//! refuses values the protocol cannot carry (strings over
-//! [`STRING_MAX`], lists over `u32::MAX`).
+//! the message: a variable-length value's declared length is checked against
+//! its maximum and against what is left *before* anything is allocated.
+//! Encoding appends to a [`bytes::BytesMut`] and refuses values the protocol
+//! cannot carry (a string, opaque or array over its maximum).
 //!
-//! rpcgen encodes `char`, `unsigned char`, `short` and `bool` as 4-byte words;
-//! so does this codec.
+//! # How XDR maps to Rust
+//! | XDR (`.x`) | Rust | notes |
+//! |---|---|---|
+//! | `int`, `unsigned int` | `i32`, `u32` | |
+//! | `hyper`, `unsigned hyper` | `i64`, `u64` | |
+//! | `float`, `double` | `f32`, `f64` | IEEE 754, big-endian; NaN payloads kept bit for bit |
+//! | `bool` | `bool` | any word but 0 or 1 is [`XdrError::Invalid`] |
+//! | `char`, `short`, `unsigned short` | `i8`, `i16`, `u16` | one 4-byte word each, as rpcgen sends them; out of range is [`XdrError::Invalid`] |
+//! | `void` | `()` | no bytes |
+//! | `string s<N>` | `String` (`&str` to encode) | UTF-8; [`STRING_MAX`] unless the field names its `N` |
+//! | `opaque o<N>` | `Vec<u8>` (`&[u8]` to encode) | length, bytes, zero padding to 4 |
+//! | `opaque o[N]` | `[u8; N]` | bytes and padding, no length |
+//! | `T a<N>` | `Vec<T>` (`&[T]` to encode) | count, then the elements |
+//! | `T a[N]` | `[T; N]` | the elements, no count |
+//! | `T *p` (optional data) | `Option<T>` | a bool, then the value when 1 |
+//! | `struct` | [`crate::xdr_struct!`] or tuples | fields in order |
+//! | `union switch (int d)` | [`crate::xdr_union!`] | discriminant, then the arm; an unknown discriminant is [`XdrError::UnknownDiscriminant`] |
+//!
+//! `u8` alone is deliberately not a codec type: `Vec<u8>` and `[u8; N]` are
+//! always opaques (packed bytes), never arrays of 4-byte `unsigned char`.
+//!
+//! # Maxima
+//! Every variable-length value has a maximum: the `<N>` of its declaration
+//! in the `.x` file (`REMOTE_STRING_MAX`, `REMOTE_DOMAIN_LIST_MAX`, ...;
+//! [`crate::proto::limits`] names libvirt's). [`Encode`] and [`Decode`] use
+//! the type's default ([`STRING_MAX`] for strings, `u32::MAX` — what the
+//! length word can say — for opaques and arrays); a field with a maximum of
+//! its own goes through [`EncodeBounded`] and [`DecodeBounded`], which
+//! [`crate::xdr_struct!`] and [`crate::xdr_union!`] call for fields declared
+//! `name<MAX>: Type`. Either way a length over the maximum is
+//! [`XdrError::TooLong`], on decoding before any allocation and on encoding
+//! before the value's length word is written.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-/// Largest string libvirt sends or accepts (`REMOTE_STRING_MAX`).
+mod compound;
+mod macros;
+mod scalars;
+#[cfg(test)]
+mod tests;
+mod variable;
+
+pub use variable::{DecodeBounded, EncodeBounded};
+
+/// Largest string libvirt sends or accepts (`REMOTE_STRING_MAX`), the
+/// default maximum of `String`.
 pub const STRING_MAX: usize = 4_194_304;
 
 /// Why a value could not be encoded or decoded.
@@ -27,7 +67,7 @@ pub enum XdrError {
         /// Bytes still missing.
         needed: usize,
     },
-    /// A length prefix exceeds the protocol's limit for that field.
+    /// A length (of a string, opaque or array) exceeds the field's maximum.
     #[error("XDR length {len} exceeds the limit of {max}")]
     TooLong {
         /// The declared length.
@@ -49,6 +89,14 @@ pub enum XdrError {
     /// Bytes were left over after the value was decoded.
     #[error("{0} trailing bytes after the XDR value")]
     Trailing(usize),
+    /// A union's discriminant names none of its arms.
+    #[error("XDR union {union} has no arm for discriminant {value}")]
+    UnknownDiscriminant {
+        /// The union's Rust name.
+        union: &'static str,
+        /// The discriminant found on the wire (an `int` or `unsigned int`).
+        value: i64,
+    },
 }
 
 /// A value that can be written in XDR.
@@ -164,6 +212,30 @@ impl<'a> Reader<'a> {
         Ok(hi << 32 | lo)
     }
 
+    /// Reads a signed 64-bit integer (`hyper`).
+    ///
+    /// # Errors
+    /// [`XdrError::Truncated`].
+    pub fn i64(&mut self) -> Result<i64, XdrError> {
+        self.u64().map(|v| v as i64)
+    }
+
+    /// Reads an IEEE 754 single-precision float (`float`).
+    ///
+    /// # Errors
+    /// [`XdrError::Truncated`].
+    pub fn f32(&mut self) -> Result<f32, XdrError> {
+        self.u32().map(f32::from_bits)
+    }
+
+    /// Reads an IEEE 754 double-precision float (`double`).
+    ///
+    /// # Errors
+    /// [`XdrError::Truncated`].
+    pub fn f64(&mut self) -> Result<f64, XdrError> {
+        self.u64().map(f64::from_bits)
+    }
+
     /// Reads a variable-length opaque of at most `max` bytes (zero-copy).
     ///
     /// # Errors
@@ -250,328 +322,4 @@ pub fn put_list_len(out: &mut BytesMut, len: usize, max: usize) -> Result<(), Xd
     }
     out.put_u32(len as u32);
     Ok(())
-}
-
-impl Encode for u32 {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        out.put_u32(*self);
-        Ok(())
-    }
-}
-impl Decode for u32 {
-    fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
-        r.u32()
-    }
-}
-impl Encode for i32 {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        out.put_i32(*self);
-        Ok(())
-    }
-}
-impl Decode for i32 {
-    fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
-        r.i32()
-    }
-}
-impl Encode for u64 {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        out.put_u64(*self);
-        Ok(())
-    }
-}
-impl Decode for u64 {
-    fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
-        r.u64()
-    }
-}
-impl Encode for i64 {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        out.put_i64(*self);
-        Ok(())
-    }
-}
-impl Decode for i64 {
-    fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
-        r.u64().map(|v| v as i64)
-    }
-}
-impl Encode for bool {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        out.put_u32(u32::from(*self));
-        Ok(())
-    }
-}
-impl Decode for bool {
-    fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
-        match r.u32()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            value => Err(XdrError::Invalid {
-                what: "bool",
-                value,
-            }),
-        }
-    }
-}
-/// `()` is XDR `void`: no bytes.
-impl Encode for () {
-    fn encode(&self, _out: &mut BytesMut) -> Result<(), XdrError> {
-        Ok(())
-    }
-}
-impl Decode for () {
-    fn decode(_r: &mut Reader<'_>) -> Result<Self, XdrError> {
-        Ok(())
-    }
-}
-/// Strings are `remote_nonnull_string` (at most [`STRING_MAX`] bytes).
-impl Encode for String {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        self.as_str().encode(out)
-    }
-}
-impl Encode for str {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        put_opaque(out, self.as_bytes(), STRING_MAX)
-    }
-}
-impl Decode for String {
-    fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
-        r.string(STRING_MAX)
-    }
-}
-/// `Option<T>` is an XDR optional (`T *`): a bool, then the value if 1.
-impl<T: Encode> Encode for Option<T> {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        match self {
-            None => false.encode(out),
-            Some(v) => {
-                true.encode(out)?;
-                v.encode(out)
-            }
-        }
-    }
-}
-impl<T: Decode> Decode for Option<T> {
-    fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
-        match r.u32()? {
-            0 => Ok(None),
-            1 => T::decode(r).map(Some),
-            value => Err(XdrError::Invalid {
-                what: "optional discriminant",
-                value,
-            }),
-        }
-    }
-}
-/// `Vec<T>` is a variable-length array with no limit beyond the message's
-/// size; fields with a protocol limit check it themselves.
-impl<T: Encode> Encode for Vec<T> {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        put_list_len(out, self.len(), u32::MAX as usize)?;
-        self.iter().try_for_each(|v| v.encode(out))
-    }
-}
-impl<T: Decode> Decode for Vec<T> {
-    fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
-        let len = r.list_len(u32::MAX as usize)?;
-        // Reserve no more than the bytes left could fill: an element's
-        // in-memory size may be many times its 4-byte minimum on the wire.
-        let fits = r.remaining() / std::mem::size_of::<T>().max(1);
-        let mut v = Vec::with_capacity(len.min(fits));
-        for _ in 0..len {
-            v.push(T::decode(r)?);
-        }
-        Ok(v)
-    }
-}
-/// `[u8; 16]` is a fixed opaque such as `remote_uuid`.
-impl Encode for [u8; 16] {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        out.put_slice(self);
-        Ok(())
-    }
-}
-impl Decode for [u8; 16] {
-    fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
-        r.fixed::<16>()
-    }
-}
-
-/// A reference encodes as the value it points to.
-impl<T: Encode + ?Sized> Encode for &T {
-    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-        (**self).encode(out)
-    }
-}
-
-/// Tuples encode their elements in order, like an XDR struct: procedure
-/// arguments are written as tuples.
-macro_rules! tuple_encode {
-    ($($t:ident),+) => {
-        impl<$($t: Encode),+> Encode for ($($t,)+) {
-            #[allow(non_snake_case)]
-            fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-                let ($($t,)+) = self;
-                $($t.encode(out)?;)+
-                Ok(())
-            }
-        }
-        impl<$($t: Decode),+> Decode for ($($t,)+) {
-            fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
-                Ok(($($t::decode(r)?,)+))
-            }
-        }
-    };
-}
-tuple_encode!(A);
-tuple_encode!(A, B);
-tuple_encode!(A, B, C);
-tuple_encode!(A, B, C, D);
-tuple_encode!(A, B, C, D, E);
-tuple_encode!(A, B, C, D, E, F);
-tuple_encode!(A, B, C, D, E, F, G);
-
-/// Declares a plain struct whose XDR form is its fields in order, and
-/// implements [`Encode`] and [`Decode`] for it (deriving `Debug`, `Clone`,
-/// `PartialEq` and `Eq`). The expansion names only this crate (through
-/// `$crate`) and `core`, so a crate using it needs no dependency of its own
-/// on `bytes`, and its own `Result` or `Ok` do not interfere:
-///
-/// ```
-/// // As if this crate had no `bytes` dependency: `::bytes` would now name
-/// // `core`, so an expansion naming `::bytes::BytesMut` fails to compile.
-/// extern crate core as bytes;
-/// // Local items shadowing the prelude's names must not matter either.
-/// #[allow(dead_code)]
-/// type Result = ();
-/// #[allow(dead_code)]
-/// struct Ok;
-///
-/// libvirt_rpc::xdr_struct! {
-///     /// `remote_node_get_cpu_stats_args`'s shape.
-///     pub struct CpuStatsArgs {
-///         pub cpu_num: i32,
-///         pub nparams: i32,
-///         pub flags: u32,
-///     }
-/// }
-///
-/// let args = CpuStatsArgs { cpu_num: -1, nparams: 0, flags: 0 };
-/// let wire = libvirt_rpc::proto::xdr::to_bytes(&args).unwrap();
-/// assert_eq!(wire.len(), 12);
-/// assert_eq!(libvirt_rpc::proto::xdr::from_bytes::<CpuStatsArgs>(&wire).unwrap(), args);
-/// ```
-#[macro_export]
-macro_rules! xdr_struct {
-    ($(#[$m:meta])* $vis:vis struct $name:ident { $($(#[$fm:meta])* $fvis:vis $field:ident : $ty:ty),* $(,)? }) => {
-        $(#[$m])*
-        #[derive(
-            ::core::fmt::Debug,
-            ::core::clone::Clone,
-            ::core::cmp::PartialEq,
-            ::core::cmp::Eq,
-        )]
-        $vis struct $name { $($(#[$fm])* $fvis $field: $ty),* }
-
-        impl $crate::proto::xdr::Encode for $name {
-            fn encode(
-                &self,
-                _out: &mut $crate::bytes::BytesMut,
-            ) -> ::core::result::Result<(), $crate::proto::xdr::XdrError> {
-                $( $crate::proto::xdr::Encode::encode(&self.$field, _out)?; )*
-                ::core::result::Result::Ok(())
-            }
-        }
-        impl $crate::proto::xdr::Decode for $name {
-            fn decode(
-                _r: &mut $crate::proto::xdr::Reader<'_>,
-            ) -> ::core::result::Result<Self, $crate::proto::xdr::XdrError> {
-                ::core::result::Result::Ok(Self {
-                    $($field: $crate::proto::xdr::Decode::decode(_r)?),*
-                })
-            }
-        }
-    };
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn rt<T: Encode + Decode + PartialEq + std::fmt::Debug>(v: T) {
-        let b = to_bytes(&v).unwrap();
-        assert_eq!(b.len() % 4, 0, "XDR is 4-byte aligned");
-        assert_eq!(from_bytes::<T>(&b).unwrap(), v);
-        for cut in 0..b.len() {
-            assert!(from_bytes::<T>(&b[..cut]).is_err(), "cut at {cut}");
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn u32_round_trips(v: u32) { rt(v) }
-        #[test]
-        fn i32_round_trips(v: i32) { rt(v) }
-        #[test]
-        fn u64_round_trips(v: u64) { rt(v) }
-        #[test]
-        fn i64_round_trips(v: i64) { rt(v) }
-        #[test]
-        fn bool_round_trips(v: bool) { rt(v) }
-        #[test]
-        fn string_round_trips(v in ".{0,40}") { rt(v) }
-        #[test]
-        fn option_round_trips(v: Option<String>) { rt(v) }
-        #[test]
-        fn vec_round_trips(v: Vec<u32>) { rt(v) }
-        #[test]
-        fn uuid_round_trips(v: [u8; 16]) { rt(v) }
-        #[test]
-        fn decoding_garbage_never_panics(b: Vec<u8>) {
-            let _ = from_bytes::<Vec<Option<String>>>(&b);
-            let _ = from_bytes::<(u64, bool, i32)>(&b);
-        }
-    }
-
-    #[test]
-    fn string_is_padded() {
-        assert_eq!(&to_bytes("abcde").unwrap()[..], b"\0\0\0\x05abcde\0\0\0");
-    }
-
-    #[test]
-    fn huge_list_length_is_rejected_before_allocating() {
-        let e = from_bytes::<Vec<u64>>(&[0xff, 0xff, 0xff, 0xf0]).unwrap_err();
-        assert!(matches!(e, XdrError::Truncated { .. }), "{e:?}");
-    }
-
-    #[test]
-    fn string_over_limit_is_rejected() {
-        let e = from_bytes::<String>(&[0x00, 0x40, 0x00, 0x01]).unwrap_err();
-        assert!(matches!(e, XdrError::TooLong { .. }), "{e:?}");
-        let long = "x".repeat(STRING_MAX + 1);
-        assert!(to_bytes(&long).is_err());
-    }
-
-    #[test]
-    fn bad_bool_and_optional_are_invalid() {
-        assert!(matches!(
-            from_bytes::<bool>(&[0, 0, 0, 2]),
-            Err(XdrError::Invalid { .. })
-        ));
-        assert!(matches!(
-            from_bytes::<Option<u32>>(&[0, 0, 0, 7, 0, 0, 0, 0]),
-            Err(XdrError::Invalid { .. })
-        ));
-    }
-
-    #[test]
-    fn trailing_bytes_are_rejected() {
-        assert_eq!(
-            from_bytes::<u32>(&[0; 8]).unwrap_err(),
-            XdrError::Trailing(4)
-        );
-    }
 }

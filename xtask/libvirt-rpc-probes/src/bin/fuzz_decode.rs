@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use libvirt_rpc::proto::limits::REMOTE_DOMAIN_MEMORY_PARAMETERS_MAX;
 use libvirt_rpc::proto::packet::{self, HEADER_SIZE, LEN_SIZE};
 use libvirt_rpc::proto::remote_error::WireError;
 use libvirt_rpc::proto::xdr::{self, Decode, Encode};
@@ -39,22 +40,64 @@ impl Rng {
     }
 }
 
-/// Decodes `b` as `T`; when it decodes, re-encoding must give a value that
-/// decodes to the same thing. Returns a bit of the outcome signature.
-fn probe<T: Decode + Encode + PartialEq + std::fmt::Debug>(b: &[u8]) -> u64 {
+/// Decodes `b` as `T`; when it decodes, re-encoding must succeed (every
+/// maximum that decoding enforced, encoding accepts) and give bytes that
+/// decode and encode to the same bytes again (compared as bytes: a NaN in a
+/// typed parameter is unequal to itself). Returns a bit of the outcome
+/// signature.
+fn probe<T: Decode + Encode>(b: &[u8]) -> u64 {
     match xdr::from_bytes::<T>(b) {
         Ok(v) => {
             let again = xdr::to_bytes(&v).expect("re-encode");
             let back = xdr::from_bytes::<T>(&again).expect("re-decode");
-            assert_eq!(back, v, "round trip");
+            assert_eq!(
+                xdr::to_bytes(&back).expect("re-encode"),
+                again,
+                "round trip"
+            );
             1
         }
         Err(xdr::XdrError::Truncated { .. }) => 2,
         Err(xdr::XdrError::TooLong { .. }) => 3,
         Err(xdr::XdrError::Invalid { .. }) => 4,
-        Err(_) => 5,
+        Err(xdr::XdrError::UnknownDiscriminant { .. }) => 5,
+        Err(_) => 6,
     }
 }
+
+xdr_struct! {
+    #[xdr(no_eq)]
+    /// Every codec construct in one value, each variable-length one with a
+    /// maximum of its own (declared from outside the crate, as a user
+    /// would).
+    struct Constructs {
+        float: f32,
+        double: f64,
+        hyper: i64,
+        narrow: (i8, i16, u16),
+        name<NAME_MAX>: String,
+        blob<BLOB_MAX>: Vec<u8>,
+        uuid: [u8; 16],
+        odd: [u8; 5],
+        model: [i8; 4],
+        pair: [Option<u32>; 2],
+        maybe<NAME_MAX>: Option<String>,
+        params<REMOTE_DOMAIN_MEMORY_PARAMETERS_MAX>: Vec<TypedParam>,
+        arm: Arm,
+    }
+}
+
+xdr_union! {
+    /// A union with a void arm, a bounded arm and a signed discriminant.
+    enum Arm switch (i32) {
+        Nothing = 0,
+        Name<NAME_MAX>(String) = -1,
+        Value(TypedParamValue) = 7,
+    }
+}
+
+const NAME_MAX: usize = 12;
+const BLOB_MAX: usize = 64;
 
 /// Every event message procedure this crate types (`events::Event`).
 const EVENT_PROCEDURES: [i32; 35] = [
@@ -86,7 +129,14 @@ fn payload_signature(b: &[u8]) -> u64 {
         probe::<StorageVol>(b),
         probe::<procedures::DomainList>(b),
         probe::<procedures::VolumeList>(b),
-        probe::<Vec<DomainInterface>>(b),
+        probe::<procedures::PoolList>(b),
+        probe::<procedures::AuthList>(b),
+        probe::<procedures::InterfaceList>(b),
+        probe::<TypedParamValue>(b),
+        probe::<TypedParam>(b),
+        probe::<Vec<TypedParam>>(b),
+        probe::<Constructs>(b),
+        probe::<Vec<Arm>>(b),
         probe::<StoragePoolInfo>(b),
         probe::<StorageVolInfo>(b),
         probe::<DomainStateInfo>(b),
@@ -131,6 +181,63 @@ fn target(data: &[u8]) -> u64 {
             .wrapping_add(payload_signature(&data[LEN_SIZE + HEADER_SIZE..]));
     }
     sig
+}
+
+/// Seeds the captured traffic lacks: payloads of every codec construct
+/// (typed parameters of each type, the `Constructs` struct, the union's
+/// arms), each behind a length word and a zero header so that both the
+/// framing and the payload decoders see them.
+fn synthetic_seeds() -> Vec<Vec<u8>> {
+    let values = [
+        TypedParamValue::Int(-7),
+        TypedParamValue::UInt(7),
+        TypedParamValue::LLong(-1 << 40),
+        TypedParamValue::ULLong(1 << 40),
+        TypedParamValue::Double(0.25),
+        TypedParamValue::Boolean(true),
+        TypedParamValue::String("balloon.current".into()),
+    ];
+    let params: Vec<TypedParam> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| TypedParam::new(format!("field.{i}"), v.clone()))
+        .collect();
+    let constructs = Constructs {
+        float: 1.5,
+        double: f64::NAN,
+        hyper: -2,
+        narrow: (-1, -300, 65535),
+        name: "domain-1".into(),
+        blob: vec![1, 2, 3, 4, 5],
+        uuid: [9; 16],
+        odd: [1, 2, 3, 4, 5],
+        model: [b'x' as i8, 0, -1, 1],
+        pair: [Some(3), None],
+        maybe: Some("x".into()),
+        params: params.clone(),
+        arm: Arm::Name("arm".into()),
+    };
+    let mut payloads = vec![
+        xdr::to_bytes(&params).expect("seed"),
+        xdr::to_bytes(&constructs).expect("seed"),
+        xdr::to_bytes(&vec![
+            Arm::Nothing,
+            Arm::Value(TypedParamValue::Double(-0.0)),
+        ])
+        .expect("seed"),
+    ];
+    payloads.extend(values.iter().map(|v| xdr::to_bytes(v).expect("seed")));
+    payloads
+        .into_iter()
+        .map(|payload| {
+            let mut seed = ((LEN_SIZE + HEADER_SIZE + payload.len()) as u32)
+                .to_be_bytes()
+                .to_vec();
+            seed.resize(LEN_SIZE + HEADER_SIZE, 0);
+            seed.extend_from_slice(&payload);
+            seed
+        })
+        .collect()
 }
 
 const WORDS: [u32; 12] = [
@@ -225,6 +332,7 @@ fn main() {
         "empty corpus in {}",
         corpus_dir.display()
     );
+    corpus.extend(synthetic_seeds());
     let seeds = corpus.len();
     panic::set_hook(Box::new(|_| {}));
     let mut seen = HashSet::new();
