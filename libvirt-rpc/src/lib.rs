@@ -68,7 +68,13 @@
 //! [`ErrorLevel`]). [`proto`], the sans-IO layer beneath, is public too —
 //! the XDR codec that [`Client::call`]'s types implement (see
 //! [`xdr_struct!`]), and the framing for code that plays the daemon's side
-//! — except its keepalive state machine; [`proto`] says why. [`Config`]'s
+//! — except its keepalive state machine; [`proto`] says why. The codec
+//! covers XDR as libvirt's `.x` files use it: structs ([`xdr_struct!`]),
+//! discriminated unions ([`xdr_union!`]; typed parameters are
+//! [`TypedParam`] and [`TypedParamValue`]), `hyper`, `float`/`double`,
+//! variable and fixed opaques and arrays, optional data, and each field's
+//! maximum (`REMOTE_*_MAX`, [`proto::limits`]) checked both ways before
+//! anything is allocated; [`proto::xdr`] has the table. [`Config`]'s
 //! settings are set only through methods that clamp them, so no value can
 //! make the connection panic or stall. [`bytes`] is re-exported because
 //! its types appear in the codec's traits.
