@@ -113,10 +113,11 @@
 //! memory growth during the upload 4–5 MiB (the stream budget, see
 //! [`stream`]). Event delivery, a burst of 10,000 lifecycle events received
 //! by a subscription vs python3-libvirt's default event loop, each in a
-//! process of its own: 1.3× the events/s (per-round ratios 1.07–2.40 on a
-//! machine at load 13; both keep up with what the daemon generates, the
-//! last event under a millisecond after the last call) at 13–15 µs of
-//! receiver CPU per event against 48–49 µs (Python included).
+//! process of its own, against the sandbox daemon: 1.45× the events/s
+//! (median of 7 rounds, per-round 1.27–3.00, on the 2-core machine at load
+//! 11–12, where the daemon generating the burst is the limit: both keep up,
+//! the last event typically under a millisecond after the last call) at
+//! 11 µs of receiver CPU per event against 57 µs (Python included).
 //!
 //! # Example
 //! ```no_run
