@@ -38,6 +38,9 @@
 #[allow(dead_code)]
 #[path = "../tests/it/http_server.rs"]
 mod common;
+// The domain spec the tests define without the provider.
+#[path = "../tests/it/test_domain.rs"]
+mod test_domain;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -48,8 +51,9 @@ use kvm2_provider::image_source::{ImageSource, SourceLimits};
 use kvm2_provider::volume_xml::raw_volume;
 use kvm2_provider::{Kvm2Provider, ProviderOptions};
 use libvirt_rpc::{Config as RpcConfig, StorageVolCreateFlags, StorageVolStreamFlags};
+use provider_api::Identifier;
 use provider_api::config::Kvm2Config;
-use provider_api::{Identifier, ProvidersConfig};
+use testkit::providers_yaml::{Image, ProvidersYaml};
 use xtask::Descriptor;
 
 const IMAGE_BYTES: usize = 256 << 20;
@@ -92,20 +96,9 @@ fn nonce() -> String {
 
 /// The providers config of one entry with the sandbox as `host1`.
 fn kvm2_config(d: &Descriptor, entry: &str, url: &str, sha256: &str) -> Kvm2Config {
-    let yaml = format!(
-        "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {kh}\n      hosts:\n        - name: host1\n          address: {addr}\n          port: {port}\n          bridge: {bridge}\n          pool: {pool}\n      images:\n        {IMAGE_KEY}:\n          url: {url}\n          sha256: {sha256}\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n      defaults:\n        machine_type: small\n        image: {IMAGE_KEY}\n",
-        user = d.ssh.user,
-        key = d.ssh.key_path.display(),
-        kh = d.ssh.known_hosts_path.display(),
-        addr = d.ssh.host,
-        port = d.ssh.port,
-        bridge = d.bridge,
-        pool = d.pool.name,
-    );
-    ProvidersConfig::from_yaml_str(&yaml).unwrap().providers[0]
+    ProvidersYaml::sandbox(d, entry)
+        .images([Image::new(IMAGE_KEY, url, sha256, "raw")])
         .kvm2()
-        .unwrap()
-        .clone()
 }
 
 fn options(d: &Descriptor) -> ProviderOptions {
@@ -416,13 +409,9 @@ async fn direct_create(
     seed: &[u8],
     bridge: &str,
 ) {
-    use kvm2_provider::domain_xml::{
-        BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, disk_path, render,
-    };
-    use kvm2_provider::ownership_mark::OwnerMark;
+    use kvm2_provider::domain_xml::render;
     use kvm2_provider::volume_names::VmVolumes;
     use libvirt_rpc::{DomainCreateFlags, DomainDefineFlags, NoFlags};
-    use provider_api::config::DomainType;
 
     assert!(client.domain_lookup_by_name(name.as_str()).await.is_err());
     // The base and its marker.
@@ -489,23 +478,13 @@ async fn direct_create(
         .unwrap();
     let seed_path = client.storage_vol_get_path(&seed_vol).await.unwrap();
     // Define, start, one state read.
-    let xml = render(&DomainSpec {
-        domain_type: DomainType::Qemu,
-        name: name.clone(),
-        memory: MemoryMib::new(128).unwrap(),
-        vcpus: Vcpus::new(1).unwrap(),
-        machine: MachineName::parse("q35").unwrap(),
-        firmware: BootFirmware::Bios,
-        overlay_path: disk_path("overlay path", &overlay_path).unwrap(),
-        seed_path: disk_path("seed path", &seed_path).unwrap(),
-        bridge: provider_api::config::values::BridgeName::parse(bridge).unwrap(),
-        mac: None,
-        mark: OwnerMark::new(
-            provider_api::OwnerUid::parse("bench-direct").unwrap(),
-            Identifier::parse("kvm2-bench").unwrap(),
-            kvm2_provider::timestamp::Timestamp::from_unix_seconds(1_796_200_000).unwrap(),
-        ),
-    })
+    let xml = render(&test_domain::spec(
+        name.as_str(),
+        &overlay_path,
+        &seed_path,
+        bridge,
+        test_domain::mark("kvm2-bench", "bench-direct"),
+    ))
     .unwrap();
     let dom = client
         .domain_define_xml_flags(&xml, DomainDefineFlags::VALIDATE)

@@ -29,25 +29,24 @@
     clippy::print_stdout
 )]
 
+// The domain spec the tests define without the provider.
+#[path = "../tests/it/test_domain.rs"]
+mod test_domain;
+
 use std::net::Ipv4Addr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kvm2_provider::domain_xml::{
-    BootFirmware, DomainSpec, MacAddress, MachineName, MemoryMib, Vcpus, disk_path, render,
-};
-use kvm2_provider::ownership_mark::OwnerMark;
+use kvm2_provider::domain_xml::{DomainSpec, MacAddress, MemoryMib, render};
 use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
 use kvm2_provider::timestamp::Timestamp;
 use kvm2_provider::vendor_data::ProxySettings;
 use kvm2_provider::{Kvm2Provider, ProviderOptions};
 use provider_api::config::Cidr;
-use provider_api::config::DomainType;
 use provider_api::config::values::BridgeName;
-use provider_api::{
-    CreateRequest, Identifier, InstanceState, ObjectName, OwnerUid, Provider, ProvidersConfig,
-};
-use xtask::{Descriptor, GuestImage};
+use provider_api::{CreateRequest, Identifier, InstanceState, ObjectName, OwnerUid, Provider};
+use testkit::providers_yaml::{Host, Image, ProvidersYaml};
+use xtask::Descriptor;
 
 const GUESTS: usize = 5;
 const POLL: Duration = Duration::from_secs(1);
@@ -83,25 +82,18 @@ fn virsh(d: &Descriptor, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn config(d: &Descriptor, entry: &str, image: &GuestImage) -> provider_api::config::Kvm2Config {
-    let yaml = format!(
-        "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {kh}\n      hosts:\n        - name: host1\n          address: {addr}\n          port: {port}\n          bridge: {bridge}\n          pool: {pool}\n          socket: {socket}\n      images:\n        {KEY}:\n          url: {url}\n          sha256: {sha}\n          format: qcow2\n      machine_types:\n        small:\n          vcpus: 1\n          memory: {MEMORY_MIB}MiB\n          disk: 4GiB\n      proxy:\n        port: {PORT}\n        allowed_clients: [{cidr}]\n      defaults:\n        machine_type: small\n        image: {KEY}\n",
-        user = d.ssh.user,
-        key = d.ssh.key_path.display(),
-        kh = d.ssh.known_hosts_path.display(),
-        addr = d.ssh.host,
-        port = d.ssh.port,
-        bridge = d.bridge,
-        pool = d.pool.name,
-        socket = d.remote_socket.display(),
-        url = image.url,
-        sha = image.sha256,
-        cidr = d.guest_net.cidr(),
-    );
-    ProvidersConfig::from_yaml_str(&yaml).unwrap().providers[0]
+/// The providers config of `entry`: the sandbox as `host1`, the guest
+/// image, a machine type the guest fits in, Squid open to the guest network.
+fn config(d: &Descriptor, entry: &str) -> provider_api::config::Kvm2Config {
+    ProvidersYaml::sandbox(d, entry)
+        .hosts([Host::sandbox(d, "host1").with_socket(&d.remote_socket)])
+        .images([Image {
+            key: KEY.into(),
+            ..Image::guest(d)
+        }])
+        .machine_type(1, &format!("{MEMORY_MIB}MiB"), "4GiB")
+        .proxy(PORT, [d.guest_net.cidr()])
         .kvm2()
-        .unwrap()
-        .clone()
 }
 
 /// True once a CONNECT through `proxy`'s Squid to the upstream answers 200.
@@ -229,21 +221,15 @@ impl Peer<'_> {
             rand_byte(name.as_str(), 2)
         );
         let xml = render(&DomainSpec {
-            domain_type: DomainType::Qemu,
-            name: name.clone(),
             memory: MemoryMib::new(MEMORY_MIB).unwrap(),
-            vcpus: Vcpus::new(1).unwrap(),
-            machine: MachineName::parse("q35").unwrap(),
-            firmware: BootFirmware::Bios,
-            overlay_path: disk_path("overlay path", &path(&overlay)).unwrap(),
-            seed_path: disk_path("seed path", &path(&seed)).unwrap(),
-            bridge: self.bridge.clone(),
             mac: Some(MacAddress::parse(&mac).unwrap()),
-            mark: OwnerMark::new(
-                OwnerUid::parse("bench-peer").unwrap(),
-                Identifier::parse("kvm2-bench").unwrap(),
-                Timestamp::from_unix_seconds(1_796_200_000).unwrap(),
-            ),
+            ..test_domain::spec(
+                name.as_str(),
+                &path(&overlay),
+                &path(&seed),
+                self.bridge.as_str(),
+                test_domain::mark("kvm2-bench", "bench-peer"),
+            )
         })
         .unwrap();
         let xml_file = dir.join(format!("{name}.xml"));
@@ -303,10 +289,6 @@ fn main() {
         return;
     }
     let d = Descriptor::require();
-    let image = d
-        .guest_image
-        .clone()
-        .expect("the sandbox serves no guest image: `cargo xtask sandbox up` builds it");
     let rounds: usize = std::env::var("KVM2_BENCH_SERVING_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -319,7 +301,7 @@ fn main() {
     rt.block_on(async {
         let n = nonce();
         let entry = format!("kbs{}", &n[..8.min(n.len())]);
-        let cfg = config(&d, &entry, &image);
+        let cfg = config(&d, &entry);
         let mut options = ProviderOptions::default();
         options.source.deadline = Duration::from_secs(600);
         let provider =

@@ -15,7 +15,7 @@ mod provider_env;
 
 use http_server::{Reply, Server};
 use provider_api::{ErrorClass, Placement, Provider, SecretString};
-use provider_env::{Env, Image};
+use provider_env::{Env, served_image};
 
 // Current-thread runtime: the capturing subscriber is this thread's default.
 #[tokio::test(flavor = "current_thread")]
@@ -26,7 +26,7 @@ async fn user_data_never_reaches_logs_or_errors_of_create_and_delete() {
     let body = http_server::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
-    let image = Image::served(&server, "tiny", &body, "raw");
+    let image = served_image(&server, "tiny", &body, "raw");
     let provider = env.one_host_provider(image);
     let secret = format!("SECRET-{}", testkit::names::random_hex());
     let mut req = env.request(env.owner(), Placement::Any);

@@ -37,22 +37,16 @@ async fn each_host_gets_its_reason_within_the_deadline_and_nothing_stays_open() 
     ));
     std::fs::write(&known_hosts, text).unwrap();
 
-    let host = |name, port| HostSpec {
-        name,
-        address: "127.0.0.1".into(),
-        port,
-    };
-    let config = config(
-        &sandbox,
-        &[
+    let host = |name, port| Host::sandbox(&sandbox, name).at_loopback_port(port);
+    let config = providers(&sandbox)
+        .hosts([
             host("good", good.port()),
             host("closed", closed),
             host("silent", silent.port()),
             host("badkey", badkey.port()),
-        ],
-        &sandbox.ssh.key_path,
-        &known_hosts,
-    );
+        ])
+        .known_hosts(&known_hosts)
+        .kvm2();
     let table = HostTable::new(&config, &options(&sandbox, &sandbox.libvirt.qemu_uri)).unwrap();
     let checker = HostChecker::new(Arc::new(table));
     let checker: &dyn Checker = &checker;
@@ -106,12 +100,7 @@ async fn a_key_the_host_refuses_is_auth_failed() {
     let sandbox = Descriptor::require();
     let dir = tempfile::tempdir().unwrap();
     let stranger = new_key(dir.path(), "stranger");
-    let config = config(
-        &sandbox,
-        &[HostSpec::sandbox("host1", &sandbox)],
-        &stranger,
-        &sandbox.ssh.known_hosts_path,
-    );
+    let config = providers(&sandbox).key_file(&stranger).kvm2();
     let table = HostTable::new(&config, &options(&sandbox, &sandbox.libvirt.qemu_uri)).unwrap();
     let statuses = HostChecker::new(Arc::new(table))
         .check(Duration::from_secs(15))

@@ -6,15 +6,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use kvm2_provider::domain_xml::{
-    BootFirmware, DomainSpec, MacAddress, MachineName, MemoryMib, Vcpus, disk_path, render,
-};
+use kvm2_provider::domain_xml::{BootFirmware, DomainSpec, MacAddress, render};
 use kvm2_provider::nic_macs::interface_macs;
-use kvm2_provider::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_mark, parse_metadata_reply};
-use kvm2_provider::timestamp::Timestamp;
+use kvm2_provider::ownership_mark::{MARK_NAMESPACE, parse_mark, parse_metadata_reply};
 use provider_api::config::DomainType;
-use provider_api::config::values::BridgeName;
-use provider_api::{Identifier, OwnerUid};
 use testkit::Descriptor;
 
 use testkit::virsh::Virsh;
@@ -25,25 +20,14 @@ fn unique_name(tag: &str) -> String {
 
 fn spec(name: &str, dir: &Path) -> DomainSpec {
     DomainSpec {
-        domain_type: DomainType::Qemu,
-        name: Identifier::parse(name).unwrap(),
-        memory: MemoryMib::new(128).unwrap(),
-        vcpus: Vcpus::new(1).unwrap(),
-        machine: MachineName::parse("q35").unwrap(),
-        firmware: BootFirmware::Bios,
-        overlay_path: disk_path(
-            "overlay path",
-            &dir.join("overlay.qcow2").display().to_string(),
-        )
-        .unwrap(),
-        seed_path: disk_path("seed path", &dir.join("seed.iso").display().to_string()).unwrap(),
-        bridge: BridgeName::parse("br-kvm2-none").unwrap(),
         mac: Some(MacAddress::parse("52:54:00:aa:bb:cc").unwrap()),
-        mark: OwnerMark::new(
-            OwnerUid::parse("0b6c3d2a-7e4f-4a1b-9c8d-0123456789ab").unwrap(),
-            Identifier::parse("kvm2-it").unwrap(),
-            Timestamp::from_unix_seconds(1_796_200_000).unwrap(),
-        ),
+        ..crate::test_domain::spec(
+            name,
+            &dir.join("overlay.qcow2").display().to_string(),
+            &dir.join("seed.iso").display().to_string(),
+            "br-kvm2-none",
+            crate::test_domain::mark("kvm2-it", "0b6c3d2a-7e4f-4a1b-9c8d-0123456789ab"),
+        )
     }
 }
 

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use kvm2_provider::host_table::{HostOptions, HostTable};
 use libvirt_rpc::StorageVolStreamFlags;
-use provider_api::{Identifier, ProvidersConfig};
+use provider_api::Identifier;
 use testkit::Descriptor;
+use testkit::providers_yaml::Host;
 use testkit::relay::Relay;
 use testkit::sshd::known_hosts_with_port;
 use tokio::io::AsyncReadExt;
@@ -24,23 +25,18 @@ async fn a_frozen_host_does_not_stall_the_other_and_closes_at_once() {
     // port with the sandbox's host key. host2 is the sandbox directly.
     let dir = tempfile::tempdir().unwrap();
     let known_hosts = known_hosts_with_port(&sandbox, dir.path(), relay.port());
-    let yaml = format!(
-        "providers:\n  - name: kvm2-it\n    type: kvm2\n    kvm2:\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {kh}\n      hosts:\n        - name: host1\n          address: 127.0.0.1\n          port: {relay}\n          bridge: {bridge}\n          pool: {pool}\n        - name: host2\n          address: {addr}\n          port: {port}\n          bridge: {bridge}\n          pool: {pool}\n      images:\n        tiny:\n          url: http://127.0.0.1:1/x\n          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n",
-        user = sandbox.ssh.user,
-        key = sandbox.ssh.key_path.display(),
-        kh = known_hosts.display(),
-        relay = relay.port(),
-        addr = sandbox.ssh.host,
-        port = sandbox.ssh.port,
-        bridge = sandbox.bridge,
-        pool = sandbox.pool.name,
-    );
-    let config = ProvidersConfig::from_yaml_str(&yaml).unwrap();
+    let config = crate::sandbox_hosts::providers(&sandbox)
+        .hosts([
+            Host::sandbox(&sandbox, "host1").at_loopback_port(relay.port()),
+            Host::sandbox(&sandbox, "host2"),
+        ])
+        .known_hosts(&known_hosts)
+        .kvm2();
     let options = HostOptions {
         remote_socket: sandbox.remote_socket.display().to_string(),
         ..HostOptions::default()
     };
-    let table = HostTable::new(config.providers[0].kvm2().unwrap(), &options).unwrap();
+    let table = HostTable::new(&config, &options).unwrap();
     let (h1, h2) = (
         Identifier::parse("host1").unwrap(),
         Identifier::parse("host2").unwrap(),

@@ -195,19 +195,12 @@ async fn list_by_tag_fails_whole_when_one_host_is_unreachable() {
     let _a = QemuDomain::define(&sandbox, &client, &ours, Some(mark(ENTRY, OWNER)), false).await;
     // host2: a port nothing listens on.
     let closed = testkit::sshd::free_port();
-    let config = config(
-        &sandbox,
-        &[
-            HostSpec::sandbox("host1", &sandbox),
-            HostSpec {
-                name: "host2",
-                address: "127.0.0.1".into(),
-                port: closed,
-            },
-        ],
-        &sandbox.ssh.key_path,
-        &sandbox.ssh.known_hosts_path,
-    );
+    let config = providers(&sandbox)
+        .hosts([
+            Host::sandbox(&sandbox, "host1"),
+            Host::sandbox(&sandbox, "host2").at_loopback_port(closed),
+        ])
+        .kvm2();
     let mut opts = options(&sandbox, &sandbox.libvirt.qemu_uri);
     opts.dial_budget = Duration::from_secs(10);
     let table = HostTable::new(&config, &opts).unwrap();

@@ -42,35 +42,19 @@ fn guest_image(env: &Env) -> GuestImage {
 
 /// A config for `env`'s entry with the guest image, a machine type the
 /// guest fits in and the proxy settings under test.
-fn yaml(env: &Env, image: &GuestImage) -> String {
-    let base = env.yaml(
-        &[env.host("host1")],
-        &[Image {
-            key: "proxy-guest".into(),
-            url: image.url.clone(),
-            sha256: image.sha256.clone(),
-            format: "qcow2",
-        }],
-        None,
-    );
-    // Replace the tiny default machine type; add the proxy block.
-    let base = base.replace(
-        "        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n",
-        "        small:\n          vcpus: 1\n          memory: 512MiB\n          disk: 4GiB\n",
-    );
-    base.replace(
-        "      defaults:\n",
-        &format!(
-            "      proxy:\n        port: {PROXY_PORT}\n        allowed_clients: [{ALLOWED}]\n      defaults:\n"
-        ),
-    )
+fn yaml(env: &Env) -> String {
+    env.providers()
+        .images([Image::guest(&env.sandbox)])
+        .machine_type(1, "512MiB", "4GiB")
+        .proxy(PROXY_PORT, [ALLOWED])
+        .render()
 }
 
-fn provider(env: &Env, image: &GuestImage) -> Kvm2Provider {
+fn provider(env: &Env) -> Kvm2Provider {
     let mut options = env.options();
     options.cache.fill_budget = Duration::from_secs(600);
     options.source.deadline = Duration::from_secs(600);
-    env.provider(&yaml(env, image), options)
+    env.provider(&yaml(env), options)
 }
 
 async fn get(p: &Kvm2Provider, id: &ProviderId) -> Instance {
@@ -230,7 +214,7 @@ fn bases(env: &Env) -> Vec<String> {
 async fn a_real_proxy_guest_from_create_to_delete() {
     let env = Env::new();
     let image = guest_image(&env);
-    let p = provider(&env, &image);
+    let p = provider(&env);
 
     // Cold fetch.
     let owner = env.owner();
@@ -371,7 +355,7 @@ async fn a_real_proxy_guest_from_create_to_delete() {
 
     // Another entry on the same pool keeps a base of its own (H4).
     let other = Env::new();
-    let q = provider(&other, &image);
+    let q = provider(&other);
     let c = q
         .create(&other.request(other.owner(), Placement::Any))
         .await

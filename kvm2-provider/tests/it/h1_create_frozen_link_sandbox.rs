@@ -56,22 +56,18 @@ async fn a_frozen_host_fails_its_create_in_budget_while_another_host_creates() {
     }
     env.watch_pool(&pool2);
     let hosts = [
-        Host {
-            address: "127.0.0.1".into(),
-            port: relay.port(),
-            ..env.host("host1")
-        },
+        env.host("host1").at_loopback_port(relay.port()),
         Host {
             pool: pool2.clone(),
             ..env.host("host2")
         },
     ];
-    let img = Image {
-        key: "big".into(),
-        url: server.url("/big.raw").to_string(),
-        sha256: digest(&body).to_string(),
-        format: "raw",
-    };
+    let img = Image::new(
+        "big",
+        server.url("/big.raw").to_string(),
+        digest(&body).to_string(),
+        "raw",
+    );
     let yaml = env.yaml(&hosts, &[img], Some(&known_hosts.display().to_string()));
     let mut options = env.options();
     let fill_budget = Duration::from_secs(30);

@@ -83,16 +83,10 @@ async fn link_killed_during_get_is_transient_not_provisioning() {
 
     let dir = tempfile::tempdir().unwrap();
     let known_hosts = known_hosts_with_port(&sandbox, dir.path(), relay.port());
-    let config = config(
-        &sandbox,
-        &[HostSpec {
-            name: "host1",
-            address: "127.0.0.1".into(),
-            port: relay.port(),
-        }],
-        &sandbox.ssh.key_path,
-        &known_hosts,
-    );
+    let config = providers(&sandbox)
+        .hosts([Host::sandbox(&sandbox, "host1").at_loopback_port(relay.port())])
+        .known_hosts(&known_hosts)
+        .kvm2();
     let table = HostTable::new(&config, &options(&sandbox, &sandbox.libvirt.qemu_uri)).unwrap();
     let id = ProviderId::new(ProviderType::Kvm2, id(ENTRY), id("host1"), id(&name));
 

@@ -7,51 +7,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::sandbox_hosts::{Host, providers, sandbox_config};
 use kvm2_provider::host_table::{HostOptions, HostTable};
-use provider_api::config::Kvm2Config;
-use provider_api::{ErrorClass, Identifier, ProvidersConfig};
+use provider_api::{ErrorClass, Identifier};
 use testkit::Descriptor;
-
-/// A providers config with the sandbox as `host1` (and, optionally, a
-/// second host), parsed by provider-api like the operator's own.
-fn config(sandbox: &Descriptor, key: &str, known_hosts: &str, extra_host: &str) -> Kvm2Config {
-    let yaml = format!(
-        r#"
-providers:
-  - name: kvm2-it
-    type: kvm2
-    kvm2:
-      ssh:
-        user: {user}
-        key_file: {key}
-        known_hosts_file: {known_hosts}
-      hosts:
-        - name: host1
-          address: {addr}
-          port: {port}
-          bridge: {bridge}
-          pool: {pool}
-{extra_host}
-      images:
-        tiny:
-          url: http://127.0.0.1:1/tiny.qcow2
-          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
-          format: qcow2
-      machine_types:
-        small:
-          vcpus: 1
-          memory: 128MiB
-          disk: 1GiB
-"#,
-        user = sandbox.ssh.user,
-        addr = sandbox.ssh.host,
-        port = sandbox.ssh.port,
-        bridge = sandbox.bridge,
-        pool = sandbox.pool.name,
-    );
-    let parsed = ProvidersConfig::from_yaml_str(&yaml).unwrap();
-    parsed.providers[0].kvm2().unwrap().clone()
-}
+use testkit::sshd::{new_key, public_key};
 
 fn options(sandbox: &Descriptor) -> HostOptions {
     HostOptions {
@@ -63,15 +23,6 @@ fn options(sandbox: &Descriptor) -> HostOptions {
 
 fn host(name: &str) -> Identifier {
     Identifier::parse(name).unwrap()
-}
-
-fn sandbox_config(sandbox: &Descriptor) -> Kvm2Config {
-    config(
-        sandbox,
-        &sandbox.ssh.key_path.display().to_string(),
-        &sandbox.ssh.known_hosts_path.display().to_string(),
-        "",
-    )
 }
 
 #[tokio::test]
@@ -115,13 +66,14 @@ async fn construction_dials_nothing_and_unknown_hosts_are_permanent() {
     let sandbox = Descriptor::require();
     // host2 points at a port nothing listens on; building the table must
     // not notice.
-    let extra = "        - name: host2\n          address: 127.0.0.1\n          port: 1\n          bridge: br0\n          pool: default";
-    let cfg = config(
-        &sandbox,
-        &sandbox.ssh.key_path.display().to_string(),
-        &sandbox.ssh.known_hosts_path.display().to_string(),
-        extra,
-    );
+    let host2 = Host {
+        bridge: "br0".into(),
+        pool: "default".into(),
+        ..Host::sandbox(&sandbox, "host2").at_loopback_port(1)
+    };
+    let cfg = providers(&sandbox)
+        .hosts([Host::sandbox(&sandbox, "host1"), host2])
+        .kvm2();
     let started = Instant::now();
     let table = HostTable::new(&cfg, &options(&sandbox)).unwrap();
     assert!(started.elapsed() < Duration::from_secs(1));
@@ -147,44 +99,22 @@ async fn ssh_auth_and_host_key_failures_are_permanent() {
     let dir = tempfile::tempdir().unwrap();
 
     // A key the server does not know.
-    let stranger = dir.path().join("stranger");
-    let made = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(&stranger)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let cfg = config(
-        &sandbox,
-        &stranger.display().to_string(),
-        &sandbox.ssh.known_hosts_path.display().to_string(),
-        "",
-    );
+    let stranger = new_key(dir.path(), "stranger");
+    let cfg = providers(&sandbox).key_file(&stranger).kvm2();
     let table = HostTable::new(&cfg, &options(&sandbox)).unwrap();
     let err = table.shared(&host("host1")).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Permanent, "{err}");
 
     // A known_hosts file that pins another key for the sandbox's address.
-    let other = dir.path().join("other_host_key");
-    let made = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(&other)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let public = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let other = new_key(dir.path(), "other_host_key");
+    let public = public_key(&other);
     let known_hosts = dir.path().join("known_hosts");
     std::fs::write(
         &known_hosts,
         format!("[{}]:{} {}", sandbox.ssh.host, sandbox.ssh.port, public),
     )
     .unwrap();
-    let cfg = config(
-        &sandbox,
-        &sandbox.ssh.key_path.display().to_string(),
-        &known_hosts.display().to_string(),
-        "",
-    );
+    let cfg = providers(&sandbox).known_hosts(&known_hosts).kvm2();
     let table = HostTable::new(&cfg, &options(&sandbox)).unwrap();
     let err = table.shared(&host("host1")).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Permanent, "{err}");

@@ -17,12 +17,12 @@ use provider_api::{
 };
 
 fn raw_image(key: &str, server: &Server, path: &str, body: &[u8]) -> Image {
-    Image {
-        key: key.into(),
-        url: server.url(path).to_string(),
-        sha256: digest(body).to_string(),
-        format: "raw",
-    }
+    Image::new(
+        key,
+        server.url(path).to_string(),
+        digest(body).to_string(),
+        "raw",
+    )
 }
 
 fn id(env: &Env, owner: &provider_api::OwnerUid) -> ProviderId {

@@ -14,28 +14,17 @@ use kvm2_provider::observe::observed;
 use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
 use kvm2_provider::timestamp::Timestamp;
 use libvirt_rpc::StorageVolStreamFlags;
-use provider_api::{Identifier, ProvidersConfig, SecretString};
+use provider_api::{Identifier, SecretString};
 use testkit::Descriptor;
 
 use crate::sandbox_hosts::temp_volume;
 
 fn table(sandbox: &Descriptor) -> HostTable {
-    let yaml = format!(
-        "providers:\n  - name: kvm2-it\n    type: kvm2\n    kvm2:\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n      images:\n        tiny:\n          url: http://127.0.0.1:1/x\n          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n",
-        sandbox.ssh.user,
-        sandbox.ssh.key_path.display(),
-        sandbox.ssh.known_hosts_path.display(),
-        sandbox.ssh.host,
-        sandbox.ssh.port,
-        sandbox.bridge,
-        sandbox.pool.name,
-    );
-    let config = ProvidersConfig::from_yaml_str(&yaml).unwrap();
     let options = HostOptions {
         remote_socket: sandbox.remote_socket.display().to_string(),
         ..HostOptions::default()
     };
-    HostTable::new(config.providers[0].kvm2().unwrap(), &options).unwrap()
+    HostTable::new(&crate::sandbox_hosts::sandbox_config(sandbox), &options).unwrap()
 }
 
 #[tokio::test]

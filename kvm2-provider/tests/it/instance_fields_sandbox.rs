@@ -7,7 +7,7 @@
 
 use crate::http_server::qcow2_image;
 
-use crate::provider_env::{Env, Image};
+use crate::provider_env::{Env, served_image};
 use provider_api::{AddressSource, InstanceState, Placement, Provider};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,12 +15,12 @@ async fn instances_carry_the_proxy_port_and_the_sources_that_answered() {
     let env = Env::new();
     let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
-    let image = Image::served(&server, "blank", &body, "qcow2");
-    let yaml = env.yaml(&[env.host("host1")], &[image], None);
-    let yaml = yaml.replace(
-        "      machine_types:",
-        "      proxy:\n        port: 8443\n      machine_types:",
-    );
+    let image = served_image(&server, "blank", &body, "qcow2");
+    let yaml = env
+        .providers()
+        .images([image])
+        .proxy(8443, Vec::<String>::new())
+        .render();
     let provider = env.provider(&yaml, env.options());
     let owner = env.owner();
 

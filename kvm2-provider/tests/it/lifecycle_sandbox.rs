@@ -7,14 +7,10 @@ use crate::http_server::qcow2_image;
 use std::process::Command;
 
 use crate::http_server::{Reply, Server};
-use crate::provider_env::{Env, Image};
-use kvm2_provider::domain_xml::{
-    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, disk_path, render,
-};
+use crate::provider_env::{Env, Host, served_image, unreachable_image};
+use kvm2_provider::domain_xml::render;
 use kvm2_provider::ownership_mark::OwnerMark;
 use kvm2_provider::timestamp::Timestamp;
-use provider_api::config::DomainType;
-use provider_api::config::values::BridgeName;
 use provider_api::{
     ErrorClass, Identifier, InstanceState, OwnerUid, Placement, Provider, ProviderId, ProviderType,
     SecretString, name_from_uid,
@@ -35,7 +31,7 @@ async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
     let env = Env::new();
     let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
-    let image = Image::served(&server, "debian", &body, "qcow2");
+    let image = served_image(&server, "debian", &body, "qcow2");
     let provider = env.one_host_provider(image);
     let owner = env.owner();
     let name = name_from_uid(&owner);
@@ -174,19 +170,13 @@ async fn create_runs_a_domain_is_idempotent_and_delete_keeps_the_base() {
 /// mark, through virsh.
 fn define_foreign(env: &Env, name: &Identifier, mark: Option<OwnerMark>) {
     let xml = match mark {
-        Some(mark) => render(&DomainSpec {
-            domain_type: DomainType::Qemu,
-            name: name.clone(),
-            memory: MemoryMib::new(128).unwrap(),
-            vcpus: Vcpus::new(1).unwrap(),
-            machine: MachineName::parse("q35").unwrap(),
-            firmware: BootFirmware::Bios,
-            overlay_path: disk_path("overlay path", "/nonexistent/disk.qcow2").unwrap(),
-            seed_path: disk_path("seed path", "/nonexistent/seed.iso").unwrap(),
-            bridge: BridgeName::parse(&env.sandbox.bridge).unwrap(),
-            mac: None,
+        Some(mark) => render(&crate::test_domain::spec(
+            name.as_str(),
+            "/nonexistent/disk.qcow2",
+            "/nonexistent/seed.iso",
+            &env.sandbox.bridge,
             mark,
-        })
+        ))
         .unwrap(),
         None => format!(
             "<domain type='qemu'><name>{name}</name><memory unit='MiB'>128</memory><os><type>hvm</type></os></domain>"
@@ -204,7 +194,7 @@ async fn a_foreign_domain_with_the_target_name_is_refused_and_untouched() {
     let env = Env::new();
     let body = crate::http_server::image(1 << 20);
     let server = crate::http_server::serve_body(&body).await;
-    let image = Image::served(&server, "tiny", &body, "raw");
+    let image = served_image(&server, "tiny", &body, "raw");
     let provider = env.one_host_provider(image);
     let entry = Identifier::parse(&env.entry).unwrap();
 
@@ -260,12 +250,13 @@ async fn a_create_that_fails_to_start_removes_what_it_made_but_not_the_base() {
     let body = crate::http_server::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
-    let image = Image::served(&server, "tiny", &body, "raw");
+    let image = served_image(&server, "tiny", &body, "raw");
     // A bridge the host does not have: define succeeds, start fails.
-    let yaml = env.yaml(&[env.host("host1")], &[image], None).replace(
-        &format!("bridge: {}", env.sandbox.bridge),
-        "bridge: kvm2-nosuch0",
-    );
+    let host = Host {
+        bridge: "kvm2-nosuch0".into(),
+        ..env.host("host1")
+    };
+    let yaml = env.providers().hosts([host]).images([image]).render();
     let provider = env.provider(&yaml, env.options());
     let owner = env.owner();
     let name = name_from_uid(&owner);
@@ -291,11 +282,8 @@ async fn a_uefi_instance_is_deleted_with_its_nvram() {
     let body = crate::http_server::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
-    let image = Image::served(&server, "tiny", &body, "raw");
-    let yaml = env.yaml(&[env.host("host1")], &[image], None).replace(
-        "      domain_type: qemu\n",
-        "      domain_type: qemu\n      firmware: uefi\n",
-    );
+    let image = served_image(&server, "tiny", &body, "raw");
+    let yaml = env.providers().images([image]).firmware("uefi").render();
     assert!(yaml.contains("firmware: uefi"));
     let provider = env.provider(&yaml, env.options());
     let owner = env.owner();
@@ -326,14 +314,14 @@ async fn a_uefi_instance_is_deleted_with_its_nvram() {
 #[tokio::test]
 async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
     let env = Env::new();
-    let image = Image::unreachable("tiny");
+    let image = unreachable_image("tiny");
     // host2: nothing listens on its port.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
     let hosts = [
         env.host("host1"),
-        crate::provider_env::Host {
+        Host {
             port,
             ..env.host("host2")
         },
@@ -359,7 +347,7 @@ async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
     let body = crate::http_server::image(1 << 20);
     let b = body.clone();
     let server = Server::start(move |_| Reply::Chunked(b.clone())).await;
-    let image = Image::served(&server, "tiny", &body, "raw");
+    let image = served_image(&server, "tiny", &body, "raw");
     let yaml = env.yaml(&hosts, &[image], None);
     let provider = env.provider(&yaml, env.options());
     let req = env.request(
@@ -375,7 +363,7 @@ async fn placement_unknown_host_is_permanent_and_unreachable_host_transient() {
 async fn too_many_tags_are_refused_before_anything_is_made() {
     let env = Env::new();
     // Reaching the image download would fail Transient, not Permanent.
-    let image = Image::unreachable("tiny");
+    let image = unreachable_image("tiny");
     let provider = env.one_host_provider(image);
     let owner = env.owner();
     let mut req = env.request(owner.clone(), Placement::Any);
@@ -395,7 +383,7 @@ async fn too_many_tags_are_refused_before_anything_is_made() {
 #[tokio::test]
 async fn create_is_permanent_only_when_every_host_refuses_for_good() {
     let env = Env::new();
-    let image = Image::unreachable("tiny");
+    let image = unreachable_image("tiny");
     // No host key is known: the (only) host refuses, Permanent, also for a
     // placement of Any.
     let dir = tempfile::tempdir().unwrap();
@@ -420,7 +408,7 @@ async fn create_is_permanent_only_when_every_host_refuses_for_good() {
     drop(closed);
     let hosts = [
         env.host("host1"),
-        crate::provider_env::Host {
+        Host {
             port,
             ..env.host("host2")
         },
@@ -440,7 +428,7 @@ async fn an_image_larger_than_the_machine_types_disk_is_refused() {
     // 3 GiB of virtual disk in a tiny file; the machine type's disk is 1 GiB.
     let body = qcow2_image("3G");
     let server = crate::http_server::serve_body(&body).await;
-    let image = Image::served(&server, "big", &body, "qcow2");
+    let image = served_image(&server, "big", &body, "qcow2");
     let provider = env.one_host_provider(image);
     let owner = env.owner();
     let err = provider

@@ -2,9 +2,10 @@
 //! most against the sandbox (real libvirtd, sshd and guest network), the
 //! rest offline (HTTP image source, seed ISO and vendor data tools, the
 //! sample config). Shared helpers: `http_server` (a scripted image server),
-//! `sandbox_hosts` (the sandbox as configured hosts, marked QEMU domains)
-//! and `provider_env` (a provider over the sandbox with clean-up); the rest
-//! comes from `testkit`.
+//! `sandbox_hosts` (the sandbox as configured hosts, marked QEMU domains),
+//! `provider_env` (a provider over the sandbox with clean-up) and
+//! `test_domain` (the domain spec tests define without the provider); the
+//! rest comes from `testkit`.
 //! (`tests/user_data_logs_sandbox.rs` is a binary of its own: see there.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -29,5 +30,6 @@ mod sandbox_hosts;
 mod seed_iso_isoinfo;
 mod shared_host_sandbox;
 mod state_test_driver;
+mod test_domain;
 mod vendor_data_tools;
 mod volume_xml_libvirt;

@@ -3,6 +3,7 @@
 //! another test's), a provider with test budgets, and a guard that removes
 //! every domain and volume the test may have made, also when it fails.
 
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -15,50 +16,35 @@ use provider_api::{
     CreateRequest, Identifier, ObjectName, OwnerUid, Placement, ProvidersConfig, name_from_uid,
 };
 use testkit::Descriptor;
+use testkit::providers_yaml::ProvidersYaml;
 use testkit::virsh::Virsh;
 
-/// One host of the generated config.
-pub struct Host {
-    pub name: String,
-    pub address: String,
-    pub port: u16,
-    pub pool: String,
+pub use testkit::providers_yaml::{Host, Image};
+
+/// An image entry whose URL nothing answers (port 9): a Create that
+/// reaches the download fails Transient.
+pub fn unreachable_image(key: &str) -> Image {
+    Image::new(
+        key,
+        "http://127.0.0.1:9/never",
+        crate::http_server::digest(b"x").to_string(),
+        "raw",
+    )
 }
 
-/// One image of the generated config.
-pub struct Image {
-    pub key: String,
-    pub url: String,
-    pub sha256: String,
-    pub format: &'static str,
-}
-
-impl Image {
-    /// An entry whose URL nothing answers (port 9): a Create that reaches
-    /// the download fails Transient.
-    pub fn unreachable(key: &str) -> Image {
-        Image {
-            key: key.into(),
-            url: "http://127.0.0.1:9/never".into(),
-            sha256: crate::http_server::digest(b"x").to_string(),
-            format: "raw",
-        }
-    }
-
-    /// The entry for `body` served by `server` at `/{key}.{format}`.
-    pub fn served(
-        server: &crate::http_server::Server,
-        key: &str,
-        body: &[u8],
-        format: &'static str,
-    ) -> Image {
-        Image {
-            key: key.into(),
-            url: server.url(&format!("/{key}.{format}")).to_string(),
-            sha256: crate::http_server::digest(body).to_string(),
-            format,
-        }
-    }
+/// The image entry for `body` served by `server` at `/{key}.{format}`.
+pub fn served_image(
+    server: &crate::http_server::Server,
+    key: &str,
+    body: &[u8],
+    format: &'static str,
+) -> Image {
+    Image::new(
+        key,
+        server.url(&format!("/{key}.{format}")).to_string(),
+        crate::http_server::digest(body).to_string(),
+        format,
+    )
 }
 
 /// A test's sandbox view and clean-up guard.
@@ -88,13 +74,9 @@ impl Env {
         }
     }
 
+    /// The sandbox as `name`, with its libvirt socket.
     pub fn host(&self, name: &str) -> Host {
-        Host {
-            name: name.to_owned(),
-            address: self.sandbox.ssh.host.clone(),
-            port: self.sandbox.ssh.port,
-            pool: self.sandbox.pool.name.clone(),
-        }
+        Host::sandbox(&self.sandbox, name).with_socket(&self.sandbox.remote_socket)
     }
 
     pub fn watch_pool(&self, pool: &str) {
@@ -115,50 +97,24 @@ impl Env {
         uid
     }
 
-    pub fn yaml(&self, hosts: &[Host], images: &[Image], known_hosts: Option<&str>) -> String {
-        let mut y = format!(
-            "providers:\n  - name: {}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n",
-            self.entry,
-            self.sandbox.ssh.user,
-            self.sandbox.ssh.key_path.display(),
-            known_hosts.map(str::to_owned).unwrap_or_else(|| self
-                .sandbox
-                .ssh
-                .known_hosts_path
-                .display()
-                .to_string()),
-        );
-        y += &self.hosts_yaml(hosts);
-        y += "      images:\n";
-        for i in images {
-            y += &format!(
-                "        {}:\n          url: {}\n          sha256: {}\n          format: {}\n",
-                i.key, i.url, i.sha256, i.format
-            );
-        }
-        y += "      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n";
-        y += &format!(
-            "      defaults:\n        machine_type: small\n        image: {}\n",
-            images[0].key
-        );
-        y
+    /// The providers config of this test's entry with the sandbox as
+    /// `host1`; the caller sets the images and whatever else it varies.
+    pub fn providers(&self) -> ProvidersYaml {
+        ProvidersYaml::sandbox(&self.sandbox, &self.entry).hosts([self.host("host1")])
     }
 
-    /// The `hosts:` entries (without the key) for `hosts` on the sandbox.
-    pub fn hosts_yaml(&self, hosts: &[Host]) -> String {
-        let mut y = String::new();
-        for h in hosts {
-            y += &format!(
-                "        - name: {}\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n",
-                h.name,
-                h.address,
-                h.port,
-                self.sandbox.bridge,
-                h.pool,
-                self.sandbox.remote_socket.display()
-            );
+    /// The providers config of this test's entry with `hosts`, `images`
+    /// (the first one the default) and `known_hosts` instead of the
+    /// sandbox's file when given.
+    pub fn yaml(&self, hosts: &[Host], images: &[Image], known_hosts: Option<&str>) -> String {
+        let mut providers = self
+            .providers()
+            .hosts(hosts.iter().cloned())
+            .images(images.iter().cloned());
+        if let Some(path) = known_hosts {
+            providers = providers.known_hosts(Path::new(path));
         }
-        y
+        providers.render()
     }
 
     pub fn config(&self, yaml: &str) -> Kvm2Config {

@@ -9,9 +9,10 @@ use crate::sandbox_hosts::*;
 use kvm2_provider::{Kvm2Provider, ProviderOptions};
 use provider_api::{
     CheckReason, CreateRequest, ErrorClass, Identifier, InstanceState, ObjectName, OwnerUid,
-    Provider, ProvidersConfig, Tag, name_from_uid,
+    Provider, Tag, name_from_uid,
 };
 use testkit::Descriptor;
+use testkit::providers_yaml::{Image, ProvidersYaml};
 
 /// Removes the instance's domain and volumes and the entry's base volumes,
 /// pass or fail.
@@ -60,21 +61,15 @@ async fn created_instance_reads_back_through_the_provider() {
         domain: name.to_string(),
         entry: entry.clone(),
     };
-    let yaml = format!(
-        "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {kh}\n      hosts:\n        - name: host1\n          address: {addr}\n          port: {port}\n          bridge: {bridge}\n          pool: {pool}\n      images:\n        tiny:\n          url: {url}\n          sha256: {sha}\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n      defaults:\n        machine_type: small\n        image: tiny\n",
-        user = sandbox.ssh.user,
-        key = sandbox.ssh.key_path.display(),
-        kh = sandbox.ssh.known_hosts_path.display(),
-        addr = sandbox.ssh.host,
-        port = sandbox.ssh.port,
-        bridge = sandbox.bridge,
-        pool = sandbox.pool.name,
-        url = server.url("tiny.img"),
+    let image = Image::new(
+        "tiny",
+        server.url("tiny.img").to_string(),
+        sha.to_string(),
+        "raw",
     );
-    let config = ProvidersConfig::from_yaml_str(&yaml).unwrap().providers[0]
-        .kvm2()
-        .unwrap()
-        .clone();
+    let config = ProvidersYaml::sandbox(&sandbox, &entry)
+        .images([image])
+        .kvm2();
     let mut options = ProviderOptions::default();
     options.hosts = crate::sandbox_hosts::options(&sandbox, &sandbox.libvirt.qemu_uri);
     options.start_watch = Duration::from_millis(500);

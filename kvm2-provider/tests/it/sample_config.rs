@@ -104,7 +104,7 @@ fn sample_with_steps_done(sample: &str, env: &Env, image: &xtask::GuestImage) ->
     );
     let start = s.find("      hosts:\n").expect("the sample has hosts");
     let end = s.find("      images:\n").expect("the sample has images");
-    let own_hosts = env.hosts_yaml(&[env.host("host1")]);
+    let own_hosts = env.providers().hosts_yaml();
     let s = format!("{}      hosts:\n{own_hosts}{}", &s[..start], &s[end..]);
     let s = replace_once(
         &s,

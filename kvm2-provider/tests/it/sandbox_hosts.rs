@@ -7,77 +7,33 @@ use std::path::Path;
 use std::time::Duration;
 
 use kvm2_provider::connection::Connection;
-use kvm2_provider::domain_xml::{
-    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, disk_path, render,
-};
+use kvm2_provider::domain_xml::{DomainSpec, MemoryMib, render};
 use kvm2_provider::host_table::HostOptions;
 use kvm2_provider::ownership_mark::OwnerMark;
-use kvm2_provider::timestamp::Timestamp;
 use kvm2_provider::volume_xml::raw_volume;
 use libvirt_rpc::{
     Client, Config as RpcConfig, Domain, DomainCreateFlags, DomainDefineFlags, OpenFlags,
     StorageVol, StorageVolCreateFlags,
 };
-use provider_api::config::DomainType;
+use provider_api::Identifier;
 use provider_api::config::Kvm2Config;
-use provider_api::config::values::BridgeName;
-use provider_api::{Identifier, OwnerUid, ProvidersConfig};
 use testkit::Descriptor;
+pub use testkit::providers_yaml::Host;
+use testkit::providers_yaml::{Image, ProvidersYaml};
 use testkit::virsh::Virsh;
 
 pub const ENTRY: &str = "kvm2-it";
 
-/// A host of the generated config.
-pub struct HostSpec {
-    pub name: &'static str,
-    pub address: String,
-    pub port: u16,
-}
-
-impl HostSpec {
-    pub fn sandbox(name: &'static str, sandbox: &Descriptor) -> Self {
-        HostSpec {
-            name,
-            address: sandbox.ssh.host.clone(),
-            port: sandbox.ssh.port,
-        }
-    }
-}
-
-/// A kvm2 config with `hosts`, the sandbox's user, pool and bridge.
-pub fn config(
-    sandbox: &Descriptor,
-    hosts: &[HostSpec],
-    key: &Path,
-    known_hosts: &Path,
-) -> Kvm2Config {
-    let mut host_yaml = String::new();
-    for h in hosts {
-        host_yaml.push_str(&format!(
-            "        - name: {}\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n",
-            h.name, h.address, h.port, sandbox.bridge, sandbox.pool.name
-        ));
-    }
-    let yaml = format!(
-        "providers:\n  - name: {ENTRY}\n    type: kvm2\n    kvm2:\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {kh}\n      hosts:\n{host_yaml}      images:\n        tiny:\n          url: http://127.0.0.1:1/x\n          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n          format: qcow2\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n",
-        user = sandbox.ssh.user,
-        key = key.display(),
-        kh = known_hosts.display(),
-    );
-    ProvidersConfig::from_yaml_str(&yaml).unwrap().providers[0]
-        .kvm2()
-        .unwrap()
-        .clone()
+/// The providers config of [`ENTRY`] with the sandbox as `host1`, the
+/// sandbox's key and known_hosts, and an image nothing fetches; tests set
+/// the hosts and credentials they vary.
+pub fn providers(sandbox: &Descriptor) -> ProvidersYaml {
+    ProvidersYaml::sandbox(sandbox, ENTRY).images([Image::never_fetched("qcow2")])
 }
 
 /// The sandbox as `host1` with its own key and known_hosts.
 pub fn sandbox_config(sandbox: &Descriptor) -> Kvm2Config {
-    config(
-        sandbox,
-        &[HostSpec::sandbox("host1", sandbox)],
-        &sandbox.ssh.key_path,
-        &sandbox.ssh.known_hosts_path,
-    )
+    providers(sandbox).kvm2()
 }
 
 /// Host options for the sandbox (its libvirt socket), opening `uri`.
@@ -99,35 +55,21 @@ pub fn unique(tag: &str) -> String {
     testkit::names::unique(&format!("kvm2-itb-{tag}"))
 }
 
-pub fn mark(entry: &str, owner: &str) -> OwnerMark {
-    OwnerMark::new(
-        OwnerUid::parse(owner).unwrap(),
-        Identifier::parse(entry).unwrap(),
-        Timestamp::from_unix_seconds(1_796_200_000).unwrap(),
-    )
-}
+pub use crate::test_domain::mark;
 
-/// Domain XML for `name` (TCG, BIOS, the sandbox bridge) with `mark`, or
+/// Domain XML for `name` (64 MiB, the sandbox bridge) with `mark`, or
 /// without any mark when `mark` is `None`. Disk files live in `dir`.
 pub fn domain_xml(sandbox: &Descriptor, name: &str, dir: &Path, mark: Option<OwnerMark>) -> String {
     let spec = DomainSpec {
-        domain_type: DomainType::Qemu,
-        name: Identifier::parse(name).unwrap(),
         memory: MemoryMib::new(64).unwrap(),
-        vcpus: Vcpus::new(1).unwrap(),
-        machine: MachineName::parse("q35").unwrap(),
-        firmware: BootFirmware::Bios,
-        overlay_path: disk_path(
-            "overlay path",
+        ..crate::test_domain::spec(
+            name,
             &dir.join("overlay.qcow2").display().to_string(),
+            &dir.join("seed.iso").display().to_string(),
+            &sandbox.bridge,
+            mark.clone()
+                .unwrap_or_else(|| self::mark(ENTRY, "00000000-0000-4000-8000-000000000000")),
         )
-        .unwrap(),
-        seed_path: disk_path("seed path", &dir.join("seed.iso").display().to_string()).unwrap(),
-        bridge: BridgeName::parse(&sandbox.bridge).unwrap(),
-        mac: None,
-        mark: mark
-            .clone()
-            .unwrap_or_else(|| self::mark(ENTRY, "00000000-0000-4000-8000-000000000000")),
     };
     let xml = render(&spec).unwrap();
     if mark.is_some() {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::provider_env::{Env, Host, Image};
+use crate::provider_env::{Env, Host, Image, served_image};
 use kvm2_provider::Kvm2Provider;
 use kvm2_provider::host_table::HostOptions;
 use provider_api::{
@@ -106,12 +106,12 @@ fn put_lease(env: &Env, pool: &str, name: &str, lease: &kvm2_provider::fill_leas
 }
 
 fn image_at(key: &str, url: String, body: &[u8]) -> Image {
-    Image {
-        key: key.into(),
+    Image::new(
+        key,
         url,
-        sha256: crate::http_server::digest(body).to_string(),
-        format: "qcow2",
-    }
+        crate::http_server::digest(body).to_string(),
+        "qcow2",
+    )
 }
 
 /// Item 1: a base whose marker is gone or garbage is kept while a pool
@@ -121,7 +121,7 @@ async fn a_base_in_use_is_never_deleted_even_without_a_valid_marker() {
     let env = Env::new();
     let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
-    let image = Image::served(&server, "guest", &body, "qcow2");
+    let image = served_image(&server, "guest", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
     let provider = env.provider(&yaml, env.options());
     let config = env.config(&yaml);
@@ -315,7 +315,7 @@ async fn only_a_provably_abandoned_fill_is_swept() {
     let env = Env::new();
     let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
-    let image = Image::served(&server, "guest", &body, "qcow2");
+    let image = served_image(&server, "guest", &body, "qcow2");
     let yaml = env.yaml(&[env.host("host1")], &[image], None);
     let mut options = env.options();
     options.cache.fill_budget = Duration::from_secs(45 * 60);
@@ -441,11 +441,12 @@ async fn a_host_without_room_is_quota_exceeded_naming_what_is_short() {
     let env = Env::new();
     let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
-    let image = Image::served(&server, "guest", &body, "qcow2");
+    let image = served_image(&server, "guest", &body, "qcow2");
     let yaml = env
-        .yaml(&[env.host("host1")], &[image], None)
-        .replace("vcpus: 1", "vcpus: 128")
-        .replace("memory: 128MiB", "memory: 1TiB");
+        .providers()
+        .images([image])
+        .machine_type(128, "1TiB", "1GiB")
+        .render();
     let mut options = env.options();
     options.overlay_reserve = 1 << 50;
     let provider = env.provider(&yaml, options);
@@ -480,10 +481,12 @@ async fn a_start_short_of_memory_is_quota_exceeded() {
     let env = Env::new();
     let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
-    let image = Image::served(&server, "guest", &body, "qcow2");
+    let image = served_image(&server, "guest", &body, "qcow2");
     let yaml = env
-        .yaml(&[env.host("host1")], &[image], None)
-        .replace("memory: 128MiB", "memory: 256GiB");
+        .providers()
+        .images([image])
+        .machine_type(1, "256GiB", "1GiB")
+        .render();
     let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap();
     assert_ne!(
         overcommit.trim(),
@@ -557,12 +560,10 @@ async fn a_host_that_failed_to_dial_is_tried_last_during_its_cool_down() {
     }
     let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
-    let image = Image::served(&server, "guest", &body, "qcow2");
+    let image = served_image(&server, "guest", &body, "qcow2");
     let dead = Host {
         name: "dead".into(),
-        address: "127.0.0.1".into(),
-        port: hole_port,
-        pool: env.sandbox.pool.name.clone(),
+        ..env.host("host1").at_loopback_port(hole_port)
     };
     let yaml = env.yaml(&[dead, env.host("host1")], &[image], None);
     let mut options = env.options();

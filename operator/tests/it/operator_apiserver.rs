@@ -23,6 +23,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use testkit::kubectl::kubectl;
 use testkit::names::random_hex;
+use testkit::providers_yaml::{Host, Image, ProvidersYaml};
 use testkit::virsh::Virsh;
 use testkit::{Descriptor, KubeService};
 
@@ -137,35 +138,33 @@ impl World {
     async fn new(image_delay: Duration) -> World {
         let body = vec![0u8; 1 << 20];
         let image = ImageServer::start(body.clone(), image_delay);
-        let images = format!(
-            "      images:\n        tiny:\n          url: http://127.0.0.1:{}/tiny.raw\n          sha256: {}\n          format: raw\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 128MiB\n          disk: 1GiB\n      defaults:\n        machine_type: small\n        image: tiny\n",
-            image.port,
-            sha256_hex(&body),
-        );
-        World::build("", &images, Some(image)).await
+        let url = format!("http://127.0.0.1:{}/tiny.raw", image.port);
+        let tiny = Image::new("tiny", url, sha256_hex(&body), "raw");
+        World::build(|config, _| config.images([tiny]), Some(image)).await
     }
 
     /// A world whose image is the real proxy guest the sandbox serves
     /// (cloud-init, qemu-guest-agent, Squid), with Squid open to the
-    /// guest network; `more_hosts` (YAML list items) follow the sandbox's
-    /// `host1`.
-    async fn with_guest(more_hosts: &str) -> World {
-        let sandbox = Descriptor::require();
-        let image = sandbox.guest_image.clone().expect(
-            "the sandbox serves no guest image: `cargo xtask sandbox up` builds and serves it",
-        );
-        let images = format!(
-            "      images:\n        proxy-guest:\n          url: {}\n          sha256: {}\n          format: qcow2\n      machine_types:\n        small:\n          vcpus: 1\n          memory: 512MiB\n          disk: 4GiB\n      proxy:\n        port: 3128\n        allowed_clients: [{}]\n      defaults:\n        machine_type: small\n        image: proxy-guest\n",
-            image.url,
-            image.sha256,
-            sandbox.guest_net.cidr(),
-        );
-        World::build(more_hosts, &images, None).await
+    /// guest network; `more_hosts` follow the sandbox's `host1`.
+    async fn with_guest(more_hosts: impl IntoIterator<Item = Host>) -> World {
+        let configure = |config: ProvidersYaml, sandbox: &Descriptor| {
+            more_hosts
+                .into_iter()
+                .fold(config, ProvidersYaml::with_host)
+                .images([Image::guest(sandbox)])
+                .machine_type(1, "512MiB", "4GiB")
+                .proxy(3128, [sandbox.guest_net.cidr()])
+        };
+        World::build(configure, None).await
     }
 
-    /// The namespace, the providers config (the sandbox as `host1`, then
-    /// `more_hosts`, then `images_and_rest`) and the operator's kubeconfig.
-    async fn build(more_hosts: &str, images_and_rest: &str, image: Option<ImageServer>) -> World {
+    /// The namespace, the providers config (the sandbox as `host1`, with
+    /// its libvirt socket, then what `configure` makes of it) and the
+    /// operator's kubeconfig.
+    async fn build(
+        configure: impl FnOnce(ProvidersYaml, &Descriptor) -> ProvidersYaml,
+        image: Option<ImageServer>,
+    ) -> World {
         let sandbox = Descriptor::require();
         let kube = sandbox
             .kube
@@ -177,18 +176,12 @@ impl World {
         kubectl(&kube, &["create", "namespace", &ns]);
         let entry = format!("kvm2-o{id}");
         let dir = tempfile::tempdir().unwrap();
-        let s = &sandbox.ssh;
-        let yaml = format!(
-            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: qemu\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - name: host1\n          address: {}\n          port: {}\n          bridge: {}\n          pool: {}\n          socket: {}\n{more_hosts}{images_and_rest}",
-            s.user,
-            s.key_path.display(),
-            s.known_hosts_path.display(),
-            s.host,
-            s.port,
-            sandbox.bridge,
-            sandbox.pool.name,
-            sandbox.remote_socket.display(),
-        );
+        let host1 = Host::sandbox(&sandbox, "host1").with_socket(&sandbox.remote_socket);
+        let yaml = configure(
+            ProvidersYaml::sandbox(&sandbox, &entry).hosts([host1]),
+            &sandbox,
+        )
+        .render();
         let config = dir.path().join("providers.yaml");
         std::fs::write(&config, yaml).unwrap();
         let token = kubectl(
@@ -613,7 +606,7 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_proxy_guest_runs_and_becomes_healthy() {
     let _serial = SERIAL.lock().await;
-    let world = World::with_guest("").await;
+    let world = World::with_guest([]).await;
     let client = admin(&world.kube).await;
     let net = &world.sandbox.guest_net;
     let target = net.upstream.to_string();
@@ -682,11 +675,11 @@ async fn a_frozen_host_fails_only_its_own_proxy() {
         }
     });
     let sandbox = Descriptor::require();
-    let world = World::with_guest(&format!(
-        "        - name: frozen\n          address: 127.0.0.1\n          port: {frozen_port}\n          bridge: {}\n          pool: never-reached\n",
-        sandbox.bridge
-    ))
-    .await;
+    let frozen = Host {
+        pool: "never-reached".into(),
+        ..Host::sandbox(&sandbox, "frozen").at_loopback_port(frozen_port)
+    };
+    let world = World::with_guest([frozen]).await;
     let client = admin(&world.kube).await;
     let op = world.operator(&["--cluster-id", "cluster-h1", "--create-timeout", "90s"]);
     op.wait_leader().await;

@@ -28,6 +28,7 @@ use provider_api::{
     ProviderEntry, ProviderId, ProviderType, Registry, Tag,
 };
 use serde_json::{Value, json};
+use testkit::providers_yaml::{Host, Image, ProvidersYaml};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use xtask::{Descriptor, KubeService};
 
@@ -198,15 +199,27 @@ impl World {
         let id = format!("{:x}", t.as_micros() & 0xff_ffff_ffff);
         let entry = format!("instant-{id}");
         let dir = tempfile::tempdir().unwrap();
-        let s = &sandbox.ssh;
         let config = dir.path().join("providers.yaml");
-        let yaml = format!(
-            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      ssh:\n        user: {}\n        key_file: {}\n        known_hosts_file: {}\n      hosts:\n        - {{name: h1, address: 127.0.0.1, bridge: br0, pool: default}}\n      images:\n        img: {{url: 'http://127.0.0.1:1/img.qcow2', sha256: '{}', format: qcow2}}\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 2GiB}}\n      defaults: {{machine_type: small, image: img}}\n",
-            s.user,
-            s.key_path.display(),
-            s.known_hosts_path.display(),
+        // A kvm2 entry the instant provider is built from; it dials nothing.
+        let host = Host {
+            name: "h1".into(),
+            address: "127.0.0.1".into(),
+            port: 22,
+            bridge: "br0".into(),
+            pool: "default".into(),
+            socket: None,
+        };
+        let image = Image::new(
+            "img",
+            "http://127.0.0.1:1/img.qcow2",
             "0".repeat(64),
+            "qcow2",
         );
+        let yaml = ProvidersYaml::sandbox(&sandbox, &entry)
+            .hosts([host])
+            .images([image])
+            .machine_type(1, "512MiB", "2GiB")
+            .render();
         std::fs::write(&config, yaml).unwrap();
         World {
             kube,

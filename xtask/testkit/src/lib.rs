@@ -3,6 +3,8 @@
 //!
 //! - [`Descriptor`]: the sandbox's services, from xtask's library
 //!   (`Descriptor::require()` fails a test when no sandbox is up).
+//! - [`providers_yaml`]: the providers config of one kvm2 entry on the
+//!   sandbox, rendered from the descriptor and parsed by provider-api.
 //! - [`relay`]: one TCP or unix relay that forwards, freezes (sockets open,
 //!   nothing read or sent), freezes after N bytes, or cuts, with counters.
 //! - [`silent`]: a listener that accepts and never answers.
@@ -29,6 +31,7 @@ pub mod libvirtd;
 pub mod names;
 pub mod package;
 pub mod pki;
+pub mod providers_yaml;
 pub mod qemu_img;
 pub mod relay;
 pub mod silent;
