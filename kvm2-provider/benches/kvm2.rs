@@ -53,6 +53,7 @@ use kvm2_provider::{Kvm2Provider, ProviderOptions};
 use libvirt_rpc::{Config as RpcConfig, StorageVolCreateFlags, StorageVolStreamFlags};
 use provider_api::Identifier;
 use provider_api::config::Kvm2Config;
+use testkit::bench::median;
 use testkit::providers_yaml::{Image, ProvidersYaml};
 use xtask::Descriptor;
 
@@ -72,11 +73,6 @@ fn rounds() -> usize {
 
 fn only(part: &str) -> bool {
     std::env::var("KVM2_BENCH_ONLY").map_or(true, |v| v == part)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn mib_s(bytes: usize, t: Duration) -> f64 {
@@ -316,11 +312,7 @@ async fn image_bench(d: &Descriptor) {
 
 fn main() {
     let d = Descriptor::require();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = testkit::bench::runtime();
     rt.block_on(async {
         if only("image") {
             image_bench(&d).await;

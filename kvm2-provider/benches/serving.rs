@@ -45,6 +45,7 @@ use kvm2_provider::{Kvm2Provider, ProviderOptions};
 use provider_api::config::Cidr;
 use provider_api::config::values::BridgeName;
 use provider_api::{CreateRequest, Identifier, InstanceState, ObjectName, OwnerUid, Provider};
+use testkit::bench::median;
 use testkit::providers_yaml::{Host, Image, ProvidersYaml};
 use xtask::Descriptor;
 
@@ -54,11 +55,6 @@ const BUDGET: Duration = Duration::from_secs(900);
 const KEY: &str = "proxy-guest";
 const PORT: u16 = 3128;
 const MEMORY_MIB: u64 = 512;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn nonce() -> String {
     let t = std::time::SystemTime::now()
@@ -293,11 +289,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = testkit::bench::runtime();
     rt.block_on(async {
         let n = nonce();
         let entry = format!("kbs{}", &n[..8.min(n.len())]);

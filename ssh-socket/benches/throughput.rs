@@ -221,11 +221,7 @@ fn main() {
     )
     .with_port(d.ssh.port);
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = testkit::bench::runtime();
     rt.block_on(async {
         let mut sink_cpu = Duration::ZERO;
         let (mut ours, mut theirs, mut theirs_gcm) = (Vec::new(), Vec::new(), Vec::new());

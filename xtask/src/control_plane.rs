@@ -29,8 +29,8 @@ use xtask::kubeconfig::{self, Credentials};
 
 use crate::cmd::{cmd, output};
 use crate::kube_build;
-use crate::pki::{self, Usage};
 use crate::sandbox::{free_port, wait_until_within};
+use xtask::pki::{self, Usage};
 
 /// How long the API server may take to answer `/readyz` (it runs its RBAC
 /// bootstrap first; on a loaded 2-core machine that takes a while).

@@ -37,8 +37,8 @@ use anyhow::{Context, Result, bail};
 use xtask::GuestNet;
 
 use crate::cmd::{cmd, output, read};
-use crate::pki::{self, CertPair, Usage};
 use crate::sandbox::wait_pid_file;
+use xtask::pki::{self, CertPair, Usage};
 
 /// The namespace's name (`ip netns`): ours by its `kvm2-` prefix.
 pub const NETNS: &str = "kvm2-sbx";

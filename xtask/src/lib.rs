@@ -27,6 +27,7 @@ mod descriptor;
 pub mod guest_recipe;
 pub mod kubeconfig;
 pub mod oci_image;
+pub mod pki;
 pub mod report;
 
 pub use descriptor::{

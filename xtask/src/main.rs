@@ -22,7 +22,6 @@ mod image_server;
 mod kube_build;
 mod leaks;
 mod node;
-mod pki;
 mod sandbox;
 mod setup;
 

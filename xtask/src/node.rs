@@ -43,9 +43,9 @@ use xtask::kubeconfig::{self, Credentials};
 use crate::cmd::{cmd, output, read};
 use crate::control_plane::{SERVICE_ACCOUNT_KEY, spawn_logged};
 use crate::kube_build::NODE;
-use crate::pki::{self, CertPair, Usage};
 use crate::sandbox::{self, free_port, wait_until_within};
 use xtask::oci_image::{self, Layer};
+use xtask::pki::{self, CertPair, Usage};
 
 /// The node's name (and the kubelet's identity).
 pub const NODE_NAME: &str = "kvm2-sandbox-node";

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::sandbox_hosts::*;
 use kvm2_provider::check::HostChecker;
 use kvm2_provider::host_table::HostTable;
-use provider_api::{CheckReason, Checker};
+use provider_api::{CheckReason, Checker, TargetStatus};
 use testkit::Descriptor;
 use testkit::relay::Relay;
 use testkit::silent::Silent;
@@ -102,17 +102,9 @@ async fn a_key_the_host_refuses_is_auth_failed() {
     let stranger = new_key(dir.path(), "stranger");
     let config = providers(&sandbox).key_file(&stranger).kvm2();
     let table = HostTable::new(&config, &options(&sandbox, &sandbox.libvirt.qemu_uri)).unwrap();
-    let statuses = HostChecker::new(Arc::new(table))
-        .check(Duration::from_secs(15))
-        .await;
-    assert_eq!(statuses.len(), 1);
-    assert_eq!(
-        statuses[0].reason,
-        CheckReason::AuthFailed,
-        "{:?}",
-        statuses[0]
-    );
-    assert!(!statuses[0].reachable);
+    let status = only_status(table).await;
+    assert_eq!(status.reason, CheckReason::AuthFailed, "{status:?}");
+    assert!(!status.reachable);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,14 +113,15 @@ async fn ssh_fine_but_no_libvirt_socket_is_a_daemon_error() {
     let mut opts = options(&sandbox, &sandbox.libvirt.qemu_uri);
     opts.remote_socket = "/nonexistent/kvm2-itb/libvirt-sock".into();
     let table = HostTable::new(&sandbox_config(&sandbox), &opts).unwrap();
+    let status = only_status(table).await;
+    assert_eq!(status.reason, CheckReason::DaemonError, "{status:?}");
+}
+
+/// The checker's verdict on `table`'s one host (15 s deadline).
+async fn only_status(table: HostTable) -> TargetStatus {
     let statuses = HostChecker::new(Arc::new(table))
         .check(Duration::from_secs(15))
         .await;
-    assert_eq!(statuses.len(), 1);
-    assert_eq!(
-        statuses[0].reason,
-        CheckReason::DaemonError,
-        "{:?}",
-        statuses[0]
-    );
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    statuses.into_iter().next().unwrap()
 }

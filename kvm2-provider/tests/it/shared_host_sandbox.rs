@@ -545,25 +545,13 @@ async fn a_create_leaves_at_its_deadline_and_the_fill_goes_on() {
 async fn a_host_that_failed_to_dial_is_tried_last_during_its_cool_down() {
     let env = Env::new();
     // Accepts and never speaks: an SSH dial to it hangs until its budget.
-    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let hole_port = hole.local_addr().unwrap().port();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let held = Arc::new(std::sync::Mutex::new(Vec::new()));
-    {
-        let (accepted, held) = (accepted.clone(), held.clone());
-        std::thread::spawn(move || {
-            for sock in hole.incoming().flatten() {
-                accepted.fetch_add(1, Ordering::SeqCst);
-                held.lock().unwrap().push(sock);
-            }
-        });
-    }
+    let hole = testkit::silent::Silent::start().await;
     let body = qcow2_image("64M");
     let server = crate::http_server::serve_body(&body).await;
     let image = served_image(&server, "guest", &body, "qcow2");
     let dead = Host {
         name: "dead".into(),
-        ..env.host("host1").at_loopback_port(hole_port)
+        ..env.host("host1").at_loopback_port(hole.port())
     };
     let yaml = env.yaml(&[dead, env.host("host1")], &[image], None);
     let mut options = env.options();
@@ -579,21 +567,13 @@ async fn a_host_that_failed_to_dial_is_tried_last_during_its_cool_down() {
         .await
         .unwrap();
     assert_eq!(first.host.as_str(), "host1");
-    assert_eq!(
-        accepted.load(Ordering::SeqCst),
-        1,
-        "the first Create dialled it"
-    );
+    assert_eq!(hole.accepted(), 1, "the first Create dialled it");
     let second = provider
         .create(&env.request(env.owner(), prefer_dead))
         .await
         .unwrap();
     assert_eq!(second.host.as_str(), "host1");
-    assert_eq!(
-        accepted.load(Ordering::SeqCst),
-        1,
-        "cooling down: not dialled again"
-    );
+    assert_eq!(hole.accepted(), 1, "cooling down: not dialled again");
     provider.delete(&first.id).await.unwrap();
     provider.delete(&second.id).await.unwrap();
 }

@@ -666,18 +666,11 @@ async fn a_real_proxy_guest_runs_and_becomes_healthy() {
 async fn a_frozen_host_fails_only_its_own_proxy() {
     let _serial = SERIAL.lock().await;
     // The frozen host: accepts TCP, never sends a byte.
-    let frozen = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let frozen_port = frozen.local_addr().unwrap().port();
-    let swallow = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((sock, _)) = frozen.accept().await {
-            held.push(sock);
-        }
-    });
+    let swallow = testkit::silent::Silent::start().await;
     let sandbox = Descriptor::require();
     let frozen = Host {
         pool: "never-reached".into(),
-        ..Host::sandbox(&sandbox, "frozen").at_loopback_port(frozen_port)
+        ..Host::sandbox(&sandbox, "frozen").at_loopback_port(swallow.port())
     };
     let world = World::with_guest([frozen]).await;
     let client = admin(&world.kube).await;
@@ -737,7 +730,7 @@ async fn a_frozen_host_fails_only_its_own_proxy() {
     delete_and_wait(&api, "fine", Duration::from_secs(90)).await;
     assert!(!world.domains().contains(&World::domain_of(&uid)));
     drop(op);
-    swallow.abort();
+    drop(swallow);
     clear_lease(&client).await;
 }
 

@@ -11,6 +11,7 @@
 //! - [`virsh`] and [`kubectl`]: the command-line tools against the sandbox.
 //! - [`names`]: unique names and random hex for test objects; [`bytes`]:
 //!   deterministic test data.
+//! - [`bench`]: the runtime benchmarks run on and the median they print.
 //! - [`tasks`]: counting the runtime's alive tasks (leak checks).
 //! - [`libvirtd`] and [`sshd`]: daemons of a test's own, killed on drop.
 //! - [`qemu_img`]: empty qcow2 images.
@@ -24,6 +25,7 @@
 //! instead of returning errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod bench;
 pub mod bytes;
 pub mod captured;
 pub mod kubectl;

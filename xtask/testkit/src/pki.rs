@@ -1,19 +1,14 @@
-//! Certificates for TLS tests, made with OpenSSL's command line (installed
-//! by `cargo xtask setup`): a CA, server and client certificates it signs
-//! (ECDSA P-256, with the extensions libvirt's certificate checks want),
-//! laid out as libvirtd's configuration and libvirt's `pkipath` name them.
+//! Certificates for TLS tests, made by xtask's [`pki`](xtask::pki) (the
+//! sandbox's own, OpenSSL's command line, installed by `cargo xtask
+//! setup`): a CA, server and client certificates it signs (ECDSA P-256,
+//! with the extensions libvirt's certificate checks want, valid 30 days,
+//! random serials), laid out as libvirtd's configuration and libvirt's
+//! `pkipath` name them.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-/// A certificate and its unencrypted private key, as PEM files.
-#[derive(Debug, Clone)]
-pub struct CertPair {
-    /// The certificate (PEM).
-    pub cert: PathBuf,
-    /// Its private key (PEM).
-    pub key: PathBuf,
-}
+pub use xtask::pki::CertPair;
+use xtask::pki::{Serial, Usage, self_signed, sign};
 
 /// A self-signed CA in a directory of its own.
 #[derive(Debug, Clone)]
@@ -30,23 +25,7 @@ impl Ca {
             cert: dir.join(format!("{name}.pem")),
             key: dir.join(format!("{name}-key.pem")),
         };
-        openssl(&[
-            "req".as_ref(),
-            "-x509".as_ref(),
-            "-newkey".as_ref(),
-            "ec".as_ref(),
-            "-pkeyopt".as_ref(),
-            "ec_paramgen_curve:prime256v1".as_ref(),
-            "-nodes".as_ref(),
-            "-days".as_ref(),
-            "30".as_ref(),
-            "-subj".as_ref(),
-            format!("/CN={name}").as_ref(),
-            "-keyout".as_ref(),
-            pair.key.as_os_str(),
-            "-out".as_ref(),
-            pair.cert.as_os_str(),
-        ]);
+        self_signed(&pair, name, 30).expect("openssl makes a CA");
         Self { pair }
     }
 
@@ -54,77 +33,35 @@ impl Ca {
     /// writes them: `IP:127.0.0.1`, `DNS:localhost`), CN `cn`, written as
     /// `dir/name.pem` and `dir/name-key.pem`.
     pub fn issue_server(&self, dir: &Path, name: &str, cn: &str, names: &[&str]) -> CertPair {
-        let ext = if names.is_empty() {
-            String::new()
-        } else {
-            format!("subjectAltName={}\n", names.join(","))
-        };
         self.issue(
             dir,
             name,
             &format!("/O=lvrpc-test/CN={cn}"),
-            &format!(
-                "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n\
-                 extendedKeyUsage=serverAuth\n{ext}"
-            ),
+            Usage::Server(names),
         )
     }
 
     /// A client certificate with subject `/O=lvrpc-test/CN=cn`, written as
     /// `dir/name.pem` and `dir/name-key.pem`.
     pub fn issue_client(&self, dir: &Path, name: &str, cn: &str) -> CertPair {
-        self.issue(
-            dir,
-            name,
-            &format!("/O=lvrpc-test/CN={cn}"),
-            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n\
-             extendedKeyUsage=clientAuth\n",
-        )
+        self.issue(dir, name, &format!("/O=lvrpc-test/CN={cn}"), Usage::Client)
     }
 
-    fn issue(&self, dir: &Path, name: &str, subject: &str, extensions: &str) -> CertPair {
+    fn issue(&self, dir: &Path, name: &str, subject: &str, usage: Usage<'_>) -> CertPair {
         let pair = CertPair {
             cert: dir.join(format!("{name}.pem")),
             key: dir.join(format!("{name}-key.pem")),
         };
-        let csr = dir.join(format!("{name}.csr"));
-        let ext = dir.join(format!("{name}.ext"));
-        openssl(&[
-            "req".as_ref(),
-            "-new".as_ref(),
-            "-newkey".as_ref(),
-            "ec".as_ref(),
-            "-pkeyopt".as_ref(),
-            "ec_paramgen_curve:prime256v1".as_ref(),
-            "-nodes".as_ref(),
-            "-subj".as_ref(),
-            subject.as_ref(),
-            "-keyout".as_ref(),
-            pair.key.as_os_str(),
-            "-out".as_ref(),
-            csr.as_os_str(),
-        ]);
-        std::fs::write(&ext, extensions).unwrap();
-        openssl(&[
-            "x509".as_ref(),
-            "-req".as_ref(),
-            "-in".as_ref(),
-            csr.as_os_str(),
-            "-CA".as_ref(),
-            self.pair.cert.as_os_str(),
-            "-CAkey".as_ref(),
-            self.pair.key.as_os_str(),
-            "-set_serial".as_ref(),
-            serial().as_ref(),
-            "-days".as_ref(),
-            "30".as_ref(),
-            "-extfile".as_ref(),
-            ext.as_os_str(),
-            "-out".as_ref(),
-            pair.cert.as_os_str(),
-        ]);
-        let _ = std::fs::remove_file(csr);
-        let _ = std::fs::remove_file(ext);
+        let serial = serial();
+        sign(
+            &self.pair,
+            &pair,
+            subject,
+            usage,
+            30,
+            Serial::Given(&serial),
+        )
+        .expect("openssl signs a certificate");
         pair
     }
 }
@@ -157,14 +94,42 @@ fn serial() -> String {
     format!("0x{}", crate::names::random_hex())
 }
 
-fn openssl(args: &[&std::ffi::OsStr]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .output()
-        .expect("openssl runs (cargo xtask setup installs it)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verify(ca: &Ca, pair: &CertPair, purpose: &str) -> String {
+        let out = std::process::Command::new("openssl")
+            .args(["verify", "-purpose", purpose, "-CAfile"])
+            .args([&ca.pair.cert, &pair.cert])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::process::Command::new("openssl")
+            .args(["x509", "-noout", "-text", "-in"])
+            .arg(&pair.cert)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&text.stdout).into_owned()
+    }
+
+    #[test]
+    fn a_ca_signs_server_and_client_certificates_its_clients_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Ca::new(dir.path(), "ca");
+        let server = ca.issue_server(dir.path(), "server", "localhost", &["IP:127.0.0.1"]);
+        let text = verify(&ca, &server, "sslserver");
+        assert!(text.contains("IP Address:127.0.0.1"), "{text}");
+        assert!(text.contains("CN = localhost"), "{text}");
+        let bare = ca.issue_server(dir.path(), "bare", "bare", &[]);
+        assert!(!verify(&ca, &bare, "sslserver").contains("Subject Alternative Name"));
+        let client = ca.issue_client(dir.path(), "client", "alice");
+        let text = verify(&ca, &client, "sslclient");
+        assert!(text.contains("O = lvrpc-test, CN = alice"), "{text}");
+        assert!(client.key.exists() && !dir.path().join("client.csr").exists());
+    }
 }

@@ -8,11 +8,12 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
-/// Accepts on 127.0.0.1, answers nothing, counts connections still open
-/// (a peer that closed is noticed by a read returning 0). Dropping it
-/// closes every connection.
+/// Accepts on 127.0.0.1, answers nothing, counts connections accepted and
+/// those still open (a peer that closed is noticed by a read returning 0).
+/// Dropping it closes every connection.
 pub struct Silent {
     port: u16,
+    accepted: Arc<AtomicUsize>,
     open: Arc<AtomicUsize>,
     task: JoinHandle<()>,
 }
@@ -28,11 +29,13 @@ impl Silent {
     pub async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
         let open = Arc::new(AtomicUsize::new(0));
-        let o = open.clone();
+        let (a, o) = (accepted.clone(), open.clone());
         let task = tokio::spawn(async move {
             let mut held = JoinSet::new();
             while let Ok((mut socket, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
                 let o = o.clone();
                 o.fetch_add(1, Ordering::SeqCst);
                 held.spawn(async move {
@@ -42,12 +45,22 @@ impl Silent {
                 });
             }
         });
-        Silent { port, open, task }
+        Silent {
+            port,
+            accepted,
+            open,
+            task,
+        }
     }
 
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
     }
 
     /// Connections the peer has not closed yet.
