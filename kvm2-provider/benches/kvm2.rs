@@ -179,18 +179,13 @@ fn c_stack_upload(d: &Descriptor, uri: &str, url: &str, volume: &str) -> Duratio
         "vol-create-as --pool {pool} {volume} {IMAGE_BYTES}b --format raw; vol-upload --pool {pool} {volume} /dev/stdin",
         pool = d.pool.name
     );
-    let out = Command::new("virsh")
-        .args(["-c", uri, &script])
-        .stdin(curl.stdout.take().unwrap())
-        .output()
-        .unwrap();
+    testkit::run::stdout(
+        Command::new("virsh")
+            .args(["-c", uri, &script])
+            .stdin(curl.stdout.take().unwrap()),
+    );
     let took = started.elapsed();
     assert!(curl.wait().unwrap().success(), "curl failed");
-    assert!(
-        out.status.success(),
-        "virsh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     took
 }
 
@@ -299,9 +294,9 @@ async fn image_bench(d: &Descriptor) {
     }
     // Per-round ratios first (the machine is shared: neighbours in the
     // same round see the same load), then medians.
-    let rt = median(t.iter().zip(&c).map(|(t, c)| t / c).collect());
-    let re = median(e.iter().zip(&c).map(|(e, c)| e / c).collect());
-    let (c, t, e) = (median(c), median(t), median(e));
+    let rt = median(&t.iter().zip(&c).map(|(t, c)| t / c).collect::<Vec<_>>());
+    let re = median(&e.iter().zip(&c).map(|(e, c)| e / c).collect::<Vec<_>>());
+    let (c, t, e) = (median(&c), median(&t), median(&e));
     println!(
         "cold image 256 MiB via SSH ({CIPHER} on both sides), medians of {} interleaved rounds: C stack (curl | virsh qemu+ssh vol-upload) {c:.0} MiB/s; \
          kvm2-provider transfer {t:.0} MiB/s (ratio {rt:.2}x); cold ImageCache::ensure incl. lease, verify + marker {e:.0} MiB/s (ratio {re:.2}x)",
@@ -620,9 +615,9 @@ async fn create_bench(d: &Descriptor) {
     }
     println!(
         "create-to-running, {DOMAINS} QEMU domains, warm cache, medians of {rounds} rounds: provider {:.2} s, direct libvirt-rpc {:.2} s, overhead ratio {:.2}x (goal <= 1.2)",
-        median(ours),
-        median(direct),
-        median(ratios)
+        median(&ours),
+        median(&direct),
+        median(&ratios)
     );
     conn.close().await;
     drop(cleanup);

@@ -350,7 +350,7 @@ fn main() {
         }
         println!(
             "create-to-squid-serving, {GUESTS} guests at once (TCG), median of {rounds} round(s): overhead ratio {:.2}x (provider / plain virsh)",
-            median(ratios)
+            median(&ratios)
         );
         for vol in [base.name.clone(), format!("{}.marker", base.name)] {
             let _ = Command::new("virsh")

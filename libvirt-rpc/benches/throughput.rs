@@ -58,6 +58,7 @@ use libvirt_rpc::{
     Client, Config, Domain, OpenFlags, StorageVolCreateFlags, StorageVolDeleteFlags,
     StorageVolStreamFlags,
 };
+use testkit::bench::{concurrent_rate, median, ratio_summary};
 use xtask::Descriptor;
 
 const UPLOAD: u64 = 256 << 20;
@@ -94,12 +95,6 @@ async fn connect(d: &Descriptor, uri: &str) -> Client {
     Client::connect_unix(&d.libvirt.socket, uri, OpenFlags::empty(), config())
         .await
         .unwrap()
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn loadavg() -> String {
@@ -280,43 +275,26 @@ print(per * threads / (t1 - t0), (c1 - c0) * 1e6 / (per * threads))
 /// (calls per second, CPU µs per call of the whole process, Python included)
 /// of the C client through python3-libvirt.
 fn python_rate(d: &Descriptor, n: usize, threads: usize) -> (f64, f64) {
-    let out = Command::new("/usr/bin/python3")
-        .args([
-            "-c",
-            PY,
-            &d.virsh_uri(&d.libvirt.test_uri),
-            &n.to_string(),
-            &threads.to_string(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = testkit::run::stdout(Command::new("/usr/bin/python3").args([
+        "-c",
+        PY,
+        &d.virsh_uri(&d.libvirt.test_uri),
+        &n.to_string(),
+        &threads.to_string(),
+    ]));
     let mut fields = text.split_whitespace().map(|f| f.parse::<f64>().unwrap());
     (fields.next().unwrap(), fields.next().unwrap())
 }
 
 async fn our_rate(c: &Client, n: usize, tasks: usize) -> f64 {
-    let per = n / tasks;
-    let t0 = Instant::now();
-    let handles: Vec<_> = (0..tasks)
-        .map(|_| {
-            let c = c.clone();
-            tokio::spawn(async move {
-                for _ in 0..per {
-                    c.connect_get_lib_version().await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        h.await.unwrap();
-    }
-    (per * tasks) as f64 / t0.elapsed().as_secs_f64()
+    let c = c.clone();
+    concurrent_rate(tasks, n / tasks, move || {
+        let c = c.clone();
+        async move {
+            c.connect_get_lib_version().await.unwrap();
+        }
+    })
+    .await
 }
 
 /// A connection opened without the keepalive probe, so libvirtd runs no
@@ -405,15 +383,10 @@ async fn call_bench(d: &Descriptor) {
             median(&d_theirs)
         );
         println!(
-            "call rate {label}, medians of {rounds} interleaved rounds: libvirt-rpc {:.0}/s, C client (python3-libvirt, {k} thread(s)) {:.0}/s, ratio {:.2}x (median of per-round ratios; per round: {})",
+            "call rate {label}, medians of {rounds} interleaved rounds: libvirt-rpc {:.0}/s, C client (python3-libvirt, {k} thread(s)) {:.0}/s, ratio {}",
             median(&ours),
             median(&theirs),
-            median(&ratios),
-            ratios
-                .iter()
-                .map(|r| format!("{r:.2}"))
-                .collect::<Vec<_>>()
-                .join(" ")
+            ratio_summary(&ratios)
         );
     }
     if let Some(noka) = noka {
@@ -669,15 +642,10 @@ async fn event_bench(d: &Descriptor) {
         median(&lag_theirs),
     );
     println!(
-        "event delivery, burst of {EVENTS} lifecycle events, medians of {rounds} interleaved rounds: libvirt-rpc {:.0} events/s, python3-libvirt event loop {:.0} events/s, ratio {:.2}x (median of per-round ratios; per round: {})",
+        "event delivery, burst of {EVENTS} lifecycle events, medians of {rounds} interleaved rounds: libvirt-rpc {:.0} events/s, python3-libvirt event loop {:.0} events/s, ratio {}",
         median(&ours),
         median(&theirs),
-        median(&ratios),
-        ratios
-            .iter()
-            .map(|r| format!("{r:.2}"))
-            .collect::<Vec<_>>()
-            .join(" "),
+        ratio_summary(&ratios),
     );
 }
 

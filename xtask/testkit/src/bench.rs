@@ -1,5 +1,9 @@
-//! What the benchmarks share: the runtime they drive both sides on and the
-//! median they print.
+//! What the benchmarks share: the runtime they drive both sides on, the
+//! call rate of concurrent tasks, and the medians and per-round ratios they
+//! print.
+
+use std::future::Future;
+use std::time::Instant;
 
 /// The multi-threaded runtime (two workers, IO and time enabled) a
 /// benchmark runs its rounds on.
@@ -13,9 +17,48 @@ pub fn runtime() -> tokio::runtime::Runtime {
 
 /// The median of `samples` (the upper one of an even count; NaN when there
 /// are none).
-pub fn median(mut samples: Vec<f64>) -> f64 {
+pub fn median(samples: &[f64]) -> f64 {
+    let mut samples = samples.to_vec();
     samples.sort_by(f64::total_cmp);
     samples.get(samples.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Operations per second of `tasks` tasks each running `op` `per` times
+/// one after another (spawned on the current runtime, all awaited).
+pub async fn concurrent_rate<F, Fut>(tasks: usize, per: usize, op: F) -> f64
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                for _ in 0..per {
+                    op().await;
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.unwrap();
+    }
+    (per * tasks) as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// `"1.10x (median of per-round ratios; per round: 1.08 1.10 1.12)"`: a
+/// ratio headline and the rounds it comes from.
+pub fn ratio_summary(ratios: &[f64]) -> String {
+    format!(
+        "{:.2}x (median of per-round ratios; per round: {})",
+        median(ratios),
+        ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
 }
 
 #[cfg(test)]
@@ -23,9 +66,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ratio_summary_gives_the_median_and_every_round() {
+        assert_eq!(
+            ratio_summary(&[1.2, 0.9, 1.0]),
+            "1.00x (median of per-round ratios; per round: 1.20 0.90 1.00)"
+        );
+    }
+
+    #[test]
+    fn concurrent_rate_runs_every_operation() {
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = count.clone();
+        let rate = runtime().block_on(concurrent_rate(3, 4, move || {
+            let c = c.clone();
+            async move {
+                c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }));
+        assert_eq!(count.load(std::sync::atomic::Ordering::Relaxed), 12);
+        assert!(rate > 0.0);
+    }
+
+    #[test]
     fn median_is_the_middle_sample_or_nan() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 3.0);
-        assert!(median(Vec::new()).is_nan());
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 3.0);
+        assert!(median(&[]).is_nan());
     }
 }

@@ -11,7 +11,10 @@
 //! - [`virsh`] and [`kubectl`]: the command-line tools against the sandbox.
 //! - [`names`]: unique names and random hex for test objects; [`bytes`]:
 //!   deterministic test data.
-//! - [`bench`]: the runtime benchmarks run on and the median they print.
+//! - [`bench`]: the runtime benchmarks run on, concurrent call rates, and
+//!   the medians and per-round ratios they print.
+//! - [`run`]: a command-line tool's output, or the failure with its
+//!   standard error.
 //! - [`tasks`]: counting the runtime's alive tasks (leak checks).
 //! - [`libvirtd`] and [`sshd`]: daemons of a test's own, killed on drop.
 //! - [`qemu_img`]: empty qcow2 images.
@@ -36,6 +39,7 @@ pub mod pki;
 pub mod providers_yaml;
 pub mod qemu_img;
 pub mod relay;
+pub mod run;
 pub mod silent;
 pub mod sshd;
 pub mod tasks;

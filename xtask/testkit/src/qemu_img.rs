@@ -10,16 +10,11 @@ use std::process::Command;
 /// # Panics
 /// When qemu-img cannot run or fails (with its standard error).
 pub fn create_qcow2(path: &Path, virtual_size: &str) {
-    let out = Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2"])
-        .arg(path)
-        .arg(virtual_size)
-        .output()
-        .expect("qemu-img runs");
-    assert!(
-        out.status.success(),
-        "qemu-img create failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::run::stdout(
+        Command::new("qemu-img")
+            .args(["create", "-q", "-f", "qcow2"])
+            .arg(path)
+            .arg(virtual_size),
     );
 }
 

@@ -10,7 +10,6 @@
 //! (print the resident set size after each batch).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use libvirt_rpc::*;
-use std::time::Instant;
 
 fn main() {
     let args: Vec<usize> = std::env::args()
@@ -72,27 +71,21 @@ fn main() {
                 c = open().await;
                 c.connect_get_lib_version().await.unwrap();
             }
-            let t0 = Instant::now();
-            let hs: Vec<_> = (0..k)
-                .map(|_| {
-                    let c = c.clone();
-                    tokio::spawn(async move {
-                        for _ in 0..per {
-                            c.connect_get_lib_version().await.unwrap();
-                        }
-                    })
-                })
-                .collect();
-            for h in hs {
-                h.await.unwrap();
-            }
+            let client = c.clone();
+            let rate = testkit::bench::concurrent_rate(k, per, move || {
+                let c = client.clone();
+                async move {
+                    c.connect_get_lib_version().await.unwrap();
+                }
+            })
+            .await;
             let rss = std::fs::read_to_string("/proc/self/status")
                 .unwrap_or_default()
                 .lines()
                 .find(|l| l.starts_with("VmRSS"))
                 .unwrap_or_default()
                 .to_string();
-            println!("{:.0}", (per * k) as f64 / t0.elapsed().as_secs_f64());
+            println!("{rate:.0}");
             if std::env::var_os("RSS").is_some() {
                 eprintln!("{rss}");
             }
