@@ -356,6 +356,13 @@ wire_enum! {
     }
 }
 
+impl crate::remote::DomainStateInfo {
+    /// The state with its reason, typed.
+    pub fn state_reason(&self) -> StateReason {
+        StateReason::from_wire(self.state, self.reason)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

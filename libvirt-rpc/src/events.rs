@@ -96,7 +96,8 @@
 
 mod domain;
 mod event;
-pub(crate) mod numbers;
+/// The event procedures' numbers (generated with all the others).
+pub(crate) use crate::proc_num as numbers;
 mod objects;
 mod subscription;
 mod target;

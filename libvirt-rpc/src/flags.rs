@@ -1,25 +1,43 @@
-//! libvirt's flag sets and small enums, as typed values.
+//! libvirt's flag sets and small enums, as typed values: the flag sets of
+//! every typed procedure are generated (`generated/flags.rs`, from the API
+//! description); the connection's own flags, the stream flags and the small
+//! enums are kept here.
 
 use bitflags::bitflags;
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::proto::xdr::{Decode, Encode, Reader, XdrError};
 
+pub use crate::generated::flags::*;
+
+/// `virConnectListAllDomainsFlags` by its shorter name.
+pub type ListDomainsFlags = ConnectListAllDomainsFlags;
+/// `virConnectListAllStoragePoolsFlags` by its shorter name.
+pub type ListStoragePoolsFlags = ConnectListAllStoragePoolsFlags;
+
+/// `Encode`/`Decode` for bitflags types: the bits as one `unsigned int`,
+/// unknown bits kept.
 macro_rules! wire_flags {
     ($($t:ty),*) => {$(
-        impl Encode for $t {
-            fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
-                out.put_u32(self.bits());
+        impl $crate::proto::xdr::Encode for $t {
+            fn encode(
+                &self,
+                out: &mut ::bytes::BytesMut,
+            ) -> ::core::result::Result<(), $crate::proto::xdr::XdrError> {
+                ::bytes::BufMut::put_u32(out, self.bits());
                 Ok(())
             }
         }
-        impl Decode for $t {
-            fn decode(r: &mut Reader<'_>) -> Result<Self, XdrError> {
+        impl $crate::proto::xdr::Decode for $t {
+            fn decode(
+                r: &mut $crate::proto::xdr::Reader<'_>,
+            ) -> ::core::result::Result<Self, $crate::proto::xdr::XdrError> {
                 r.u32().map(Self::from_bits_retain)
             }
         }
     )*};
 }
+pub(crate) use wire_flags;
 
 bitflags! {
     /// `virConnectFlags` for connect-open.
@@ -29,186 +47,6 @@ bitflags! {
         const READ_ONLY = 1;
         /// Do not resolve URI aliases (`VIR_CONNECT_NO_ALIASES`).
         const NO_ALIASES = 2;
-    }
-}
-
-bitflags! {
-    /// `virDomainXMLFlags` for domain XML dumps.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct DomainXmlFlags: u32 {
-        /// Include security-sensitive information.
-        const SECURE = 1;
-        /// Dump the inactive (persistent) definition.
-        const INACTIVE = 2;
-        /// Update guest CPU requirements from the host.
-        const UPDATE_CPU = 4;
-        /// Dump XML suitable for migration.
-        const MIGRATABLE = 8;
-    }
-}
-
-bitflags! {
-    /// `virDomainCreateFlags` for starting a domain.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct DomainCreateFlags: u32 {
-        /// Start paused.
-        const PAUSED = 1;
-        /// Destroy the domain when the connection closes.
-        const AUTODESTROY = 2;
-        /// Avoid the file system cache when restoring.
-        const BYPASS_CACHE = 4;
-        /// Boot, discarding any managed save.
-        const FORCE_BOOT = 8;
-        /// Validate the XML against the schema.
-        const VALIDATE = 16;
-        /// Re-initialise NVRAM from its template.
-        const RESET_NVRAM = 32;
-    }
-}
-
-bitflags! {
-    /// `virDomainDefineFlags`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct DomainDefineFlags: u32 {
-        /// Validate the XML against the schema.
-        const VALIDATE = 1;
-    }
-}
-
-bitflags! {
-    /// `virDomainUndefineFlagsValues`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct DomainUndefineFlags: u32 {
-        /// Also remove any managed save image.
-        const MANAGED_SAVE = 1;
-        /// Also remove snapshot metadata.
-        const SNAPSHOTS_METADATA = 2;
-        /// Also remove NVRAM.
-        const NVRAM = 4;
-        /// Keep NVRAM.
-        const KEEP_NVRAM = 8;
-        /// Also remove checkpoint metadata.
-        const CHECKPOINTS_METADATA = 16;
-        /// Also remove TPM state.
-        const TPM = 32;
-        /// Keep TPM state.
-        const KEEP_TPM = 64;
-    }
-}
-
-bitflags! {
-    /// `virDomainDestroyFlagsValues`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct DomainDestroyFlags: u32 {
-        /// Terminate gracefully (SIGTERM only).
-        const GRACEFUL = 1;
-        /// Remove the domain's logs.
-        const REMOVE_LOGS = 2;
-    }
-}
-
-bitflags! {
-    /// `virDomainModificationImpact` (empty = current state).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct DomainModificationImpact: u32 {
-        /// Affect the running domain.
-        const LIVE = 1;
-        /// Affect the persistent definition.
-        const CONFIG = 2;
-    }
-}
-
-bitflags! {
-    /// `virConnectListAllDomainsFlags` (empty = all domains).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct ListDomainsFlags: u32 {
-        /// Running or paused domains.
-        const ACTIVE = 1;
-        /// Shut-off domains.
-        const INACTIVE = 2;
-        /// Persistent domains.
-        const PERSISTENT = 4;
-        /// Transient domains.
-        const TRANSIENT = 8;
-        /// Running domains.
-        const RUNNING = 16;
-        /// Paused domains.
-        const PAUSED = 32;
-        /// Shut-off domains.
-        const SHUTOFF = 64;
-        /// Domains in other states.
-        const OTHER = 128;
-        /// Domains with a managed save image.
-        const MANAGEDSAVE = 256;
-        /// Domains without a managed save image.
-        const NO_MANAGEDSAVE = 512;
-        /// Autostarted domains.
-        const AUTOSTART = 1024;
-        /// Not autostarted domains.
-        const NO_AUTOSTART = 2048;
-        /// Domains with snapshots.
-        const HAS_SNAPSHOT = 4096;
-        /// Domains without snapshots.
-        const NO_SNAPSHOT = 8192;
-        /// Domains with checkpoints.
-        const HAS_CHECKPOINT = 16384;
-        /// Domains without checkpoints.
-        const NO_CHECKPOINT = 32768;
-    }
-}
-
-bitflags! {
-    /// `virConnectListAllStoragePoolsFlags` (empty = all pools).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct ListStoragePoolsFlags: u32 {
-        /// Inactive pools.
-        const INACTIVE = 1;
-        /// Active pools.
-        const ACTIVE = 2;
-        /// Persistent pools.
-        const PERSISTENT = 4;
-        /// Transient pools.
-        const TRANSIENT = 8;
-        /// Pools started with the host.
-        const AUTOSTART = 16;
-        /// Pools not started with the host.
-        const NO_AUTOSTART = 32;
-        /// `dir` pools.
-        const DIR = 64;
-    }
-}
-
-bitflags! {
-    /// `virStorageVolCreateFlags`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct StorageVolCreateFlags: u32 {
-        /// Preallocate metadata only.
-        const PREALLOC_METADATA = 1;
-        /// Use a reflink copy where possible.
-        const REFLINK = 2;
-        /// Validate the XML against the schema.
-        const VALIDATE = 4;
-    }
-}
-
-bitflags! {
-    /// `virStorageVolInfoFlags`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct StorageVolInfoFlags: u32 {
-        /// Report the volume's physical size on the host (a file's
-        /// length) as `allocation`, whatever format it holds.
-        const GET_PHYSICAL = 1;
-    }
-}
-
-bitflags! {
-    /// `virStorageVolDeleteFlags`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct StorageVolDeleteFlags: u32 {
-        /// Clear all data to zeros first.
-        const ZEROED = 1;
-        /// Also delete snapshots.
-        const WITH_SNAPSHOTS = 2;
     }
 }
 
@@ -228,22 +66,7 @@ bitflags! {
     pub struct NoFlags: u32 {}
 }
 
-wire_flags!(
-    OpenFlags,
-    DomainXmlFlags,
-    DomainCreateFlags,
-    DomainDefineFlags,
-    DomainUndefineFlags,
-    DomainDestroyFlags,
-    DomainModificationImpact,
-    ListDomainsFlags,
-    ListStoragePoolsFlags,
-    StorageVolCreateFlags,
-    StorageVolInfoFlags,
-    StorageVolDeleteFlags,
-    StorageVolStreamFlags,
-    NoFlags
-);
+wire_flags!(OpenFlags, StorageVolStreamFlags, NoFlags);
 
 macro_rules! wire_enum {
     ($(#[$m:meta])* $name:ident : $repr:ty { $($(#[$vm:meta])* $v:ident = $n:literal,)* }) => {

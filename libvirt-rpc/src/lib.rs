@@ -151,8 +151,10 @@ mod error_code;
 mod error_domain;
 pub mod events;
 mod flags;
-pub mod procedures;
+mod generated;
 pub mod proto;
+#[cfg(test)]
+mod remote_tests;
 pub mod stream;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
@@ -175,12 +177,16 @@ pub use error_code::ErrorCode;
 pub use error_domain::{ErrorDomain, ErrorLevel};
 pub use events::{Event, EventTarget, LifecycleEvent, RawEvent, Subscription};
 pub use flags::*;
-pub use procedures::{
-    DomainInfo, DomainInterface, DomainIpAddr, DomainStateInfo, StoragePoolInfo, StorageVolInfo,
-    proc_num,
-};
+pub use generated::proc_num;
+/// Every type of libvirt's remote, QEMU and LXC protocols: the
+/// procedures' argument and reply structs (`DomainGetStateRet`, ...), event
+/// messages and what they hold, generated from the `.x` files.
+pub use generated::types as remote;
 pub use proto::typed_param::{TypedParam, TypedParamValue};
 pub use proto::types::{Domain, Network, NodeDevice, Secret, StoragePool, StorageVol, Uuid};
+pub use remote::{
+    DomainInfo, DomainInterface, DomainIpAddr, DomainStateInfo, StoragePoolInfo, StorageVolInfo,
+};
 pub use stream::{Download, DownloadReader, Upload};
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]

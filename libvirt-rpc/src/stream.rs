@@ -72,7 +72,7 @@ use crate::client::{Client, daemon_error, decode_reply};
 use crate::connection::{Command, Control, abort_packet};
 use crate::error::{Error, Result};
 use crate::flags::StorageVolStreamFlags;
-use crate::procedures::proc_num;
+use crate::proc_num;
 use crate::proto::packet::{self, HEADER_SIZE, Header, LEN_SIZE, MessageType, Packet, Status};
 use crate::proto::types::StorageVol;
 use crate::proto::xdr::Encode;

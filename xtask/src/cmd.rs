@@ -1,6 +1,7 @@
 //! Running external commands: printed before they run, errors that name them.
 
 use std::ffi::OsStr;
+use std::path::Path;
 use std::process::{Command, ExitStatus, Output, Stdio};
 
 use anyhow::{Context, Result, bail};
@@ -60,4 +61,16 @@ pub fn read(c: Command) -> Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `sha256sum` (native speed; xtask's debug build hashes slowly).
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut c = cmd("sha256sum", ["--"]);
+    c.arg(path);
+    let out = read(c)?;
+    out.split_whitespace()
+        .next()
+        .filter(|h| h.len() == 64)
+        .map(str::to_owned)
+        .with_context(|| format!("unexpected sha256sum output: {out:?}"))
 }

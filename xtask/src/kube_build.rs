@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::cmd::{cmd, read, run};
+use crate::cmd::{cmd, run, sha256_file};
 
 /// Where built binaries and downloaded sources are kept between runs.
 pub const CACHE: &str = "/var/cache/egress-proxies";
@@ -178,7 +178,7 @@ pub fn ensure(build: &Build) -> Result<()> {
 fn fetch_source() -> Result<PathBuf> {
     let dir = PathBuf::from(CACHE).join("src");
     let dsc = dir.join(format!("kubernetes_{VERSION}.dsc"));
-    if !dsc.exists() || sha256(&dsc)? != DSC_SHA256 {
+    if !dsc.exists() || sha256_file(&dsc)? != DSC_SHA256 {
         std::fs::create_dir_all(&dir)?;
         if !Path::new(SRC_LIST).exists() {
             eprintln!("setup: adding Debian source packages to apt ({SRC_LIST})");
@@ -201,7 +201,7 @@ fn fetch_source() -> Result<PathBuf> {
                  update VERSION and DSC_SHA256 in xtask/src/kube_build.rs"
             );
         }
-        let got = sha256(&dsc)?;
+        let got = sha256_file(&dsc)?;
         if got != DSC_SHA256 {
             bail!("{} has sha256 {got}, expected {DSC_SHA256}", dsc.display());
         }
@@ -362,9 +362,4 @@ fn tree_rss(root: u32) -> u64 {
         }
     }
     total
-}
-
-fn sha256(path: &Path) -> Result<String> {
-    let out = read(cmd("sha256sum", [path]))?;
-    Ok(out.split_whitespace().next().unwrap_or_default().to_owned())
 }

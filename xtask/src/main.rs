@@ -13,6 +13,7 @@
 //! ```
 
 mod cmd;
+mod codegen;
 mod control_plane;
 mod demo;
 mod fuzz;
@@ -31,7 +32,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cmd, run, status};
 
-const USAGE: &str = "usage: cargo xtask <setup | sandbox up|node|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N] | guest-image [--force] | demo [--keep] | integration [--host U@A ... (docs/integration.md)] [--keep]>";
+const USAGE: &str = "usage: cargo xtask <setup | sandbox up|node|down|status | test [cargo test args] | ci | bench CRATE [ARGS] | fuzz libvirt-rpc [--seconds N] | codegen libvirt-rpc [--check] | guest-image [--force] | demo [--keep] | integration [--host U@A ... (docs/integration.md)] [--keep]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -72,6 +73,7 @@ fn dispatch(args: &[String]) -> Result<ExitCode> {
         ["bench", "demo", rest @ ..] => demo::run_bench(rest),
         ["bench", krate, rest @ ..] => bench(krate, rest),
         ["fuzz", rest @ ..] => fuzz::run(rest),
+        ["codegen", rest @ ..] => codegen::run(rest),
         ["demo", rest @ ..] => demo::run_demo(rest),
         ["integration", rest @ ..] => demo::run_integration(rest),
         ["guest-image", rest @ ..] => guest_image::run(rest).map(|()| ExitCode::SUCCESS),
@@ -152,6 +154,11 @@ fn guard_interrupts() {
 
 fn ci() -> Result<ExitCode> {
     run(cmd("cargo", ["fmt", "--all", "--check"]))?;
+    // libvirt-rpc's generated code is what a fresh run makes.
+    let generated = codegen::run(&["libvirt-rpc", "--check"])?;
+    if generated != ExitCode::SUCCESS {
+        return Ok(generated);
+    }
     run(cmd(
         "cargo",
         [

@@ -90,7 +90,7 @@ pub(crate) async fn users_of(
     let vols = observed(
         host,
         proc_num::STORAGE_POOL_LIST_ALL_VOLUMES,
-        client.storage_pool_list_all_volumes(pool),
+        client.storage_pool_list_all_volumes(pool, libvirt_rpc::NoFlags::empty()),
     )
     .await
     .map_err(|e| to_provider_error(format!("host {host}: list pool {}", pool.name), e))?;

@@ -30,7 +30,7 @@
 //! [`crate::Config::keepalive`] is its only knob.
 
 pub(crate) mod keepalive;
-pub mod limits;
+pub use crate::generated::limits;
 pub mod packet;
 pub mod remote_error;
 pub mod typed_param;

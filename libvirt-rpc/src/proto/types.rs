@@ -1,77 +1,10 @@
-//! Object handles as they travel on the wire, and the shared payload types.
+//! Object handles as they travel on the wire (`remote_nonnull_*`,
+//! generated into [`crate::remote`] and re-exported here), with helpers.
 
-use crate::xdr_struct;
+pub use crate::remote::{Domain, Network, NodeDevice, Secret, StoragePool, StorageVol};
 
 /// A UUID as 16 raw bytes (`remote_uuid`).
 pub type Uuid = [u8; 16];
-
-xdr_struct! {
-    /// A domain handle (`remote_nonnull_domain`): name, UUID and the running
-    /// id (-1 when the domain is not running).
-    pub struct Domain {
-        /// Domain name.
-        pub name: String,
-        /// Domain UUID.
-        pub uuid: Uuid,
-        /// Hypervisor id, -1 when inactive.
-        pub id: i32,
-    }
-}
-
-xdr_struct! {
-    /// A storage pool handle (`remote_nonnull_storage_pool`).
-    pub struct StoragePool {
-        /// Pool name.
-        pub name: String,
-        /// Pool UUID.
-        pub uuid: Uuid,
-    }
-}
-
-xdr_struct! {
-    /// A storage volume handle (`remote_nonnull_storage_vol`).
-    pub struct StorageVol {
-        /// Name of the pool holding the volume.
-        pub pool: String,
-        /// Volume name.
-        pub name: String,
-        /// Volume key (for `dir` pools, its path).
-        pub key: String,
-    }
-}
-
-xdr_struct! {
-    /// A network handle (`remote_nonnull_network`): in errors and in
-    /// network events.
-    pub struct Network {
-        /// Network name.
-        pub name: String,
-        /// Network UUID.
-        pub uuid: Uuid,
-    }
-}
-
-xdr_struct! {
-    /// A host device handle (`remote_nonnull_node_device`): in node device
-    /// events.
-    pub struct NodeDevice {
-        /// Device name (`net_eth0_52_54_00_12_34_56`, `mdev_...`).
-        pub name: String,
-    }
-}
-
-xdr_struct! {
-    /// A secret handle (`remote_nonnull_secret`): in secret events.
-    pub struct Secret {
-        /// Secret UUID.
-        pub uuid: Uuid,
-        /// `virSecretUsageType` (0 none, 1 volume, 2 ceph, 3 iSCSI, 4 TLS,
-        /// 5 vTPM).
-        pub usage_type: i32,
-        /// What the secret is for (a volume path, a Ceph user, ...).
-        pub usage_id: String,
-    }
-}
 
 impl Domain {
     /// The UUID in its usual text form.

@@ -49,6 +49,7 @@ mod scalars;
 mod tests;
 mod variable;
 
+pub use compound::Bounded;
 pub use variable::{DecodeBounded, EncodeBounded};
 
 /// Largest string libvirt sends or accepts (`REMOTE_STRING_MAX`), the

@@ -15,7 +15,7 @@ use crate::error::{DisconnectReason, Error, Result};
 use crate::error_code::ErrorCode;
 use crate::error_domain::ErrorDomain;
 use crate::events::{Event, LifecycleEvent};
-use crate::procedures::proc_num;
+use crate::proc_num;
 use crate::proto::packet::{
     Header, KEEPALIVE_PING, KEEPALIVE_PONG, KEEPALIVE_PROGRAM, KEEPALIVE_VERSION, MessageType,
     Packet, Status,

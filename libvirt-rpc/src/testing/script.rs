@@ -13,7 +13,7 @@ use crate::client::Client;
 use crate::config::Config;
 use crate::error::Result;
 use crate::flags::OpenFlags;
-use crate::procedures::proc_num;
+use crate::proc_num;
 
 /// A handler the script calls for each call of its procedure.
 pub(crate) type Handler = Box<dyn FnMut(&Call) -> Reply + Send>;

@@ -194,7 +194,7 @@ async fn storage_procedures() {
             .all(|p| p.name != "default-pool")
     );
     let pool_xml = c
-        .storage_pool_get_xml_desc(&pool, NoFlags::empty())
+        .storage_pool_get_xml_desc(&pool, StorageXmlFlags::empty())
         .await
         .unwrap();
     assert!(pool_xml.contains("<name>default-pool</name>"), "{pool_xml}");
@@ -243,7 +243,7 @@ async fn storage_procedures() {
         .await
         .unwrap();
     assert!(
-        c.storage_pool_list_all_volumes(&pool)
+        c.storage_pool_list_all_volumes(&pool, NoFlags::empty())
             .await
             .unwrap()
             .iter()

@@ -50,8 +50,8 @@ fn captured_packets_decode_exactly() {
             (_, _, 93 | 95) => from_bytes::<StorageVol>(b).map(|_| ()),
             (_, _, 98) => from_bytes::<StorageVolInfo>(b).map(|_| ()),
             (_, _, 212) => from_bytes::<DomainStateInfo>(b).map(|_| ()),
-            (_, _, 273) => from_bytes::<procedures::DomainList>(b).map(|_| ()),
-            (_, _, 282) => from_bytes::<procedures::VolumeList>(b).map(|_| ()),
+            (_, _, 273) => from_bytes::<remote::ConnectListAllDomainsRet>(b).map(|_| ()),
+            (_, _, 282) => from_bytes::<remote::StoragePoolListAllVolumesRet>(b).map(|_| ()),
             (_, _, 353) => from_bytes::<Vec<DomainInterface>>(b).map(|_| ()),
             other => panic!("{name}: no expectation for {other:?}"),
         };

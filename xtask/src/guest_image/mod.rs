@@ -31,7 +31,7 @@ use xtask::guest_recipe::{
     self, CACHE_ROOT, CachedImage, IMAGE_FILE, MANIFEST_FILE, RECIPE_FILE, SHA256_FILE,
 };
 
-use crate::cmd::{cmd, read};
+use crate::cmd::{cmd, read, sha256_file};
 
 /// Where the log of the last failed build is kept (the build's own
 /// directory is removed).
@@ -217,18 +217,6 @@ fn remove_debris(root: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// `sha256sum` (native speed; xtask's debug build hashes slowly).
-fn sha256_file(path: &Path) -> Result<String> {
-    let mut c = cmd("sha256sum", ["--"]);
-    c.arg(path);
-    let out = read(c)?;
-    out.split_whitespace()
-        .next()
-        .filter(|h| h.len() == 64)
-        .map(str::to_owned)
-        .with_context(|| format!("unexpected sha256sum output: {out:?}"))
 }
 
 /// Runs `c` with its output appended to `log`; on failure the error carries

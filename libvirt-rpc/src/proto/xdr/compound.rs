@@ -3,7 +3,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::{Decode, Encode, Reader, XdrError, padding};
+use super::{Decode, Encode, EncodeBounded, Reader, XdrError, padding};
 
 /// `opaque[N]` (such as `remote_uuid`, `opaque[16]`): the `N` bytes and
 /// zero padding to a multiple of 4, no length.
@@ -84,6 +84,24 @@ tuple_encode!(A, B, C, D);
 tuple_encode!(A, B, C, D, E);
 tuple_encode!(A, B, C, D, E, F);
 tuple_encode!(A, B, C, D, E, F, G);
+tuple_encode!(A, B, C, D, E, F, G, H);
+tuple_encode!(A, B, C, D, E, F, G, H, I);
+tuple_encode!(A, B, C, D, E, F, G, H, I, J);
+tuple_encode!(A, B, C, D, E, F, G, H, I, J, K);
+tuple_encode!(A, B, C, D, E, F, G, H, I, J, K, L);
+
+/// A value encoded with its own maximum (a field's `<MAX>` in the `.x`
+/// file) rather than its type's default: what the generated methods put in
+/// their argument tuples for bounded arguments, so an over-long argument
+/// is [`XdrError::TooLong`] before anything is sent.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounded<T>(pub T, pub usize);
+
+impl<T: EncodeBounded> Encode for Bounded<T> {
+    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
+        self.0.encode_bounded(self.1, out)
+    }
+}
 
 /// A box encodes as its value: recursive types (`struct list { T value;
 /// list *next; }`) hold their optional tail as `Option<Box<_>>`.

@@ -92,7 +92,9 @@ async fn main() {
     }
     let pool = c.storage_pool_lookup_by_name("default-pool").await.unwrap();
     let _ = c.storage_pool_get_info(&pool).await;
-    let _ = c.storage_pool_list_all_volumes(&pool).await;
+    let _ = c
+        .storage_pool_list_all_volumes(&pool, NoFlags::empty())
+        .await;
     let _ = c.call::<_, ()>(99_999, &()).await;
     // Idle long enough for keepalive traffic.
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;

@@ -121,17 +121,23 @@ fn event_signature(b: &[u8]) -> u64 {
     sig
 }
 
+/// Decodes `b` as every generated protocol type; the number that decode.
+fn every_remote_type(b: &[u8]) -> u64 {
+    macro_rules! probe_all {
+        ($($t:ty),*) => {
+            0 $(+ u64::from(probe::<$t>(b) == 1))*
+        };
+    }
+    libvirt_rpc::__for_each_remote_type!(probe_all)
+}
+
 fn payload_signature(b: &[u8]) -> u64 {
     let mut sig = event_signature(b);
     for s in [
         probe::<WireError>(b),
         probe::<Domain>(b),
         probe::<StorageVol>(b),
-        probe::<procedures::DomainList>(b),
-        probe::<procedures::VolumeList>(b),
-        probe::<procedures::PoolList>(b),
-        probe::<procedures::AuthList>(b),
-        probe::<procedures::InterfaceList>(b),
+        every_remote_type(b),
         probe::<TypedParamValue>(b),
         probe::<TypedParam>(b),
         probe::<Vec<TypedParam>>(b),
