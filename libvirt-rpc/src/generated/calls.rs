@@ -19,10 +19,8 @@ use crate::client::Client;
 use crate::error::Result;
 
 impl Client {
-    /// This function should be called first to get a connection to the
-    /// Hypervisor and xen store
-    ///
-    /// `virConnectOpen` through `REMOTE_PROC_CONNECT_OPEN` (1).
+    /// [`virConnectOpen`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectOpen), through
+    /// `REMOTE_PROC_CONNECT_OPEN` (1).
     pub async fn connect_open(
         &self,
         name: Option<&str>,
@@ -32,23 +30,14 @@ impl Client {
             .await
     }
 
-    /// This function closes the connection to the Hypervisor. This should
-    /// not be called if further interaction with the Hypervisor are needed
-    /// especially if there is running domain which need further monitoring by
-    /// the application.
-    ///
-    /// `virConnectClose` through `REMOTE_PROC_CONNECT_CLOSE` (2).
+    /// [`virConnectClose`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectClose), through
+    /// `REMOTE_PROC_CONNECT_CLOSE` (2).
     pub async fn connect_close(&self) -> Result<()> {
         self.call(crate::proc_num::CONNECT_CLOSE, &()).await
     }
 
-    /// Get the name of the Hypervisor driver used. This is merely the driver
-    /// name; for example, both KVM and QEMU guests are serviced by the
-    /// driver for the qemu:// URI, so a return of "QEMU" does not indicate
-    /// whether KVM acceleration is present.  For more details about the
-    /// hypervisor, use virConnectGetCapabilities().
-    ///
-    /// `virConnectGetType` through `REMOTE_PROC_CONNECT_GET_TYPE` (3).
+    /// [`virConnectGetType`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectGetType), through
+    /// `REMOTE_PROC_CONNECT_GET_TYPE` (3).
     pub async fn connect_get_type(&self) -> Result<String> {
         let ret: crate::remote::ConnectGetTypeRet =
             self.call(crate::proc_num::CONNECT_GET_TYPE, &()).await?;
@@ -56,9 +45,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get the version level of the Hypervisor running.
-    ///
-    /// `virConnectGetVersion` through `REMOTE_PROC_CONNECT_GET_VERSION` (4).
+    /// [`virConnectGetVersion`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectGetVersion), through
+    /// `REMOTE_PROC_CONNECT_GET_VERSION` (4).
     pub async fn connect_get_version(&self) -> Result<u64> {
         let ret: crate::remote::ConnectGetVersionRet =
             self.call(crate::proc_num::CONNECT_GET_VERSION, &()).await?;
@@ -66,14 +54,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the maximum number of virtual CPUs supported for a guest VM of a
-    /// specific type. The 'type' parameter here corresponds to the 'type'
-    /// attribute in the &lt;domain&gt; element of the XML. This API doesn't take emulator
-    /// limits into consideration, hence the returned value is not guaranteed to be
-    /// usable. It is recommended to use virConnectGetDomainCapabilities() and look
-    /// for "&lt;vcpu max='...'&gt;" in its output instead.
-    ///
-    /// `virConnectGetMaxVcpus` through `REMOTE_PROC_CONNECT_GET_MAX_VCPUS` (5).
+    /// [`virConnectGetMaxVcpus`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectGetMaxVcpus), through
+    /// `REMOTE_PROC_CONNECT_GET_MAX_VCPUS` (5).
     pub async fn connect_get_max_vcpus(&self, kind: Option<&str>) -> Result<i32> {
         let ret: crate::remote::ConnectGetMaxVcpusRet = self
             .call(crate::proc_num::CONNECT_GET_MAX_VCPUS, &(kind,))
@@ -82,16 +64,14 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Extract hardware information about the node.
-    ///
-    /// `virNodeGetInfo` through `REMOTE_PROC_NODE_GET_INFO` (6).
+    /// [`virNodeGetInfo`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetInfo), through
+    /// `REMOTE_PROC_NODE_GET_INFO` (6).
     pub async fn node_get_info(&self) -> Result<crate::remote::NodeGetInfoRet> {
         self.call(crate::proc_num::NODE_GET_INFO, &()).await
     }
 
-    /// Provides capabilities of the hypervisor / driver.
-    ///
-    /// `virConnectGetCapabilities` through `REMOTE_PROC_CONNECT_GET_CAPABILITIES` (7).
+    /// [`virConnectGetCapabilities`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectGetCapabilities), through
+    /// `REMOTE_PROC_CONNECT_GET_CAPABILITIES` (7).
     pub async fn connect_get_capabilities(&self) -> Result<String> {
         let ret: crate::remote::ConnectGetCapabilitiesRet = self
             .call(crate::proc_num::CONNECT_GET_CAPABILITIES, &())
@@ -100,33 +80,21 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Create a virtual device attachment to backend.  This function,
-    /// having hotplug semantics, is only allowed on an active domain.
-    ///
-    /// `virDomainAttachDevice` through `REMOTE_PROC_DOMAIN_ATTACH_DEVICE` (8).
+    /// [`virDomainAttachDevice`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainAttachDevice), through
+    /// `REMOTE_PROC_DOMAIN_ATTACH_DEVICE` (8).
     pub async fn domain_attach_device(&self, dom: &crate::remote::Domain, xml: &str) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_ATTACH_DEVICE, &(dom, xml))
             .await
     }
 
-    /// Launch a defined domain. If the call succeeds the domain moves from the
-    /// defined to the running domains pools.  The domain will be paused only
-    /// if restoring from managed state created from a paused domain.  For more
-    /// control, see virDomainCreateWithFlags().
-    ///
-    /// `virDomainCreate` through `REMOTE_PROC_DOMAIN_CREATE` (9).
+    /// [`virDomainCreate`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainCreate), through
+    /// `REMOTE_PROC_DOMAIN_CREATE` (9).
     pub async fn domain_create(&self, dom: &crate::remote::Domain) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_CREATE, &(dom,)).await
     }
 
-    /// Launch a new guest domain, based on an XML description similar
-    /// to the one returned by virDomainGetXMLDesc()
-    /// This function may require privileged access to the hypervisor.
-    /// The domain is not persistent, so its definition will disappear when it
-    /// is destroyed, or if the host is restarted (see virDomainDefineXML() to
-    /// define persistent domains).
-    ///
-    /// `virDomainCreateXML` through `REMOTE_PROC_DOMAIN_CREATE_XML` (10).
+    /// [`virDomainCreateXML`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainCreateXML), through
+    /// `REMOTE_PROC_DOMAIN_CREATE_XML` (10).
     pub async fn domain_create_xml(
         &self,
         xml_desc: &str,
@@ -139,12 +107,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Define a domain, but does not start it.
-    /// This definition is persistent, until explicitly undefined with
-    /// virDomainUndefine(). A previous definition for this domain with the same
-    /// UUID and name would be overridden if it already exists.
-    ///
-    /// `virDomainDefineXML` through `REMOTE_PROC_DOMAIN_DEFINE_XML` (11).
+    /// [`virDomainDefineXML`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainDefineXML), through
+    /// `REMOTE_PROC_DOMAIN_DEFINE_XML` (11).
     pub async fn domain_define_xml(&self, xml: &str) -> Result<crate::remote::Domain> {
         let ret: crate::remote::DomainDefineXmlRet = self
             .call(crate::proc_num::DOMAIN_DEFINE_XML, &(xml,))
@@ -153,29 +117,21 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Destroy the domain object. The running instance is shutdown if not down
-    /// already and all resources used by it are given back to the hypervisor. This
-    /// does not free the associated virDomainPtr object.
-    /// This function may require privileged access.
-    ///
-    /// `virDomainDestroy` through `REMOTE_PROC_DOMAIN_DESTROY` (12).
+    /// [`virDomainDestroy`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainDestroy), through
+    /// `REMOTE_PROC_DOMAIN_DESTROY` (12).
     pub async fn domain_destroy(&self, dom: &crate::remote::Domain) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_DESTROY, &(dom,)).await
     }
 
-    /// This is an equivalent of virDomainDetachDeviceFlags() when called with
-    /// @flags parameter set to VIR_DOMAIN_AFFECT_LIVE.
-    ///
-    /// `virDomainDetachDevice` through `REMOTE_PROC_DOMAIN_DETACH_DEVICE` (13).
+    /// [`virDomainDetachDevice`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainDetachDevice), through
+    /// `REMOTE_PROC_DOMAIN_DETACH_DEVICE` (13).
     pub async fn domain_detach_device(&self, dom: &crate::remote::Domain, xml: &str) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_DETACH_DEVICE, &(dom, xml))
             .await
     }
 
-    /// Provide an XML description of the domain. The description may be reused
-    /// later to relaunch the domain with virDomainCreateXML().
-    ///
-    /// `virDomainGetXMLDesc` through `REMOTE_PROC_DOMAIN_GET_XML_DESC` (14).
+    /// [`virDomainGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetXMLDesc), through
+    /// `REMOTE_PROC_DOMAIN_GET_XML_DESC` (14).
     pub async fn domain_get_xml_desc(
         &self,
         dom: &crate::remote::Domain,
@@ -188,11 +144,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides a boolean value indicating whether the domain
-    /// configured to be automatically started when the host
-    /// machine boots.
-    ///
-    /// `virDomainGetAutostart` through `REMOTE_PROC_DOMAIN_GET_AUTOSTART` (15).
+    /// [`virDomainGetAutostart`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetAutostart), through
+    /// `REMOTE_PROC_DOMAIN_GET_AUTOSTART` (15).
     pub async fn domain_get_autostart(&self, dom: &crate::remote::Domain) -> Result<i32> {
         let ret: crate::remote::DomainGetAutostartRet = self
             .call(crate::proc_num::DOMAIN_GET_AUTOSTART, &(dom,))
@@ -201,11 +154,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Extract information about a domain. Note that if the connection
-    /// used to get the domain is limited only a partial set of the information
-    /// can be extracted.
-    ///
-    /// `virDomainGetInfo` through `REMOTE_PROC_DOMAIN_GET_INFO` (16).
+    /// [`virDomainGetInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_INFO` (16).
     pub async fn domain_get_info(
         &self,
         dom: &crate::remote::Domain,
@@ -213,11 +163,8 @@ impl Client {
         self.call(crate::proc_num::DOMAIN_GET_INFO, &(dom,)).await
     }
 
-    /// Retrieve the maximum amount of physical memory allocated to a
-    /// domain. If domain is NULL, then this get the amount of memory reserved
-    /// to Domain0 i.e. the domain where the application runs.
-    ///
-    /// `virDomainGetMaxMemory` through `REMOTE_PROC_DOMAIN_GET_MAX_MEMORY` (17).
+    /// [`virDomainGetMaxMemory`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetMaxMemory), through
+    /// `REMOTE_PROC_DOMAIN_GET_MAX_MEMORY` (17).
     pub async fn domain_get_max_memory(&self, dom: &crate::remote::Domain) -> Result<u64> {
         let ret: crate::remote::DomainGetMaxMemoryRet = self
             .call(crate::proc_num::DOMAIN_GET_MAX_MEMORY, &(dom,))
@@ -226,13 +173,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the maximum number of virtual CPUs supported for
-    /// the guest VM. If the guest is inactive, this is basically
-    /// the same as virConnectGetMaxVcpus(). If the guest is running
-    /// this will reflect the maximum number of virtual CPUs the
-    /// guest was booted with.  For more details, see virDomainGetVcpusFlags().
-    ///
-    /// `virDomainGetMaxVcpus` through `REMOTE_PROC_DOMAIN_GET_MAX_VCPUS` (18).
+    /// [`virDomainGetMaxVcpus`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetMaxVcpus), through
+    /// `REMOTE_PROC_DOMAIN_GET_MAX_VCPUS` (18).
     pub async fn domain_get_max_vcpus(&self, dom: &crate::remote::Domain) -> Result<i32> {
         let ret: crate::remote::DomainGetMaxVcpusRet = self
             .call(crate::proc_num::DOMAIN_GET_MAX_VCPUS, &(dom,))
@@ -241,9 +183,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get the type of domain operation system.
-    ///
-    /// `virDomainGetOSType` through `REMOTE_PROC_DOMAIN_GET_OS_TYPE` (19).
+    /// [`virDomainGetOSType`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetOSType), through
+    /// `REMOTE_PROC_DOMAIN_GET_OS_TYPE` (19).
     pub async fn domain_get_os_type(&self, dom: &crate::remote::Domain) -> Result<String> {
         let ret: crate::remote::DomainGetOsTypeRet = self
             .call(crate::proc_num::DOMAIN_GET_OS_TYPE, &(dom,))
@@ -252,11 +193,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Extract information about virtual CPUs of domain, store it in info array
-    /// and also in cpumaps if this pointer isn't NULL.  This call may fail
-    /// on an inactive domain.
-    ///
-    /// `virDomainGetVcpus` through `REMOTE_PROC_DOMAIN_GET_VCPUS` (20).
+    /// [`virDomainGetVcpus`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetVcpus), through
+    /// `REMOTE_PROC_DOMAIN_GET_VCPUS` (20).
     pub async fn domain_get_vcpus(
         &self,
         dom: &crate::remote::Domain,
@@ -273,10 +211,8 @@ impl Client {
         .await
     }
 
-    /// list the defined but inactive domains, stores the pointers to the names
-    /// in @names
-    ///
-    /// `virConnectListDefinedDomains` through `REMOTE_PROC_CONNECT_LIST_DEFINED_DOMAINS` (21).
+    /// [`virConnectListDefinedDomains`](https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectListDefinedDomains), through
+    /// `REMOTE_PROC_CONNECT_LIST_DEFINED_DOMAINS` (21).
     pub async fn connect_list_defined_domains(&self) -> Result<Vec<String>> {
         let ret: crate::remote::ConnectListDefinedDomainsRet = self
             .call(
@@ -288,11 +224,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to find a domain based on the hypervisor ID number
-    /// Note that this won't work for inactive domains which have an ID of -1,
-    /// in that case a lookup based on the Name or UUID need to be done instead.
-    ///
-    /// `virDomainLookupByID` through `REMOTE_PROC_DOMAIN_LOOKUP_BY_ID` (22).
+    /// [`virDomainLookupByID`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainLookupByID), through
+    /// `REMOTE_PROC_DOMAIN_LOOKUP_BY_ID` (22).
     pub async fn domain_lookup_by_id(&self, id: i32) -> Result<crate::remote::Domain> {
         let ret: crate::remote::DomainLookupByIdRet = self
             .call(crate::proc_num::DOMAIN_LOOKUP_BY_ID, &(id,))
@@ -301,9 +234,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup a domain on the given hypervisor based on its name.
-    ///
-    /// `virDomainLookupByName` through `REMOTE_PROC_DOMAIN_LOOKUP_BY_NAME` (23).
+    /// [`virDomainLookupByName`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainLookupByName), through
+    /// `REMOTE_PROC_DOMAIN_LOOKUP_BY_NAME` (23).
     pub async fn domain_lookup_by_name(&self, name: &str) -> Result<crate::remote::Domain> {
         let ret: crate::remote::DomainLookupByNameRet = self
             .call(crate::proc_num::DOMAIN_LOOKUP_BY_NAME, &(name,))
@@ -312,9 +244,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup a domain on the given hypervisor based on its UUID.
-    ///
-    /// `virDomainLookupByUUID` through `REMOTE_PROC_DOMAIN_LOOKUP_BY_UUID` (24).
+    /// [`virDomainLookupByUUID`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainLookupByUUID), through
+    /// `REMOTE_PROC_DOMAIN_LOOKUP_BY_UUID` (24).
     pub async fn domain_lookup_by_uuid(&self, uuid: &[u8; 16]) -> Result<crate::remote::Domain> {
         let ret: crate::remote::DomainLookupByUuidRet = self
             .call(crate::proc_num::DOMAIN_LOOKUP_BY_UUID, &(uuid,))
@@ -323,9 +254,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the number of defined but inactive domains.
-    ///
-    /// `virConnectNumOfDefinedDomains` through `REMOTE_PROC_CONNECT_NUM_OF_DEFINED_DOMAINS` (25).
+    /// [`virConnectNumOfDefinedDomains`](https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectNumOfDefinedDomains), through
+    /// `REMOTE_PROC_CONNECT_NUM_OF_DEFINED_DOMAINS` (25).
     pub async fn connect_num_of_defined_domains(&self) -> Result<i32> {
         let ret: crate::remote::ConnectNumOfDefinedDomainsRet = self
             .call(crate::proc_num::CONNECT_NUM_OF_DEFINED_DOMAINS, &())
@@ -334,10 +264,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Dynamically change the real CPUs which can be allocated to a virtual CPU.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainPinVcpu` through `REMOTE_PROC_DOMAIN_PIN_VCPU` (26).
+    /// [`virDomainPinVcpu`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainPinVcpu), through
+    /// `REMOTE_PROC_DOMAIN_PIN_VCPU` (26).
     pub async fn domain_pin_vcpu(
         &self,
         dom: &crate::remote::Domain,
@@ -355,14 +283,8 @@ impl Client {
         .await
     }
 
-    /// Reboot a domain, the domain object is still usable thereafter, but
-    /// the domain OS is being stopped for a restart.
-    /// Note that the guest OS may ignore the request.
-    /// Additionally, the hypervisor may check and support the domain
-    /// 'on_reboot' XML setting resulting in a domain that shuts down instead
-    /// of rebooting.
-    ///
-    /// `virDomainReboot` through `REMOTE_PROC_DOMAIN_REBOOT` (27).
+    /// [`virDomainReboot`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainReboot), through
+    /// `REMOTE_PROC_DOMAIN_REBOOT` (27).
     pub async fn domain_reboot(
         &self,
         dom: &crate::remote::Domain,
@@ -372,21 +294,14 @@ impl Client {
             .await
     }
 
-    /// Resume a suspended domain, the process is restarted from the state where
-    /// it was frozen by calling virDomainSuspend().
-    /// This function may require privileged access
-    /// Moreover, resume may not be supported if domain is in some
-    /// special state like VIR_DOMAIN_PMSUSPENDED.
-    ///
-    /// `virDomainResume` through `REMOTE_PROC_DOMAIN_RESUME` (28).
+    /// [`virDomainResume`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainResume), through
+    /// `REMOTE_PROC_DOMAIN_RESUME` (28).
     pub async fn domain_resume(&self, dom: &crate::remote::Domain) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_RESUME, &(dom,)).await
     }
 
-    /// Configure the domain to be automatically started
-    /// when the host machine boots.
-    ///
-    /// `virDomainSetAutostart` through `REMOTE_PROC_DOMAIN_SET_AUTOSTART` (29).
+    /// [`virDomainSetAutostart`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetAutostart), through
+    /// `REMOTE_PROC_DOMAIN_SET_AUTOSTART` (29).
     pub async fn domain_set_autostart(
         &self,
         dom: &crate::remote::Domain,
@@ -396,12 +311,8 @@ impl Client {
             .await
     }
 
-    /// Dynamically change the maximum amount of physical memory allocated to a
-    /// domain. If domain is NULL, then this change the amount of memory reserved
-    /// to Domain0 i.e. the domain where the application runs.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainSetMaxMemory` through `REMOTE_PROC_DOMAIN_SET_MAX_MEMORY` (30).
+    /// [`virDomainSetMaxMemory`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetMaxMemory), through
+    /// `REMOTE_PROC_DOMAIN_SET_MAX_MEMORY` (30).
     pub async fn domain_set_max_memory(
         &self,
         dom: &crate::remote::Domain,
@@ -411,68 +322,40 @@ impl Client {
             .await
     }
 
-    /// Dynamically change the target amount of physical memory allocated to a
-    /// domain. If domain is NULL, then this change the amount of memory reserved
-    /// to Domain0 i.e. the domain where the application runs.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainSetMemory` through `REMOTE_PROC_DOMAIN_SET_MEMORY` (31).
+    /// [`virDomainSetMemory`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetMemory), through
+    /// `REMOTE_PROC_DOMAIN_SET_MEMORY` (31).
     pub async fn domain_set_memory(&self, dom: &crate::remote::Domain, memory: u64) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_SET_MEMORY, &(dom, memory))
             .await
     }
 
-    /// Dynamically change the number of virtual CPUs used by the domain.
-    /// Note that this call may fail if the underlying virtualization hypervisor
-    /// does not support it or if growing the number is arbitrarily limited.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainSetVcpus` through `REMOTE_PROC_DOMAIN_SET_VCPUS` (32).
+    /// [`virDomainSetVcpus`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetVcpus), through
+    /// `REMOTE_PROC_DOMAIN_SET_VCPUS` (32).
     pub async fn domain_set_vcpus(&self, dom: &crate::remote::Domain, nvcpus: u32) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_SET_VCPUS, &(dom, nvcpus))
             .await
     }
 
-    /// Shutdown a domain, the domain object is still usable thereafter, but
-    /// the domain OS is being stopped. Note that the guest OS may ignore the
-    /// request. Additionally, the hypervisor may check and support the domain
-    /// 'on_poweroff' XML setting resulting in a domain that reboots instead of
-    /// shutting down. For guests that react to a shutdown request, the differences
-    /// from virDomainDestroy() are that the guests disk storage will be in a
-    /// stable state rather than having the (virtual) power cord pulled, and
-    /// this command returns as soon as the shutdown request is issued rather
-    /// than blocking until the guest is no longer running.
-    ///
-    /// `virDomainShutdown` through `REMOTE_PROC_DOMAIN_SHUTDOWN` (33).
+    /// [`virDomainShutdown`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainShutdown), through
+    /// `REMOTE_PROC_DOMAIN_SHUTDOWN` (33).
     pub async fn domain_shutdown(&self, dom: &crate::remote::Domain) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_SHUTDOWN, &(dom,)).await
     }
 
-    /// Suspends an active domain, the process is frozen without further access
-    /// to CPU resources and I/O but the memory used by the domain at the
-    /// hypervisor level will stay allocated. Use virDomainResume() to reactivate
-    /// the domain.
-    /// This function may require privileged access.
-    /// Moreover, suspend may not be supported if domain is in some
-    /// special state like VIR_DOMAIN_PMSUSPENDED.
-    ///
-    /// `virDomainSuspend` through `REMOTE_PROC_DOMAIN_SUSPEND` (34).
+    /// [`virDomainSuspend`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSuspend), through
+    /// `REMOTE_PROC_DOMAIN_SUSPEND` (34).
     pub async fn domain_suspend(&self, dom: &crate::remote::Domain) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_SUSPEND, &(dom,)).await
     }
 
-    /// Undefine a domain. If the domain is running, it's converted to
-    /// transient domain, without stopping it. If the domain is inactive,
-    /// the domain configuration is removed.
-    ///
-    /// `virDomainUndefine` through `REMOTE_PROC_DOMAIN_UNDEFINE` (35).
+    /// [`virDomainUndefine`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainUndefine), through
+    /// `REMOTE_PROC_DOMAIN_UNDEFINE` (35).
     pub async fn domain_undefine(&self, dom: &crate::remote::Domain) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_UNDEFINE, &(dom,)).await
     }
 
-    /// list the inactive networks, stores the pointers to the names in @names
-    ///
-    /// `virConnectListDefinedNetworks` through `REMOTE_PROC_CONNECT_LIST_DEFINED_NETWORKS` (36).
+    /// [`virConnectListDefinedNetworks`](https://libvirt.org/html/libvirt-libvirt-network.html#virConnectListDefinedNetworks), through
+    /// `REMOTE_PROC_CONNECT_LIST_DEFINED_NETWORKS` (36).
     pub async fn connect_list_defined_networks(&self) -> Result<Vec<String>> {
         let ret: crate::remote::ConnectListDefinedNetworksRet = self
             .call(
@@ -484,9 +367,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of active domains, and store their IDs in array @ids
-    ///
-    /// `virConnectListDomains` through `REMOTE_PROC_CONNECT_LIST_DOMAINS` (37).
+    /// [`virConnectListDomains`](https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectListDomains), through
+    /// `REMOTE_PROC_CONNECT_LIST_DOMAINS` (37).
     pub async fn connect_list_domains(&self) -> Result<Vec<i32>> {
         let ret: crate::remote::ConnectListDomainsRet = self
             .call(
@@ -498,9 +380,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of active networks, and store their names in @names
-    ///
-    /// `virConnectListNetworks` through `REMOTE_PROC_CONNECT_LIST_NETWORKS` (38).
+    /// [`virConnectListNetworks`](https://libvirt.org/html/libvirt-libvirt-network.html#virConnectListNetworks), through
+    /// `REMOTE_PROC_CONNECT_LIST_NETWORKS` (38).
     pub async fn connect_list_networks(&self) -> Result<Vec<String>> {
         let ret: crate::remote::ConnectListNetworksRet = self
             .call(
@@ -512,18 +393,14 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Create and start a defined network. If the call succeed the network
-    /// moves from the defined to the running networks pools.
-    ///
-    /// `virNetworkCreate` through `REMOTE_PROC_NETWORK_CREATE` (39).
+    /// [`virNetworkCreate`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkCreate), through
+    /// `REMOTE_PROC_NETWORK_CREATE` (39).
     pub async fn network_create(&self, net: &crate::remote::Network) -> Result<()> {
         self.call(crate::proc_num::NETWORK_CREATE, &(net,)).await
     }
 
-    /// Create and start a new virtual network, based on an XML description
-    /// similar to the one returned by virNetworkGetXMLDesc()
-    ///
-    /// `virNetworkCreateXML` through `REMOTE_PROC_NETWORK_CREATE_XML` (40).
+    /// [`virNetworkCreateXML`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkCreateXML), through
+    /// `REMOTE_PROC_NETWORK_CREATE_XML` (40).
     pub async fn network_create_xml(&self, xml: &str) -> Result<crate::remote::Network> {
         let ret: crate::remote::NetworkCreateXmlRet = self
             .call(crate::proc_num::NETWORK_CREATE_XML, &(xml,))
@@ -532,10 +409,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Define an inactive persistent virtual network or modify an existing
-    /// persistent one from the XML description.
-    ///
-    /// `virNetworkDefineXML` through `REMOTE_PROC_NETWORK_DEFINE_XML` (41).
+    /// [`virNetworkDefineXML`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkDefineXML), through
+    /// `REMOTE_PROC_NETWORK_DEFINE_XML` (41).
     pub async fn network_define_xml(&self, xml: &str) -> Result<crate::remote::Network> {
         let ret: crate::remote::NetworkDefineXmlRet = self
             .call(crate::proc_num::NETWORK_DEFINE_XML, &(xml,))
@@ -544,20 +419,14 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Destroy the network object. The running instance is shutdown if not down
-    /// already and all resources used by it are given back to the hypervisor. This
-    /// does not free the associated virNetworkPtr object.
-    /// This function may require privileged access
-    ///
-    /// `virNetworkDestroy` through `REMOTE_PROC_NETWORK_DESTROY` (42).
+    /// [`virNetworkDestroy`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkDestroy), through
+    /// `REMOTE_PROC_NETWORK_DESTROY` (42).
     pub async fn network_destroy(&self, net: &crate::remote::Network) -> Result<()> {
         self.call(crate::proc_num::NETWORK_DESTROY, &(net,)).await
     }
 
-    /// Provide an XML description of the network. The description may be reused
-    /// later to relaunch the network with virNetworkCreateXML().
-    ///
-    /// `virNetworkGetXMLDesc` through `REMOTE_PROC_NETWORK_GET_XML_DESC` (43).
+    /// [`virNetworkGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkGetXMLDesc), through
+    /// `REMOTE_PROC_NETWORK_GET_XML_DESC` (43).
     pub async fn network_get_xml_desc(
         &self,
         net: &crate::remote::Network,
@@ -570,11 +439,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides a boolean value indicating whether the network
-    /// configured to be automatically started when the host
-    /// machine boots.
-    ///
-    /// `virNetworkGetAutostart` through `REMOTE_PROC_NETWORK_GET_AUTOSTART` (44).
+    /// [`virNetworkGetAutostart`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkGetAutostart), through
+    /// `REMOTE_PROC_NETWORK_GET_AUTOSTART` (44).
     pub async fn network_get_autostart(&self, net: &crate::remote::Network) -> Result<i32> {
         let ret: crate::remote::NetworkGetAutostartRet = self
             .call(crate::proc_num::NETWORK_GET_AUTOSTART, &(net,))
@@ -583,10 +449,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides a bridge interface name to which a domain may connect
-    /// a network interface in order to join the network.
-    ///
-    /// `virNetworkGetBridgeName` through `REMOTE_PROC_NETWORK_GET_BRIDGE_NAME` (45).
+    /// [`virNetworkGetBridgeName`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkGetBridgeName), through
+    /// `REMOTE_PROC_NETWORK_GET_BRIDGE_NAME` (45).
     pub async fn network_get_bridge_name(&self, net: &crate::remote::Network) -> Result<String> {
         let ret: crate::remote::NetworkGetBridgeNameRet = self
             .call(crate::proc_num::NETWORK_GET_BRIDGE_NAME, &(net,))
@@ -595,9 +459,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup a network on the given hypervisor based on its name.
-    ///
-    /// `virNetworkLookupByName` through `REMOTE_PROC_NETWORK_LOOKUP_BY_NAME` (46).
+    /// [`virNetworkLookupByName`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkLookupByName), through
+    /// `REMOTE_PROC_NETWORK_LOOKUP_BY_NAME` (46).
     pub async fn network_lookup_by_name(&self, name: &str) -> Result<crate::remote::Network> {
         let ret: crate::remote::NetworkLookupByNameRet = self
             .call(crate::proc_num::NETWORK_LOOKUP_BY_NAME, &(name,))
@@ -606,9 +469,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup a network on the given hypervisor based on its UUID.
-    ///
-    /// `virNetworkLookupByUUID` through `REMOTE_PROC_NETWORK_LOOKUP_BY_UUID` (47).
+    /// [`virNetworkLookupByUUID`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkLookupByUUID), through
+    /// `REMOTE_PROC_NETWORK_LOOKUP_BY_UUID` (47).
     pub async fn network_lookup_by_uuid(&self, uuid: &[u8; 16]) -> Result<crate::remote::Network> {
         let ret: crate::remote::NetworkLookupByUuidRet = self
             .call(crate::proc_num::NETWORK_LOOKUP_BY_UUID, &(uuid,))
@@ -617,10 +479,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Configure the network to be automatically started
-    /// when the host machine boots.
-    ///
-    /// `virNetworkSetAutostart` through `REMOTE_PROC_NETWORK_SET_AUTOSTART` (48).
+    /// [`virNetworkSetAutostart`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkSetAutostart), through
+    /// `REMOTE_PROC_NETWORK_SET_AUTOSTART` (48).
     pub async fn network_set_autostart(
         &self,
         net: &crate::remote::Network,
@@ -630,16 +490,14 @@ impl Client {
             .await
     }
 
-    /// Undefine a network but does not stop it if it is running
-    ///
-    /// `virNetworkUndefine` through `REMOTE_PROC_NETWORK_UNDEFINE` (49).
+    /// [`virNetworkUndefine`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkUndefine), through
+    /// `REMOTE_PROC_NETWORK_UNDEFINE` (49).
     pub async fn network_undefine(&self, net: &crate::remote::Network) -> Result<()> {
         self.call(crate::proc_num::NETWORK_UNDEFINE, &(net,)).await
     }
 
-    /// Provides the number of inactive networks.
-    ///
-    /// `virConnectNumOfDefinedNetworks` through `REMOTE_PROC_CONNECT_NUM_OF_DEFINED_NETWORKS` (50).
+    /// [`virConnectNumOfDefinedNetworks`](https://libvirt.org/html/libvirt-libvirt-network.html#virConnectNumOfDefinedNetworks), through
+    /// `REMOTE_PROC_CONNECT_NUM_OF_DEFINED_NETWORKS` (50).
     pub async fn connect_num_of_defined_networks(&self) -> Result<i32> {
         let ret: crate::remote::ConnectNumOfDefinedNetworksRet = self
             .call(crate::proc_num::CONNECT_NUM_OF_DEFINED_NETWORKS, &())
@@ -648,9 +506,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the number of active domains.
-    ///
-    /// `virConnectNumOfDomains` through `REMOTE_PROC_CONNECT_NUM_OF_DOMAINS` (51).
+    /// [`virConnectNumOfDomains`](https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectNumOfDomains), through
+    /// `REMOTE_PROC_CONNECT_NUM_OF_DOMAINS` (51).
     pub async fn connect_num_of_domains(&self) -> Result<i32> {
         let ret: crate::remote::ConnectNumOfDomainsRet = self
             .call(crate::proc_num::CONNECT_NUM_OF_DOMAINS, &())
@@ -659,9 +516,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the number of active networks.
-    ///
-    /// `virConnectNumOfNetworks` through `REMOTE_PROC_CONNECT_NUM_OF_NETWORKS` (52).
+    /// [`virConnectNumOfNetworks`](https://libvirt.org/html/libvirt-libvirt-network.html#virConnectNumOfNetworks), through
+    /// `REMOTE_PROC_CONNECT_NUM_OF_NETWORKS` (52).
     pub async fn connect_num_of_networks(&self) -> Result<i32> {
         let ret: crate::remote::ConnectNumOfNetworksRet = self
             .call(crate::proc_num::CONNECT_NUM_OF_NETWORKS, &())
@@ -670,12 +526,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This method will dump the core of a domain on a given file for analysis.
-    /// Note that for remote Xen Daemon the file path will be interpreted in
-    /// the remote host. Hypervisors may require  the user to manually ensure
-    /// proper permissions on the file named by @to.
-    ///
-    /// `virDomainCoreDump` through `REMOTE_PROC_DOMAIN_CORE_DUMP` (53).
+    /// [`virDomainCoreDump`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainCoreDump), through
+    /// `REMOTE_PROC_DOMAIN_CORE_DUMP` (53).
     pub async fn domain_core_dump(
         &self,
         dom: &crate::remote::Domain,
@@ -686,26 +538,20 @@ impl Client {
             .await
     }
 
-    /// This method will restore a domain saved to disk by virDomainSave().
-    ///
-    /// `virDomainRestore` through `REMOTE_PROC_DOMAIN_RESTORE` (54).
+    /// [`virDomainRestore`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainRestore), through
+    /// `REMOTE_PROC_DOMAIN_RESTORE` (54).
     pub async fn domain_restore(&self, from: &str) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_RESTORE, &(from,)).await
     }
 
-    /// This method will suspend a domain and save its memory contents to a file or
-    /// direcotry (based on the vmm) on disk. After the call, if successful,the domain
-    /// is not listed as running anymore (this ends the life of a transient domain).
-    /// Use virDomainRestore() to restore a domain after saving.
-    ///
-    /// `virDomainSave` through `REMOTE_PROC_DOMAIN_SAVE` (55).
+    /// [`virDomainSave`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSave), through
+    /// `REMOTE_PROC_DOMAIN_SAVE` (55).
     pub async fn domain_save(&self, dom: &crate::remote::Domain, to: &str) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_SAVE, &(dom, to)).await
     }
 
-    /// Get the scheduler type and the number of scheduler parameters.
-    ///
-    /// `virDomainGetSchedulerType` through `REMOTE_PROC_DOMAIN_GET_SCHEDULER_TYPE` (56).
+    /// [`virDomainGetSchedulerType`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetSchedulerType), through
+    /// `REMOTE_PROC_DOMAIN_GET_SCHEDULER_TYPE` (56).
     pub async fn domain_get_scheduler_type(
         &self,
         dom: &crate::remote::Domain,
@@ -714,12 +560,8 @@ impl Client {
             .await
     }
 
-    /// Get all scheduler parameters.  On input, @nparams gives the size of the
-    /// @params array; on output, @nparams gives how many slots were filled
-    /// with parameter information, which might be less but will not exceed
-    /// the input value.  @nparams cannot be 0.
-    ///
-    /// `virDomainGetSchedulerParameters` through `REMOTE_PROC_DOMAIN_GET_SCHEDULER_PARAMETERS` (57).
+    /// [`virDomainGetSchedulerParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetSchedulerParameters), through
+    /// `REMOTE_PROC_DOMAIN_GET_SCHEDULER_PARAMETERS` (57).
     pub async fn domain_get_scheduler_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -739,12 +581,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Change all or a subset or the scheduler parameters.  It is
-    /// hypervisor-specific whether this sets live, persistent, or both
-    /// settings; for more control, use
-    /// virDomainSetSchedulerParametersFlags.
-    ///
-    /// `virDomainSetSchedulerParameters` through `REMOTE_PROC_DOMAIN_SET_SCHEDULER_PARAMETERS` (58).
+    /// [`virDomainSetSchedulerParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetSchedulerParameters), through
+    /// `REMOTE_PROC_DOMAIN_SET_SCHEDULER_PARAMETERS` (58).
     pub async fn domain_set_scheduler_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -763,13 +601,8 @@ impl Client {
         .await
     }
 
-    /// This returns a system hostname on which the hypervisor is
-    /// running (based on the result of the gethostname system call, but
-    /// possibly expanded to a fully-qualified domain name via getaddrinfo).
-    /// If we are connected to a remote system, then this returns the
-    /// hostname of the remote system.
-    ///
-    /// `virConnectGetHostname` through `REMOTE_PROC_CONNECT_GET_HOSTNAME` (59).
+    /// [`virConnectGetHostname`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectGetHostname), through
+    /// `REMOTE_PROC_CONNECT_GET_HOSTNAME` (59).
     pub async fn connect_get_hostname(&self) -> Result<String> {
         let ret: crate::remote::ConnectGetHostnameRet = self
             .call(crate::proc_num::CONNECT_GET_HOSTNAME, &())
@@ -778,8 +611,6 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// `REMOTE_PROC_CONNECT_SUPPORTS_FEATURE`.
-    ///
     /// `REMOTE_PROC_CONNECT_SUPPORTS_FEATURE` (60).
     pub async fn connect_supports_feature(
         &self,
@@ -792,8 +623,6 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE` (61).
     pub async fn domain_migrate_prepare(
         &self,
@@ -809,8 +638,6 @@ impl Client {
         .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_PERFORM`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PERFORM` (62).
     pub async fn domain_migrate_perform(
         &self,
@@ -835,8 +662,6 @@ impl Client {
         .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_FINISH`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_FINISH` (63).
     pub async fn domain_migrate_finish(
         &self,
@@ -863,10 +688,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This function returns block device (disk) stats for block
-    /// devices attached to the domain.
-    ///
-    /// `virDomainBlockStats` through `REMOTE_PROC_DOMAIN_BLOCK_STATS` (64).
+    /// [`virDomainBlockStats`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockStats), through
+    /// `REMOTE_PROC_DOMAIN_BLOCK_STATS` (64).
     pub async fn domain_block_stats(
         &self,
         dom: &crate::remote::Domain,
@@ -876,10 +699,8 @@ impl Client {
             .await
     }
 
-    /// This function returns network interface stats for interfaces
-    /// attached to the domain.
-    ///
-    /// `virDomainInterfaceStats` through `REMOTE_PROC_DOMAIN_INTERFACE_STATS` (65).
+    /// [`virDomainInterfaceStats`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainInterfaceStats), through
+    /// `REMOTE_PROC_DOMAIN_INTERFACE_STATS` (65).
     pub async fn domain_interface_stats(
         &self,
         dom: &crate::remote::Domain,
@@ -889,8 +710,6 @@ impl Client {
             .await
     }
 
-    /// `REMOTE_PROC_AUTH_LIST`.
-    ///
     /// `REMOTE_PROC_AUTH_LIST` (66).
     pub async fn auth_list(&self) -> Result<Vec<i32>> {
         let ret: crate::remote::AuthListRet = self.call(crate::proc_num::AUTH_LIST, &()).await?;
@@ -898,8 +717,6 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// `REMOTE_PROC_AUTH_POLKIT`.
-    ///
     /// `REMOTE_PROC_AUTH_POLKIT` (70).
     pub async fn auth_polkit(&self) -> Result<i32> {
         let ret: crate::remote::AuthPolkitRet =
@@ -908,9 +725,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the number of active storage pools
-    ///
-    /// `virConnectNumOfStoragePools` through `REMOTE_PROC_CONNECT_NUM_OF_STORAGE_POOLS` (71).
+    /// [`virConnectNumOfStoragePools`](https://libvirt.org/html/libvirt-libvirt-storage.html#virConnectNumOfStoragePools), through
+    /// `REMOTE_PROC_CONNECT_NUM_OF_STORAGE_POOLS` (71).
     pub async fn connect_num_of_storage_pools(&self) -> Result<i32> {
         let ret: crate::remote::ConnectNumOfStoragePoolsRet = self
             .call(crate::proc_num::CONNECT_NUM_OF_STORAGE_POOLS, &())
@@ -919,11 +735,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the list of names of active storage pools up to maxnames.
-    /// If there are more than maxnames, the remaining names will be silently
-    /// ignored.
-    ///
-    /// `virConnectListStoragePools` through `REMOTE_PROC_CONNECT_LIST_STORAGE_POOLS` (72).
+    /// [`virConnectListStoragePools`](https://libvirt.org/html/libvirt-libvirt-storage.html#virConnectListStoragePools), through
+    /// `REMOTE_PROC_CONNECT_LIST_STORAGE_POOLS` (72).
     pub async fn connect_list_storage_pools(&self) -> Result<Vec<String>> {
         let ret: crate::remote::ConnectListStoragePoolsRet = self
             .call(
@@ -935,9 +748,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the number of inactive storage pools
-    ///
-    /// `virConnectNumOfDefinedStoragePools` through `REMOTE_PROC_CONNECT_NUM_OF_DEFINED_STORAGE_POOLS` (73).
+    /// [`virConnectNumOfDefinedStoragePools`](https://libvirt.org/html/libvirt-libvirt-storage.html#virConnectNumOfDefinedStoragePools), through
+    /// `REMOTE_PROC_CONNECT_NUM_OF_DEFINED_STORAGE_POOLS` (73).
     pub async fn connect_num_of_defined_storage_pools(&self) -> Result<i32> {
         let ret: crate::remote::ConnectNumOfDefinedStoragePoolsRet = self
             .call(crate::proc_num::CONNECT_NUM_OF_DEFINED_STORAGE_POOLS, &())
@@ -946,11 +758,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the list of names of inactive storage pools up to maxnames.
-    /// If there are more than maxnames, the remaining names will be silently
-    /// ignored.
-    ///
-    /// `virConnectListDefinedStoragePools` through `REMOTE_PROC_CONNECT_LIST_DEFINED_STORAGE_POOLS` (74).
+    /// [`virConnectListDefinedStoragePools`](https://libvirt.org/html/libvirt-libvirt-storage.html#virConnectListDefinedStoragePools), through
+    /// `REMOTE_PROC_CONNECT_LIST_DEFINED_STORAGE_POOLS` (74).
     pub async fn connect_list_defined_storage_pools(&self) -> Result<Vec<String>> {
         let ret: crate::remote::ConnectListDefinedStoragePoolsRet = self
             .call(
@@ -962,14 +771,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Talks to a storage backend and attempts to auto-discover the set of
-    /// available storage pool sources. e.g. For iSCSI this would be a set of
-    /// iSCSI targets. For NFS this would be a list of exported paths.  The
-    /// srcSpec (optional for some storage pool types, e.g. local ones) is
-    /// an instance of the storage pool's source element specifying where
-    /// to look for the pools.
-    ///
-    /// `virConnectFindStoragePoolSources` through `REMOTE_PROC_CONNECT_FIND_STORAGE_POOL_SOURCES` (75).
+    /// [`virConnectFindStoragePoolSources`](https://libvirt.org/html/libvirt-libvirt-storage.html#virConnectFindStoragePoolSources), through
+    /// `REMOTE_PROC_CONNECT_FIND_STORAGE_POOL_SOURCES` (75).
     pub async fn connect_find_storage_pool_sources(
         &self,
         kind: &str,
@@ -986,11 +789,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Create a new storage based on its XML description. The
-    /// pool is not persistent, so its definition will disappear
-    /// when it is destroyed, or if the host is restarted
-    ///
-    /// `virStoragePoolCreateXML` through `REMOTE_PROC_STORAGE_POOL_CREATE_XML` (76).
+    /// [`virStoragePoolCreateXML`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolCreateXML), through
+    /// `REMOTE_PROC_STORAGE_POOL_CREATE_XML` (76).
     pub async fn storage_pool_create_xml(
         &self,
         xml: &str,
@@ -1004,10 +804,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Define an inactive persistent storage pool or modify an existing persistent
-    /// one from the XML description.
-    ///
-    /// `virStoragePoolDefineXML` through `REMOTE_PROC_STORAGE_POOL_DEFINE_XML` (77).
+    /// [`virStoragePoolDefineXML`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolDefineXML), through
+    /// `REMOTE_PROC_STORAGE_POOL_DEFINE_XML` (77).
     pub async fn storage_pool_define_xml(
         &self,
         xml: &str,
@@ -1021,9 +819,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Starts an inactive storage pool
-    ///
-    /// `virStoragePoolCreate` through `REMOTE_PROC_STORAGE_POOL_CREATE` (78).
+    /// [`virStoragePoolCreate`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolCreate), through
+    /// `REMOTE_PROC_STORAGE_POOL_CREATE` (78).
     pub async fn storage_pool_create(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1033,10 +830,8 @@ impl Client {
             .await
     }
 
-    /// Currently only filesystem pool accepts flags VIR_STORAGE_POOL_BUILD_OVERWRITE
-    /// and VIR_STORAGE_POOL_BUILD_NO_OVERWRITE.
-    ///
-    /// `virStoragePoolBuild` through `REMOTE_PROC_STORAGE_POOL_BUILD` (79).
+    /// [`virStoragePoolBuild`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolBuild), through
+    /// `REMOTE_PROC_STORAGE_POOL_BUILD` (79).
     pub async fn storage_pool_build(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1046,23 +841,15 @@ impl Client {
             .await
     }
 
-    /// Destroy an active storage pool. This will deactivate the
-    /// pool on the host, but keep any persistent config associated
-    /// with it. If it has a persistent config it can later be
-    /// restarted with virStoragePoolCreate(). This does not free
-    /// the associated virStoragePoolPtr object.
-    ///
-    /// `virStoragePoolDestroy` through `REMOTE_PROC_STORAGE_POOL_DESTROY` (80).
+    /// [`virStoragePoolDestroy`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolDestroy), through
+    /// `REMOTE_PROC_STORAGE_POOL_DESTROY` (80).
     pub async fn storage_pool_destroy(&self, pool: &crate::remote::StoragePool) -> Result<()> {
         self.call(crate::proc_num::STORAGE_POOL_DESTROY, &(pool,))
             .await
     }
 
-    /// Delete the underlying pool resources. This is
-    /// a non-recoverable operation. The virStoragePoolPtr object
-    /// itself is not free'd.
-    ///
-    /// `virStoragePoolDelete` through `REMOTE_PROC_STORAGE_POOL_DELETE` (81).
+    /// [`virStoragePoolDelete`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolDelete), through
+    /// `REMOTE_PROC_STORAGE_POOL_DELETE` (81).
     pub async fn storage_pool_delete(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1072,19 +859,15 @@ impl Client {
             .await
     }
 
-    /// Undefine an inactive storage pool
-    ///
-    /// `virStoragePoolUndefine` through `REMOTE_PROC_STORAGE_POOL_UNDEFINE` (82).
+    /// [`virStoragePoolUndefine`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolUndefine), through
+    /// `REMOTE_PROC_STORAGE_POOL_UNDEFINE` (82).
     pub async fn storage_pool_undefine(&self, pool: &crate::remote::StoragePool) -> Result<()> {
         self.call(crate::proc_num::STORAGE_POOL_UNDEFINE, &(pool,))
             .await
     }
 
-    /// Request that the pool refresh its list of volumes. This may
-    /// involve communicating with a remote server, and/or initializing
-    /// new devices at the OS layer
-    ///
-    /// `virStoragePoolRefresh` through `REMOTE_PROC_STORAGE_POOL_REFRESH` (83).
+    /// [`virStoragePoolRefresh`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolRefresh), through
+    /// `REMOTE_PROC_STORAGE_POOL_REFRESH` (83).
     pub async fn storage_pool_refresh(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1094,9 +877,8 @@ impl Client {
             .await
     }
 
-    /// Fetch a storage pool based on its unique name
-    ///
-    /// `virStoragePoolLookupByName` through `REMOTE_PROC_STORAGE_POOL_LOOKUP_BY_NAME` (84).
+    /// [`virStoragePoolLookupByName`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolLookupByName), through
+    /// `REMOTE_PROC_STORAGE_POOL_LOOKUP_BY_NAME` (84).
     pub async fn storage_pool_lookup_by_name(
         &self,
         name: &str,
@@ -1109,9 +891,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetch a storage pool based on its globally unique id
-    ///
-    /// `virStoragePoolLookupByUUID` through `REMOTE_PROC_STORAGE_POOL_LOOKUP_BY_UUID` (85).
+    /// [`virStoragePoolLookupByUUID`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolLookupByUUID), through
+    /// `REMOTE_PROC_STORAGE_POOL_LOOKUP_BY_UUID` (85).
     pub async fn storage_pool_lookup_by_uuid(
         &self,
         uuid: &[u8; 16],
@@ -1124,9 +905,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetch a storage pool which contains a particular volume
-    ///
-    /// `virStoragePoolLookupByVolume` through `REMOTE_PROC_STORAGE_POOL_LOOKUP_BY_VOLUME` (86).
+    /// [`virStoragePoolLookupByVolume`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolLookupByVolume), through
+    /// `REMOTE_PROC_STORAGE_POOL_LOOKUP_BY_VOLUME` (86).
     pub async fn storage_pool_lookup_by_volume(
         &self,
         vol: &crate::remote::StorageVol,
@@ -1139,10 +919,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get volatile information about the storage pool
-    /// such as free space / usage summary
-    ///
-    /// `virStoragePoolGetInfo` through `REMOTE_PROC_STORAGE_POOL_GET_INFO` (87).
+    /// [`virStoragePoolGetInfo`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolGetInfo), through
+    /// `REMOTE_PROC_STORAGE_POOL_GET_INFO` (87).
     pub async fn storage_pool_get_info(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1151,11 +929,8 @@ impl Client {
             .await
     }
 
-    /// Fetch an XML document describing all aspects of the
-    /// storage pool. This is suitable for later feeding back
-    /// into the virStoragePoolCreateXML method.
-    ///
-    /// `virStoragePoolGetXMLDesc` through `REMOTE_PROC_STORAGE_POOL_GET_XML_DESC` (88).
+    /// [`virStoragePoolGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolGetXMLDesc), through
+    /// `REMOTE_PROC_STORAGE_POOL_GET_XML_DESC` (88).
     pub async fn storage_pool_get_xml_desc(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1168,10 +943,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetches the value of the autostart flag, which determines
-    /// whether the pool is automatically started at boot time
-    ///
-    /// `virStoragePoolGetAutostart` through `REMOTE_PROC_STORAGE_POOL_GET_AUTOSTART` (89).
+    /// [`virStoragePoolGetAutostart`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolGetAutostart), through
+    /// `REMOTE_PROC_STORAGE_POOL_GET_AUTOSTART` (89).
     pub async fn storage_pool_get_autostart(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1183,10 +956,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Configure the storage pool to be automatically started
-    /// when the host machine boots.
-    ///
-    /// `virStoragePoolSetAutostart` through `REMOTE_PROC_STORAGE_POOL_SET_AUTOSTART` (90).
+    /// [`virStoragePoolSetAutostart`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolSetAutostart), through
+    /// `REMOTE_PROC_STORAGE_POOL_SET_AUTOSTART` (90).
     pub async fn storage_pool_set_autostart(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1199,9 +970,8 @@ impl Client {
         .await
     }
 
-    /// Fetch the number of storage volumes within a pool
-    ///
-    /// `virStoragePoolNumOfVolumes` through `REMOTE_PROC_STORAGE_POOL_NUM_OF_VOLUMES` (91).
+    /// [`virStoragePoolNumOfVolumes`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolNumOfVolumes), through
+    /// `REMOTE_PROC_STORAGE_POOL_NUM_OF_VOLUMES` (91).
     pub async fn storage_pool_num_of_volumes(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1213,10 +983,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetch list of storage volume names, limiting to
-    /// at most maxnames.
-    ///
-    /// `virStoragePoolListVolumes` through `REMOTE_PROC_STORAGE_POOL_LIST_VOLUMES` (92).
+    /// [`virStoragePoolListVolumes`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolListVolumes), through
+    /// `REMOTE_PROC_STORAGE_POOL_LIST_VOLUMES` (92).
     pub async fn storage_pool_list_volumes(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1234,11 +1002,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Create a storage volume within a pool based
-    /// on an XML description. Not all pools support
-    /// creation of volumes.
-    ///
-    /// `virStorageVolCreateXML` through `REMOTE_PROC_STORAGE_VOL_CREATE_XML` (93).
+    /// [`virStorageVolCreateXML`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolCreateXML), through
+    /// `REMOTE_PROC_STORAGE_VOL_CREATE_XML` (93).
     pub async fn storage_vol_create_xml(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1252,9 +1017,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Delete the storage volume from the pool
-    ///
-    /// `virStorageVolDelete` through `REMOTE_PROC_STORAGE_VOL_DELETE` (94).
+    /// [`virStorageVolDelete`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolDelete), through
+    /// `REMOTE_PROC_STORAGE_VOL_DELETE` (94).
     pub async fn storage_vol_delete(
         &self,
         vol: &crate::remote::StorageVol,
@@ -1264,10 +1028,8 @@ impl Client {
             .await
     }
 
-    /// Fetch a pointer to a storage volume based on its name
-    /// within a pool
-    ///
-    /// `virStorageVolLookupByName` through `REMOTE_PROC_STORAGE_VOL_LOOKUP_BY_NAME` (95).
+    /// [`virStorageVolLookupByName`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolLookupByName), through
+    /// `REMOTE_PROC_STORAGE_VOL_LOOKUP_BY_NAME` (95).
     pub async fn storage_vol_lookup_by_name(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1281,10 +1043,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetch a pointer to a storage volume based on its
-    /// globally unique key
-    ///
-    /// `virStorageVolLookupByKey` through `REMOTE_PROC_STORAGE_VOL_LOOKUP_BY_KEY` (96).
+    /// [`virStorageVolLookupByKey`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolLookupByKey), through
+    /// `REMOTE_PROC_STORAGE_VOL_LOOKUP_BY_KEY` (96).
     pub async fn storage_vol_lookup_by_key(&self, key: &str) -> Result<crate::remote::StorageVol> {
         let ret: crate::remote::StorageVolLookupByKeyRet = self
             .call(crate::proc_num::STORAGE_VOL_LOOKUP_BY_KEY, &(key,))
@@ -1294,10 +1054,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetch a pointer to a storage volume based on its
-    /// locally (host) unique path
-    ///
-    /// `virStorageVolLookupByPath` through `REMOTE_PROC_STORAGE_VOL_LOOKUP_BY_PATH` (97).
+    /// [`virStorageVolLookupByPath`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolLookupByPath), through
+    /// `REMOTE_PROC_STORAGE_VOL_LOOKUP_BY_PATH` (97).
     pub async fn storage_vol_lookup_by_path(
         &self,
         path: &str,
@@ -1310,10 +1068,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetches volatile information about the storage
-    /// volume such as its current allocation
-    ///
-    /// `virStorageVolGetInfo` through `REMOTE_PROC_STORAGE_VOL_GET_INFO` (98).
+    /// [`virStorageVolGetInfo`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolGetInfo), through
+    /// `REMOTE_PROC_STORAGE_VOL_GET_INFO` (98).
     pub async fn storage_vol_get_info(
         &self,
         vol: &crate::remote::StorageVol,
@@ -1322,10 +1078,8 @@ impl Client {
             .await
     }
 
-    /// Fetch an XML document describing all aspects of
-    /// the storage volume
-    ///
-    /// `virStorageVolGetXMLDesc` through `REMOTE_PROC_STORAGE_VOL_GET_XML_DESC` (99).
+    /// [`virStorageVolGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolGetXMLDesc), through
+    /// `REMOTE_PROC_STORAGE_VOL_GET_XML_DESC` (99).
     pub async fn storage_vol_get_xml_desc(
         &self,
         vol: &crate::remote::StorageVol,
@@ -1338,13 +1092,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetch the storage volume path. Depending on the pool
-    /// configuration this is either persistent across hosts,
-    /// or dynamically assigned at pool startup. Consult
-    /// pool documentation for information on getting the
-    /// persistent naming
-    ///
-    /// `virStorageVolGetPath` through `REMOTE_PROC_STORAGE_VOL_GET_PATH` (100).
+    /// [`virStorageVolGetPath`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolGetPath), through
+    /// `REMOTE_PROC_STORAGE_VOL_GET_PATH` (100).
     pub async fn storage_vol_get_path(&self, vol: &crate::remote::StorageVol) -> Result<String> {
         let ret: crate::remote::StorageVolGetPathRet = self
             .call(crate::proc_num::STORAGE_VOL_GET_PATH, &(vol,))
@@ -1353,14 +1102,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This call returns the amount of free memory in one or more NUMA cells.
-    /// The @freeMems array must be allocated by the caller and will be filled
-    /// with the amount of free memory in bytes for each cell requested,
-    /// starting with startCell (in freeMems\[0\]), up to either
-    /// (startCell + maxCells), or the number of additional cells in the node,
-    /// whichever is smaller.
-    ///
-    /// `virNodeGetCellsFreeMemory` through `REMOTE_PROC_NODE_GET_CELLS_FREE_MEMORY` (101).
+    /// [`virNodeGetCellsFreeMemory`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetCellsFreeMemory), through
+    /// `REMOTE_PROC_NODE_GET_CELLS_FREE_MEMORY` (101).
     pub async fn node_get_cells_free_memory(&self, start_cell: i32) -> Result<Vec<u64>> {
         let ret: crate::remote::NodeGetCellsFreeMemoryRet = self
             .call(
@@ -1375,11 +1118,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// provides the free memory available on the Node
-    /// Note: most libvirt APIs provide memory sizes in kibibytes, but in this
-    /// function the returned value is in bytes. Divide by 1024 as necessary.
-    ///
-    /// `virNodeGetFreeMemory` through `REMOTE_PROC_NODE_GET_FREE_MEMORY` (102).
+    /// [`virNodeGetFreeMemory`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetFreeMemory), through
+    /// `REMOTE_PROC_NODE_GET_FREE_MEMORY` (102).
     pub async fn node_get_free_memory(&self) -> Result<u64> {
         let ret: crate::remote::NodeGetFreeMemoryRet = self
             .call(crate::proc_num::NODE_GET_FREE_MEMORY, &())
@@ -1388,10 +1128,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This function allows you to read the contents of a domain's
-    /// disk device.
-    ///
-    /// `virDomainBlockPeek` through `REMOTE_PROC_DOMAIN_BLOCK_PEEK` (103).
+    /// [`virDomainBlockPeek`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockPeek), through
+    /// `REMOTE_PROC_DOMAIN_BLOCK_PEEK` (103).
     pub async fn domain_block_peek(
         &self,
         dom: &crate::remote::Domain,
@@ -1410,10 +1148,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This function allows you to read the contents of a domain's
-    /// memory.
-    ///
-    /// `virDomainMemoryPeek` through `REMOTE_PROC_DOMAIN_MEMORY_PEEK` (104).
+    /// [`virDomainMemoryPeek`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainMemoryPeek), through
+    /// `REMOTE_PROC_DOMAIN_MEMORY_PEEK` (104).
     pub async fn domain_memory_peek(
         &self,
         dom: &crate::remote::Domain,
@@ -1431,8 +1167,6 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE2`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE2` (108).
     pub async fn domain_migrate_prepare2(
         &self,
@@ -1449,8 +1183,6 @@ impl Client {
         .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_FINISH2`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_FINISH2` (109).
     pub async fn domain_migrate_finish2(
         &self,
@@ -1479,15 +1211,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This returns the URI (name) of the hypervisor connection.
-    /// Normally this is the same as or similar to the string passed
-    /// to the virConnectOpen/virConnectOpenReadOnly call, but
-    /// the driver may make the URI canonical.  If name == NULL
-    /// was passed to virConnectOpen, then the driver will return
-    /// a non-NULL URI which can be used to connect to the same
-    /// hypervisor later.
-    ///
-    /// `virConnectGetURI` through `REMOTE_PROC_CONNECT_GET_URI` (110).
+    /// [`virConnectGetURI`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectGetURI), through
+    /// `REMOTE_PROC_CONNECT_GET_URI` (110).
     pub async fn connect_get_uri(&self) -> Result<String> {
         let ret: crate::remote::ConnectGetUriRet =
             self.call(crate::proc_num::CONNECT_GET_URI, &()).await?;
@@ -1495,9 +1220,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the number of node devices.
-    ///
-    /// `virNodeNumOfDevices` through `REMOTE_PROC_NODE_NUM_OF_DEVICES` (111).
+    /// [`virNodeNumOfDevices`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeNumOfDevices), through
+    /// `REMOTE_PROC_NODE_NUM_OF_DEVICES` (111).
     pub async fn node_num_of_devices(
         &self,
         cap: Option<&str>,
@@ -1510,9 +1234,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of node devices, and store their names in @names
-    ///
-    /// `virNodeListDevices` through `REMOTE_PROC_NODE_LIST_DEVICES` (112).
+    /// [`virNodeListDevices`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeListDevices), through
+    /// `REMOTE_PROC_NODE_LIST_DEVICES` (112).
     pub async fn node_list_devices(
         &self,
         cap: Option<&str>,
@@ -1532,9 +1255,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Lookup a node device by its name.
-    ///
-    /// `virNodeDeviceLookupByName` through `REMOTE_PROC_NODE_DEVICE_LOOKUP_BY_NAME` (113).
+    /// [`virNodeDeviceLookupByName`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceLookupByName), through
+    /// `REMOTE_PROC_NODE_DEVICE_LOOKUP_BY_NAME` (113).
     pub async fn node_device_lookup_by_name(
         &self,
         name: &str,
@@ -1547,10 +1269,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetch an XML document describing all aspects of
-    /// the device.
-    ///
-    /// `virNodeDeviceGetXMLDesc` through `REMOTE_PROC_NODE_DEVICE_GET_XML_DESC` (114).
+    /// [`virNodeDeviceGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceGetXMLDesc), through
+    /// `REMOTE_PROC_NODE_DEVICE_GET_XML_DESC` (114).
     pub async fn node_device_get_xml_desc(
         &self,
         name: &str,
@@ -1563,9 +1283,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Accessor for the parent of the device
-    ///
-    /// `virNodeDeviceGetParent` through `REMOTE_PROC_NODE_DEVICE_GET_PARENT` (115).
+    /// [`virNodeDeviceGetParent`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceGetParent), through
+    /// `REMOTE_PROC_NODE_DEVICE_GET_PARENT` (115).
     pub async fn node_device_get_parent(&self, name: &str) -> Result<Option<String>> {
         let ret: crate::remote::NodeDeviceGetParentRet = self
             .call(crate::proc_num::NODE_DEVICE_GET_PARENT, &(name,))
@@ -1574,9 +1293,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Accessor for the number of capabilities supported by the device.
-    ///
-    /// `virNodeDeviceNumOfCaps` through `REMOTE_PROC_NODE_DEVICE_NUM_OF_CAPS` (116).
+    /// [`virNodeDeviceNumOfCaps`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceNumOfCaps), through
+    /// `REMOTE_PROC_NODE_DEVICE_NUM_OF_CAPS` (116).
     pub async fn node_device_num_of_caps(&self, name: &str) -> Result<i32> {
         let ret: crate::remote::NodeDeviceNumOfCapsRet = self
             .call(crate::proc_num::NODE_DEVICE_NUM_OF_CAPS, &(name,))
@@ -1585,9 +1303,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Lists the names of the capabilities supported by the device.
-    ///
-    /// `virNodeDeviceListCaps` through `REMOTE_PROC_NODE_DEVICE_LIST_CAPS` (117).
+    /// [`virNodeDeviceListCaps`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceListCaps), through
+    /// `REMOTE_PROC_NODE_DEVICE_LIST_CAPS` (117).
     pub async fn node_device_list_caps(&self, name: &str) -> Result<Vec<String>> {
         let ret: crate::remote::NodeDeviceListCapsRet = self
             .call(
@@ -1602,38 +1319,29 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Detach the node device from the node itself so that it may be
-    /// assigned to a guest domain.
-    ///
-    /// `virNodeDeviceDettach` through `REMOTE_PROC_NODE_DEVICE_DETTACH` (118).
+    /// [`virNodeDeviceDettach`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceDettach), through
+    /// `REMOTE_PROC_NODE_DEVICE_DETTACH` (118).
     pub async fn node_device_dettach(&self, name: &str) -> Result<()> {
         self.call(crate::proc_num::NODE_DEVICE_DETTACH, &(name,))
             .await
     }
 
-    /// Re-attach a previously detached node device to the node so that it
-    /// may be used by the node again.
-    ///
-    /// `virNodeDeviceReAttach` through `REMOTE_PROC_NODE_DEVICE_RE_ATTACH` (119).
+    /// [`virNodeDeviceReAttach`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceReAttach), through
+    /// `REMOTE_PROC_NODE_DEVICE_RE_ATTACH` (119).
     pub async fn node_device_re_attach(&self, name: &str) -> Result<()> {
         self.call(crate::proc_num::NODE_DEVICE_RE_ATTACH, &(name,))
             .await
     }
 
-    /// Reset a previously detached node device to the node before or
-    /// after assigning it to a guest.
-    ///
-    /// `virNodeDeviceReset` through `REMOTE_PROC_NODE_DEVICE_RESET` (120).
+    /// [`virNodeDeviceReset`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceReset), through
+    /// `REMOTE_PROC_NODE_DEVICE_RESET` (120).
     pub async fn node_device_reset(&self, name: &str) -> Result<()> {
         self.call(crate::proc_num::NODE_DEVICE_RESET, &(name,))
             .await
     }
 
-    /// Extract security label of an active domain. The 'label' field
-    /// in the @seclabel argument will be initialized to the empty
-    /// string if the domain is not running under a security model.
-    ///
-    /// `virDomainGetSecurityLabel` through `REMOTE_PROC_DOMAIN_GET_SECURITY_LABEL` (121).
+    /// [`virDomainGetSecurityLabel`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetSecurityLabel), through
+    /// `REMOTE_PROC_DOMAIN_GET_SECURITY_LABEL` (121).
     pub async fn domain_get_security_label(
         &self,
         dom: &crate::remote::Domain,
@@ -1642,20 +1350,15 @@ impl Client {
             .await
     }
 
-    /// Extract the security model of a hypervisor. The 'model' field
-    /// in the @secmodel argument may be initialized to the empty
-    /// string if the driver has not activated a security model.
-    ///
-    /// `virNodeGetSecurityModel` through `REMOTE_PROC_NODE_GET_SECURITY_MODEL` (122).
+    /// [`virNodeGetSecurityModel`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetSecurityModel), through
+    /// `REMOTE_PROC_NODE_GET_SECURITY_MODEL` (122).
     pub async fn node_get_security_model(&self) -> Result<crate::remote::NodeGetSecurityModelRet> {
         self.call(crate::proc_num::NODE_GET_SECURITY_MODEL, &())
             .await
     }
 
-    /// Create a new device on the VM host machine, for example, virtual
-    /// HBAs created using vport_create.
-    ///
-    /// `virNodeDeviceCreateXML` through `REMOTE_PROC_NODE_DEVICE_CREATE_XML` (123).
+    /// [`virNodeDeviceCreateXML`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceCreateXML), through
+    /// `REMOTE_PROC_NODE_DEVICE_CREATE_XML` (123).
     pub async fn node_device_create_xml(
         &self,
         xml_desc: &str,
@@ -1668,22 +1371,15 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Destroy the device object. The virtual device (only works for vHBA
-    /// currently) is removed from the host operating system.  This function
-    /// may require privileged access.
-    ///
-    /// `virNodeDeviceDestroy` through `REMOTE_PROC_NODE_DEVICE_DESTROY` (124).
+    /// [`virNodeDeviceDestroy`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceDestroy), through
+    /// `REMOTE_PROC_NODE_DEVICE_DESTROY` (124).
     pub async fn node_device_destroy(&self, name: &str) -> Result<()> {
         self.call(crate::proc_num::NODE_DEVICE_DESTROY, &(name,))
             .await
     }
 
-    /// Create a storage volume in the parent pool, using the
-    /// 'clonevol' volume as input. Information for the new
-    /// volume (name, perms)  are passed via a typical volume
-    /// XML description.
-    ///
-    /// `virStorageVolCreateXMLFrom` through `REMOTE_PROC_STORAGE_VOL_CREATE_XML_FROM` (125).
+    /// [`virStorageVolCreateXMLFrom`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolCreateXMLFrom), through
+    /// `REMOTE_PROC_STORAGE_VOL_CREATE_XML_FROM` (125).
     pub async fn storage_vol_create_xml_from(
         &self,
         pool: &crate::remote::StoragePool,
@@ -1702,9 +1398,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the number of active interfaces on the physical host.
-    ///
-    /// `virConnectNumOfInterfaces` through `REMOTE_PROC_CONNECT_NUM_OF_INTERFACES` (126).
+    /// [`virConnectNumOfInterfaces`](https://libvirt.org/html/libvirt-libvirt-interface.html#virConnectNumOfInterfaces), through
+    /// `REMOTE_PROC_CONNECT_NUM_OF_INTERFACES` (126).
     pub async fn connect_num_of_interfaces(&self) -> Result<i32> {
         let ret: crate::remote::ConnectNumOfInterfacesRet = self
             .call(crate::proc_num::CONNECT_NUM_OF_INTERFACES, &())
@@ -1713,10 +1408,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of active physical host interfaces,
-    /// and store their names in @names
-    ///
-    /// `virConnectListInterfaces` through `REMOTE_PROC_CONNECT_LIST_INTERFACES` (127).
+    /// [`virConnectListInterfaces`](https://libvirt.org/html/libvirt-libvirt-interface.html#virConnectListInterfaces), through
+    /// `REMOTE_PROC_CONNECT_LIST_INTERFACES` (127).
     pub async fn connect_list_interfaces(&self) -> Result<Vec<String>> {
         let ret: crate::remote::ConnectListInterfacesRet = self
             .call(
@@ -1728,9 +1421,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup an interface on the given hypervisor based on its name.
-    ///
-    /// `virInterfaceLookupByName` through `REMOTE_PROC_INTERFACE_LOOKUP_BY_NAME` (128).
+    /// [`virInterfaceLookupByName`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceLookupByName), through
+    /// `REMOTE_PROC_INTERFACE_LOOKUP_BY_NAME` (128).
     pub async fn interface_lookup_by_name(&self, name: &str) -> Result<crate::remote::Interface> {
         let ret: crate::remote::InterfaceLookupByNameRet = self
             .call(crate::proc_num::INTERFACE_LOOKUP_BY_NAME, &(name,))
@@ -1740,9 +1432,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup an interface on the given hypervisor based on its MAC.
-    ///
-    /// `virInterfaceLookupByMACString` through `REMOTE_PROC_INTERFACE_LOOKUP_BY_MAC_STRING` (129).
+    /// [`virInterfaceLookupByMACString`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceLookupByMACString), through
+    /// `REMOTE_PROC_INTERFACE_LOOKUP_BY_MAC_STRING` (129).
     pub async fn interface_lookup_by_mac_string(
         &self,
         mac: &str,
@@ -1755,11 +1446,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// VIR_INTERFACE_XML_INACTIVE - return the static configuration,
-    /// suitable for use redefining the
-    /// interface via virInterfaceDefineXML()
-    ///
-    /// `virInterfaceGetXMLDesc` through `REMOTE_PROC_INTERFACE_GET_XML_DESC` (130).
+    /// [`virInterfaceGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceGetXMLDesc), through
+    /// `REMOTE_PROC_INTERFACE_GET_XML_DESC` (130).
     pub async fn interface_get_xml_desc(
         &self,
         iface: &crate::remote::Interface,
@@ -1772,10 +1460,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Define an inactive persistent physical host interface or modify an existing
-    /// persistent one from the XML description.
-    ///
-    /// `virInterfaceDefineXML` through `REMOTE_PROC_INTERFACE_DEFINE_XML` (131).
+    /// [`virInterfaceDefineXML`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceDefineXML), through
+    /// `REMOTE_PROC_INTERFACE_DEFINE_XML` (131).
     pub async fn interface_define_xml(
         &self,
         xml: &str,
@@ -1788,18 +1474,15 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Undefine an interface, ie remove it from the config.
-    /// This does not free the associated virInterfacePtr object.
-    ///
-    /// `virInterfaceUndefine` through `REMOTE_PROC_INTERFACE_UNDEFINE` (132).
+    /// [`virInterfaceUndefine`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceUndefine), through
+    /// `REMOTE_PROC_INTERFACE_UNDEFINE` (132).
     pub async fn interface_undefine(&self, iface: &crate::remote::Interface) -> Result<()> {
         self.call(crate::proc_num::INTERFACE_UNDEFINE, &(iface,))
             .await
     }
 
-    /// Activate an interface (i.e. call "ifup").
-    ///
-    /// `virInterfaceCreate` through `REMOTE_PROC_INTERFACE_CREATE` (133).
+    /// [`virInterfaceCreate`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceCreate), through
+    /// `REMOTE_PROC_INTERFACE_CREATE` (133).
     pub async fn interface_create(
         &self,
         iface: &crate::remote::Interface,
@@ -1809,11 +1492,8 @@ impl Client {
             .await
     }
 
-    /// deactivate an interface (ie call "ifdown")
-    /// This does not remove the interface from the config, and
-    /// does not free the associated virInterfacePtr object.
-    ///
-    /// `virInterfaceDestroy` through `REMOTE_PROC_INTERFACE_DESTROY` (134).
+    /// [`virInterfaceDestroy`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceDestroy), through
+    /// `REMOTE_PROC_INTERFACE_DESTROY` (134).
     pub async fn interface_destroy(
         &self,
         iface: &crate::remote::Interface,
@@ -1823,11 +1503,8 @@ impl Client {
             .await
     }
 
-    /// Reads native configuration data  describing a domain, and
-    /// generates libvirt domain XML. The format of the native
-    /// data is hypervisor dependent.
-    ///
-    /// `virConnectDomainXMLFromNative` through `REMOTE_PROC_CONNECT_DOMAIN_XML_FROM_NATIVE` (135).
+    /// [`virConnectDomainXMLFromNative`](https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectDomainXMLFromNative), through
+    /// `REMOTE_PROC_CONNECT_DOMAIN_XML_FROM_NATIVE` (135).
     pub async fn connect_domain_xml_from_native(
         &self,
         native_format: &str,
@@ -1844,11 +1521,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Reads a domain XML configuration document, and generates
-    /// a native configuration file describing the domain.
-    /// The format of the native data is hypervisor dependent.
-    ///
-    /// `virConnectDomainXMLToNative` through `REMOTE_PROC_CONNECT_DOMAIN_XML_TO_NATIVE` (136).
+    /// [`virConnectDomainXMLToNative`](https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectDomainXMLToNative), through
+    /// `REMOTE_PROC_CONNECT_DOMAIN_XML_TO_NATIVE` (136).
     pub async fn connect_domain_xml_to_native(
         &self,
         native_format: &str,
@@ -1865,9 +1539,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the number of defined (inactive) interfaces on the physical host.
-    ///
-    /// `virConnectNumOfDefinedInterfaces` through `REMOTE_PROC_CONNECT_NUM_OF_DEFINED_INTERFACES` (137).
+    /// [`virConnectNumOfDefinedInterfaces`](https://libvirt.org/html/libvirt-libvirt-interface.html#virConnectNumOfDefinedInterfaces), through
+    /// `REMOTE_PROC_CONNECT_NUM_OF_DEFINED_INTERFACES` (137).
     pub async fn connect_num_of_defined_interfaces(&self) -> Result<i32> {
         let ret: crate::remote::ConnectNumOfDefinedInterfacesRet = self
             .call(crate::proc_num::CONNECT_NUM_OF_DEFINED_INTERFACES, &())
@@ -1876,10 +1549,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of defined (inactive) physical host interfaces,
-    /// and store their names in @names.
-    ///
-    /// `virConnectListDefinedInterfaces` through `REMOTE_PROC_CONNECT_LIST_DEFINED_INTERFACES` (138).
+    /// [`virConnectListDefinedInterfaces`](https://libvirt.org/html/libvirt-libvirt-interface.html#virConnectListDefinedInterfaces), through
+    /// `REMOTE_PROC_CONNECT_LIST_DEFINED_INTERFACES` (138).
     pub async fn connect_list_defined_interfaces(&self) -> Result<Vec<String>> {
         let ret: crate::remote::ConnectListDefinedInterfacesRet = self
             .call(
@@ -1891,9 +1562,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetch number of currently defined secrets.
-    ///
-    /// `virConnectNumOfSecrets` through `REMOTE_PROC_CONNECT_NUM_OF_SECRETS` (139).
+    /// [`virConnectNumOfSecrets`](https://libvirt.org/html/libvirt-libvirt-secret.html#virConnectNumOfSecrets), through
+    /// `REMOTE_PROC_CONNECT_NUM_OF_SECRETS` (139).
     pub async fn connect_num_of_secrets(&self) -> Result<i32> {
         let ret: crate::remote::ConnectNumOfSecretsRet = self
             .call(crate::proc_num::CONNECT_NUM_OF_SECRETS, &())
@@ -1902,9 +1572,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// List UUIDs of defined secrets, store pointers to names in uuids.
-    ///
-    /// `virConnectListSecrets` through `REMOTE_PROC_CONNECT_LIST_SECRETS` (140).
+    /// [`virConnectListSecrets`](https://libvirt.org/html/libvirt-libvirt-secret.html#virConnectListSecrets), through
+    /// `REMOTE_PROC_CONNECT_LIST_SECRETS` (140).
     pub async fn connect_list_secrets(&self) -> Result<Vec<String>> {
         let ret: crate::remote::ConnectListSecretsRet = self
             .call(
@@ -1916,10 +1585,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup a secret on the given hypervisor based on its UUID.
-    /// Uses the 16 bytes of raw data to describe the UUID
-    ///
-    /// `virSecretLookupByUUID` through `REMOTE_PROC_SECRET_LOOKUP_BY_UUID` (141).
+    /// [`virSecretLookupByUUID`](https://libvirt.org/html/libvirt-libvirt-secret.html#virSecretLookupByUUID), through
+    /// `REMOTE_PROC_SECRET_LOOKUP_BY_UUID` (141).
     pub async fn secret_lookup_by_uuid(&self, uuid: &[u8; 16]) -> Result<crate::remote::Secret> {
         let ret: crate::remote::SecretLookupByUuidRet = self
             .call(crate::proc_num::SECRET_LOOKUP_BY_UUID, &(uuid,))
@@ -1928,11 +1595,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// If XML specifies a UUID, locates the specified secret and replaces all
-    /// attributes of the secret specified by UUID by attributes specified in xml
-    /// (any attributes not specified in xml are discarded).
-    ///
-    /// `virSecretDefineXML` through `REMOTE_PROC_SECRET_DEFINE_XML` (142).
+    /// [`virSecretDefineXML`](https://libvirt.org/html/libvirt-libvirt-secret.html#virSecretDefineXML), through
+    /// `REMOTE_PROC_SECRET_DEFINE_XML` (142).
     pub async fn secret_define_xml(
         &self,
         xml: &str,
@@ -1945,9 +1609,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetches an XML document describing attributes of the secret.
-    ///
-    /// `virSecretGetXMLDesc` through `REMOTE_PROC_SECRET_GET_XML_DESC` (143).
+    /// [`virSecretGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-secret.html#virSecretGetXMLDesc), through
+    /// `REMOTE_PROC_SECRET_GET_XML_DESC` (143).
     pub async fn secret_get_xml_desc(
         &self,
         secret: &crate::remote::Secret,
@@ -1960,9 +1623,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Sets the value of a secret.
-    ///
-    /// `virSecretSetValue` through `REMOTE_PROC_SECRET_SET_VALUE` (144).
+    /// [`virSecretSetValue`](https://libvirt.org/html/libvirt-libvirt-secret.html#virSecretSetValue), through
+    /// `REMOTE_PROC_SECRET_SET_VALUE` (144).
     pub async fn secret_set_value(
         &self,
         secret: &crate::remote::Secret,
@@ -1980,9 +1642,8 @@ impl Client {
         .await
     }
 
-    /// Fetches the value of a secret.
-    ///
-    /// `virSecretGetValue` through `REMOTE_PROC_SECRET_GET_VALUE` (145).
+    /// [`virSecretGetValue`](https://libvirt.org/html/libvirt-libvirt-secret.html#virSecretGetValue), through
+    /// `REMOTE_PROC_SECRET_GET_VALUE` (145).
     pub async fn secret_get_value(
         &self,
         secret: &crate::remote::Secret,
@@ -1995,20 +1656,15 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Deletes the specified secret.  This does not free the associated
-    /// virSecretPtr object.
-    ///
-    /// `virSecretUndefine` through `REMOTE_PROC_SECRET_UNDEFINE` (146).
+    /// [`virSecretUndefine`](https://libvirt.org/html/libvirt-libvirt-secret.html#virSecretUndefine), through
+    /// `REMOTE_PROC_SECRET_UNDEFINE` (146).
     pub async fn secret_undefine(&self, secret: &crate::remote::Secret) -> Result<()> {
         self.call(crate::proc_num::SECRET_UNDEFINE, &(secret,))
             .await
     }
 
-    /// Try to lookup a secret on the given hypervisor based on its usage
-    /// The usageID is unique within the set of secrets sharing the
-    /// same usageType value.
-    ///
-    /// `virSecretLookupByUsage` through `REMOTE_PROC_SECRET_LOOKUP_BY_USAGE` (147).
+    /// [`virSecretLookupByUsage`](https://libvirt.org/html/libvirt-libvirt-secret.html#virSecretLookupByUsage), through
+    /// `REMOTE_PROC_SECRET_LOOKUP_BY_USAGE` (147).
     pub async fn secret_lookup_by_usage(
         &self,
         usage_type: i32,
@@ -2024,9 +1680,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the connection to the hypervisor is secure
-    ///
-    /// `virConnectIsSecure` through `REMOTE_PROC_CONNECT_IS_SECURE` (149).
+    /// [`virConnectIsSecure`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectIsSecure), through
+    /// `REMOTE_PROC_CONNECT_IS_SECURE` (149).
     pub async fn connect_is_secure(&self) -> Result<i32> {
         let ret: crate::remote::ConnectIsSecureRet =
             self.call(crate::proc_num::CONNECT_IS_SECURE, &()).await?;
@@ -2034,9 +1689,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the domain is currently running
-    ///
-    /// `virDomainIsActive` through `REMOTE_PROC_DOMAIN_IS_ACTIVE` (150).
+    /// [`virDomainIsActive`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainIsActive), through
+    /// `REMOTE_PROC_DOMAIN_IS_ACTIVE` (150).
     pub async fn domain_is_active(&self, dom: &crate::remote::Domain) -> Result<i32> {
         let ret: crate::remote::DomainIsActiveRet = self
             .call(crate::proc_num::DOMAIN_IS_ACTIVE, &(dom,))
@@ -2045,10 +1699,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the domain has a persistent configuration
-    /// which means it will still exist after shutting down
-    ///
-    /// `virDomainIsPersistent` through `REMOTE_PROC_DOMAIN_IS_PERSISTENT` (151).
+    /// [`virDomainIsPersistent`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainIsPersistent), through
+    /// `REMOTE_PROC_DOMAIN_IS_PERSISTENT` (151).
     pub async fn domain_is_persistent(&self, dom: &crate::remote::Domain) -> Result<i32> {
         let ret: crate::remote::DomainIsPersistentRet = self
             .call(crate::proc_num::DOMAIN_IS_PERSISTENT, &(dom,))
@@ -2057,9 +1709,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the network is currently running
-    ///
-    /// `virNetworkIsActive` through `REMOTE_PROC_NETWORK_IS_ACTIVE` (152).
+    /// [`virNetworkIsActive`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkIsActive), through
+    /// `REMOTE_PROC_NETWORK_IS_ACTIVE` (152).
     pub async fn network_is_active(&self, net: &crate::remote::Network) -> Result<i32> {
         let ret: crate::remote::NetworkIsActiveRet = self
             .call(crate::proc_num::NETWORK_IS_ACTIVE, &(net,))
@@ -2068,10 +1719,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the network has a persistent configuration
-    /// which means it will still exist after shutting down
-    ///
-    /// `virNetworkIsPersistent` through `REMOTE_PROC_NETWORK_IS_PERSISTENT` (153).
+    /// [`virNetworkIsPersistent`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkIsPersistent), through
+    /// `REMOTE_PROC_NETWORK_IS_PERSISTENT` (153).
     pub async fn network_is_persistent(&self, net: &crate::remote::Network) -> Result<i32> {
         let ret: crate::remote::NetworkIsPersistentRet = self
             .call(crate::proc_num::NETWORK_IS_PERSISTENT, &(net,))
@@ -2080,9 +1729,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the storage pool is currently running
-    ///
-    /// `virStoragePoolIsActive` through `REMOTE_PROC_STORAGE_POOL_IS_ACTIVE` (154).
+    /// [`virStoragePoolIsActive`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolIsActive), through
+    /// `REMOTE_PROC_STORAGE_POOL_IS_ACTIVE` (154).
     pub async fn storage_pool_is_active(&self, pool: &crate::remote::StoragePool) -> Result<i32> {
         let ret: crate::remote::StoragePoolIsActiveRet = self
             .call(crate::proc_num::STORAGE_POOL_IS_ACTIVE, &(pool,))
@@ -2091,10 +1739,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the storage pool has a persistent configuration
-    /// which means it will still exist after shutting down
-    ///
-    /// `virStoragePoolIsPersistent` through `REMOTE_PROC_STORAGE_POOL_IS_PERSISTENT` (155).
+    /// [`virStoragePoolIsPersistent`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolIsPersistent), through
+    /// `REMOTE_PROC_STORAGE_POOL_IS_PERSISTENT` (155).
     pub async fn storage_pool_is_persistent(
         &self,
         pool: &crate::remote::StoragePool,
@@ -2106,9 +1752,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the interface is currently running
-    ///
-    /// `virInterfaceIsActive` through `REMOTE_PROC_INTERFACE_IS_ACTIVE` (156).
+    /// [`virInterfaceIsActive`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceIsActive), through
+    /// `REMOTE_PROC_INTERFACE_IS_ACTIVE` (156).
     pub async fn interface_is_active(&self, iface: &crate::remote::Interface) -> Result<i32> {
         let ret: crate::remote::InterfaceIsActiveRet = self
             .call(crate::proc_num::INTERFACE_IS_ACTIVE, &(iface,))
@@ -2117,10 +1762,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides @libVer, which is the version of libvirt used by the
-    /// daemon running on the @conn host
-    ///
-    /// `virConnectGetLibVersion` through `REMOTE_PROC_CONNECT_GET_LIB_VERSION` (157).
+    /// [`virConnectGetLibVersion`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectGetLibVersion), through
+    /// `REMOTE_PROC_CONNECT_GET_LIB_VERSION` (157).
     pub async fn connect_get_lib_version(&self) -> Result<u64> {
         let ret: crate::remote::ConnectGetLibVersionRet = self
             .call(crate::proc_num::CONNECT_GET_LIB_VERSION, &())
@@ -2129,9 +1772,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Compares the given CPU description with the host CPU.
-    ///
-    /// `virConnectCompareCPU` through `REMOTE_PROC_CONNECT_COMPARE_CPU` (158).
+    /// [`virConnectCompareCPU`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectCompareCPU), through
+    /// `REMOTE_PROC_CONNECT_COMPARE_CPU` (158).
     pub async fn connect_compare_cpu(
         &self,
         xml: &str,
@@ -2144,9 +1786,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This function provides memory statistics for the domain.
-    ///
-    /// `virDomainMemoryStats` through `REMOTE_PROC_DOMAIN_MEMORY_STATS` (159).
+    /// [`virDomainMemoryStats`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainMemoryStats), through
+    /// `REMOTE_PROC_DOMAIN_MEMORY_STATS` (159).
     pub async fn domain_memory_stats(
         &self,
         dom: &crate::remote::Domain,
@@ -2167,19 +1808,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Attach a virtual device to a domain, using the flags parameter
-    /// to control how the device is attached.  VIR_DOMAIN_AFFECT_CURRENT
-    /// specifies that the device allocation is made based on current domain
-    /// state.  VIR_DOMAIN_AFFECT_LIVE specifies that the device shall be
-    /// allocated to the active domain instance only and is not added to the
-    /// persisted domain configuration.  VIR_DOMAIN_AFFECT_CONFIG
-    /// specifies that the device shall be allocated to the persisted domain
-    /// configuration only.  Note that the target hypervisor must return an
-    /// error if unable to satisfy flags.  E.g. the hypervisor driver will
-    /// return failure if LIVE is specified but it only supports modifying the
-    /// persisted device allocation.
-    ///
-    /// `virDomainAttachDeviceFlags` through `REMOTE_PROC_DOMAIN_ATTACH_DEVICE_FLAGS` (160).
+    /// [`virDomainAttachDeviceFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainAttachDeviceFlags), through
+    /// `REMOTE_PROC_DOMAIN_ATTACH_DEVICE_FLAGS` (160).
     pub async fn domain_attach_device_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -2193,19 +1823,8 @@ impl Client {
         .await
     }
 
-    /// Detach a virtual device from a domain, using the flags parameter
-    /// to control how the device is detached.  VIR_DOMAIN_AFFECT_CURRENT
-    /// specifies that the device allocation is removed based on current domain
-    /// state.  VIR_DOMAIN_AFFECT_LIVE specifies that the device shall be
-    /// deallocated from the active domain instance only and is not from the
-    /// persisted domain configuration.  VIR_DOMAIN_AFFECT_CONFIG
-    /// specifies that the device shall be deallocated from the persisted domain
-    /// configuration only.  Note that the target hypervisor must return an
-    /// error if unable to satisfy flags.  E.g. the hypervisor driver will
-    /// return failure if LIVE is specified but it only supports removing the
-    /// persisted device allocation.
-    ///
-    /// `virDomainDetachDeviceFlags` through `REMOTE_PROC_DOMAIN_DETACH_DEVICE_FLAGS` (161).
+    /// [`virDomainDetachDeviceFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainDetachDeviceFlags), through
+    /// `REMOTE_PROC_DOMAIN_DETACH_DEVICE_FLAGS` (161).
     pub async fn domain_detach_device_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -2219,10 +1838,8 @@ impl Client {
         .await
     }
 
-    /// Computes the most feature-rich CPU which is compatible with all given
-    /// host CPUs.
-    ///
-    /// `virConnectBaselineCPU` through `REMOTE_PROC_CONNECT_BASELINE_CPU` (162).
+    /// [`virConnectBaselineCPU`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectBaselineCPU), through
+    /// `REMOTE_PROC_CONNECT_BASELINE_CPU` (162).
     pub async fn connect_baseline_cpu(
         &self,
         xml_cpus: &[String],
@@ -2244,10 +1861,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Extract information about progress of a background job on a domain.
-    /// Will return an error if the domain is not active.
-    ///
-    /// `virDomainGetJobInfo` through `REMOTE_PROC_DOMAIN_GET_JOB_INFO` (163).
+    /// [`virDomainGetJobInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetJobInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_JOB_INFO` (163).
     pub async fn domain_get_job_info(
         &self,
         dom: &crate::remote::Domain,
@@ -2256,19 +1871,14 @@ impl Client {
             .await
     }
 
-    /// Requests that the current background job be aborted at the
-    /// soonest opportunity. In case the job is a migration in a post-copy mode,
-    /// virDomainAbortJob will report an error (see virDomainMigrateStartPostCopy
-    /// for more details).
-    ///
-    /// `virDomainAbortJob` through `REMOTE_PROC_DOMAIN_ABORT_JOB` (164).
+    /// [`virDomainAbortJob`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainAbortJob), through
+    /// `REMOTE_PROC_DOMAIN_ABORT_JOB` (164).
     pub async fn domain_abort_job(&self, dom: &crate::remote::Domain) -> Result<()> {
         self.call(crate::proc_num::DOMAIN_ABORT_JOB, &(dom,)).await
     }
 
-    /// Ensure data previously on a volume is not accessible to future reads.
-    ///
-    /// `virStorageVolWipe` through `REMOTE_PROC_STORAGE_VOL_WIPE` (165).
+    /// [`virStorageVolWipe`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolWipe), through
+    /// `REMOTE_PROC_STORAGE_VOL_WIPE` (165).
     pub async fn storage_vol_wipe(
         &self,
         vol: &crate::remote::StorageVol,
@@ -2278,11 +1888,8 @@ impl Client {
             .await
     }
 
-    /// Sets maximum tolerable time for which the domain is allowed to be paused
-    /// at the end of live migration. It's supposed to be called while the domain is
-    /// being live-migrated as a reaction to migration progress.
-    ///
-    /// `virDomainMigrateSetMaxDowntime` through `REMOTE_PROC_DOMAIN_MIGRATE_SET_MAX_DOWNTIME` (166).
+    /// [`virDomainMigrateSetMaxDowntime`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainMigrateSetMaxDowntime), through
+    /// `REMOTE_PROC_DOMAIN_MIGRATE_SET_MAX_DOWNTIME` (166).
     pub async fn domain_migrate_set_max_downtime(
         &self,
         dom: &crate::remote::Domain,
@@ -2296,19 +1903,8 @@ impl Client {
         .await
     }
 
-    /// Change a virtual device on a domain, using the flags parameter
-    /// to control how the device is changed.  VIR_DOMAIN_AFFECT_CURRENT
-    /// specifies that the device change is made based on current domain
-    /// state.  VIR_DOMAIN_AFFECT_LIVE specifies that the device shall be
-    /// changed on the active domain instance only and is not added to the
-    /// persisted domain configuration. VIR_DOMAIN_AFFECT_CONFIG
-    /// specifies that the device shall be changed on the persisted domain
-    /// configuration only.  Note that the target hypervisor must return an
-    /// error if unable to satisfy flags.  E.g. the hypervisor driver will
-    /// return failure if LIVE is specified but it only supports modifying the
-    /// persisted device allocation.
-    ///
-    /// `virDomainUpdateDeviceFlags` through `REMOTE_PROC_DOMAIN_UPDATE_DEVICE_FLAGS` (174).
+    /// [`virDomainUpdateDeviceFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainUpdateDeviceFlags), through
+    /// `REMOTE_PROC_DOMAIN_UPDATE_DEVICE_FLAGS` (174).
     pub async fn domain_update_device_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -2322,9 +1918,8 @@ impl Client {
         .await
     }
 
-    /// Try to lookup a network filter on the given hypervisor based on its name.
-    ///
-    /// `virNWFilterLookupByName` through `REMOTE_PROC_NWFILTER_LOOKUP_BY_NAME` (175).
+    /// [`virNWFilterLookupByName`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virNWFilterLookupByName), through
+    /// `REMOTE_PROC_NWFILTER_LOOKUP_BY_NAME` (175).
     pub async fn nwfilter_lookup_by_name(&self, name: &str) -> Result<crate::remote::Nwfilter> {
         let ret: crate::remote::NwfilterLookupByNameRet = self
             .call(crate::proc_num::NWFILTER_LOOKUP_BY_NAME, &(name,))
@@ -2334,9 +1929,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup a network filter on the given hypervisor based on its UUID.
-    ///
-    /// `virNWFilterLookupByUUID` through `REMOTE_PROC_NWFILTER_LOOKUP_BY_UUID` (176).
+    /// [`virNWFilterLookupByUUID`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virNWFilterLookupByUUID), through
+    /// `REMOTE_PROC_NWFILTER_LOOKUP_BY_UUID` (176).
     pub async fn nwfilter_lookup_by_uuid(
         &self,
         uuid: &[u8; 16],
@@ -2349,10 +1943,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provide an XML description of the network filter. The description may be
-    /// reused later to redefine the network filter with virNWFilterCreateXML().
-    ///
-    /// `virNWFilterGetXMLDesc` through `REMOTE_PROC_NWFILTER_GET_XML_DESC` (177).
+    /// [`virNWFilterGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virNWFilterGetXMLDesc), through
+    /// `REMOTE_PROC_NWFILTER_GET_XML_DESC` (177).
     pub async fn nwfilter_get_xml_desc(
         &self,
         nwfilter: &crate::remote::Nwfilter,
@@ -2365,9 +1957,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the number of nwfilters.
-    ///
-    /// `virConnectNumOfNWFilters` through `REMOTE_PROC_CONNECT_NUM_OF_NWFILTERS` (178).
+    /// [`virConnectNumOfNWFilters`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virConnectNumOfNWFilters), through
+    /// `REMOTE_PROC_CONNECT_NUM_OF_NWFILTERS` (178).
     pub async fn connect_num_of_nwfilters(&self) -> Result<i32> {
         let ret: crate::remote::ConnectNumOfNwfiltersRet = self
             .call(crate::proc_num::CONNECT_NUM_OF_NWFILTERS, &())
@@ -2376,9 +1967,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of network filters, and store their names in @names
-    ///
-    /// `virConnectListNWFilters` through `REMOTE_PROC_CONNECT_LIST_NWFILTERS` (179).
+    /// [`virConnectListNWFilters`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virConnectListNWFilters), through
+    /// `REMOTE_PROC_CONNECT_LIST_NWFILTERS` (179).
     pub async fn connect_list_nwfilters(&self) -> Result<Vec<String>> {
         let ret: crate::remote::ConnectListNwfiltersRet = self
             .call(
@@ -2390,10 +1980,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Define a new network filter, based on an XML description
-    /// similar to the one returned by virNWFilterGetXMLDesc()
-    ///
-    /// `virNWFilterDefineXML` through `REMOTE_PROC_NWFILTER_DEFINE_XML` (180).
+    /// [`virNWFilterDefineXML`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virNWFilterDefineXML), through
+    /// `REMOTE_PROC_NWFILTER_DEFINE_XML` (180).
     pub async fn nwfilter_define_xml(&self, xml: &str) -> Result<crate::remote::Nwfilter> {
         let ret: crate::remote::NwfilterDefineXmlRet = self
             .call(crate::proc_num::NWFILTER_DEFINE_XML, &(xml,))
@@ -2403,28 +1991,15 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Undefine the nwfilter object. This call will not succeed if
-    /// a running VM is referencing the filter. This does not free the
-    /// associated virNWFilterPtr object.
-    ///
-    /// `virNWFilterUndefine` through `REMOTE_PROC_NWFILTER_UNDEFINE` (181).
+    /// [`virNWFilterUndefine`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virNWFilterUndefine), through
+    /// `REMOTE_PROC_NWFILTER_UNDEFINE` (181).
     pub async fn nwfilter_undefine(&self, nwfilter: &crate::remote::Nwfilter) -> Result<()> {
         self.call(crate::proc_num::NWFILTER_UNDEFINE, &(nwfilter,))
             .await
     }
 
-    /// This method will suspend a domain and save its memory contents to
-    /// a file on disk. After the call, if successful, the domain is not
-    /// listed as running anymore.
-    /// The difference from virDomainSave() is that libvirt is keeping track of
-    /// the saved state itself, and will reuse it once the domain is being
-    /// restarted (automatically or via an explicit libvirt call).
-    /// As a result any running domain is sure to not have a managed saved image.
-    /// This also implies that managed save only works on persistent domains,
-    /// since the domain must still exist in order to use virDomainCreate() to
-    /// restart it.
-    ///
-    /// `virDomainManagedSave` through `REMOTE_PROC_DOMAIN_MANAGED_SAVE` (182).
+    /// [`virDomainManagedSave`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainManagedSave), through
+    /// `REMOTE_PROC_DOMAIN_MANAGED_SAVE` (182).
     pub async fn domain_managed_save(
         &self,
         dom: &crate::remote::Domain,
@@ -2434,11 +2009,8 @@ impl Client {
             .await
     }
 
-    /// Check if a domain has a managed save image as created by
-    /// virDomainManagedSave(). Note that any running domain should not have
-    /// such an image, as it should have been removed on restart.
-    ///
-    /// `virDomainHasManagedSaveImage` through `REMOTE_PROC_DOMAIN_HAS_MANAGED_SAVE_IMAGE` (183).
+    /// [`virDomainHasManagedSaveImage`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainHasManagedSaveImage), through
+    /// `REMOTE_PROC_DOMAIN_HAS_MANAGED_SAVE_IMAGE` (183).
     pub async fn domain_has_managed_save_image(
         &self,
         dom: &crate::remote::Domain,
@@ -2454,9 +2026,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Remove any managed save image for this domain.
-    ///
-    /// `virDomainManagedSaveRemove` through `REMOTE_PROC_DOMAIN_MANAGED_SAVE_REMOVE` (184).
+    /// [`virDomainManagedSaveRemove`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainManagedSaveRemove), through
+    /// `REMOTE_PROC_DOMAIN_MANAGED_SAVE_REMOVE` (184).
     pub async fn domain_managed_save_remove(
         &self,
         dom: &crate::remote::Domain,
@@ -2466,10 +2037,8 @@ impl Client {
             .await
     }
 
-    /// Creates a new snapshot of a domain based on the snapshot xml
-    /// contained in xmlDesc, with a top-level element &lt;domainsnapshot&gt;.
-    ///
-    /// `virDomainSnapshotCreateXML` through `REMOTE_PROC_DOMAIN_SNAPSHOT_CREATE_XML` (185).
+    /// [`virDomainSnapshotCreateXML`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotCreateXML), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_CREATE_XML` (185).
     pub async fn domain_snapshot_create_xml(
         &self,
         dom: &crate::remote::Domain,
@@ -2487,10 +2056,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provide an XML description of the domain snapshot, with a top-level
-    /// element of &lt;domainsnapshot&gt;.
-    ///
-    /// `virDomainSnapshotGetXMLDesc` through `REMOTE_PROC_DOMAIN_SNAPSHOT_GET_XML_DESC` (186).
+    /// [`virDomainSnapshotGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotGetXMLDesc), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_GET_XML_DESC` (186).
     pub async fn domain_snapshot_get_xml_desc(
         &self,
         snap: &crate::remote::DomainSnapshot,
@@ -2506,9 +2073,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides the number of domain snapshots for this domain.
-    ///
-    /// `virDomainSnapshotNum` through `REMOTE_PROC_DOMAIN_SNAPSHOT_NUM` (187).
+    /// [`virDomainSnapshotNum`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotNum), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_NUM` (187).
     pub async fn domain_snapshot_num(
         &self,
         dom: &crate::remote::Domain,
@@ -2521,11 +2087,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of domain snapshots for the given domain, and store
-    /// their names in @names.  The value to use for @nameslen can be determined
-    /// by virDomainSnapshotNum() with the same @flags.
-    ///
-    /// `virDomainSnapshotListNames` through `REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_NAMES` (188).
+    /// [`virDomainSnapshotListNames`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotListNames), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_NAMES` (188).
     pub async fn domain_snapshot_list_names(
         &self,
         dom: &crate::remote::Domain,
@@ -2545,9 +2108,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup a domain snapshot based on its name.
-    ///
-    /// `virDomainSnapshotLookupByName` through `REMOTE_PROC_DOMAIN_SNAPSHOT_LOOKUP_BY_NAME` (189).
+    /// [`virDomainSnapshotLookupByName`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotLookupByName), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_LOOKUP_BY_NAME` (189).
     pub async fn domain_snapshot_lookup_by_name(
         &self,
         dom: &crate::remote::Domain,
@@ -2565,9 +2127,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the domain has a current snapshot.
-    ///
-    /// `virDomainHasCurrentSnapshot` through `REMOTE_PROC_DOMAIN_HAS_CURRENT_SNAPSHOT` (190).
+    /// [`virDomainHasCurrentSnapshot`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainHasCurrentSnapshot), through
+    /// `REMOTE_PROC_DOMAIN_HAS_CURRENT_SNAPSHOT` (190).
     pub async fn domain_has_current_snapshot(
         &self,
         dom: &crate::remote::Domain,
@@ -2580,9 +2141,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get the current snapshot for a domain, if any.
-    ///
-    /// `virDomainSnapshotCurrent` through `REMOTE_PROC_DOMAIN_SNAPSHOT_CURRENT` (191).
+    /// [`virDomainSnapshotCurrent`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotCurrent), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_CURRENT` (191).
     pub async fn domain_snapshot_current(
         &self,
         dom: &crate::remote::Domain,
@@ -2596,9 +2156,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Revert the domain to a given snapshot.
-    ///
-    /// `virDomainRevertToSnapshot` through `REMOTE_PROC_DOMAIN_REVERT_TO_SNAPSHOT` (192).
+    /// [`virDomainRevertToSnapshot`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainRevertToSnapshot), through
+    /// `REMOTE_PROC_DOMAIN_REVERT_TO_SNAPSHOT` (192).
     pub async fn domain_revert_to_snapshot(
         &self,
         snap: &crate::remote::DomainSnapshot,
@@ -2608,9 +2167,8 @@ impl Client {
             .await
     }
 
-    /// Delete the snapshot.
-    ///
-    /// `virDomainSnapshotDelete` through `REMOTE_PROC_DOMAIN_SNAPSHOT_DELETE` (193).
+    /// [`virDomainSnapshotDelete`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotDelete), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_DELETE` (193).
     pub async fn domain_snapshot_delete(
         &self,
         snap: &crate::remote::DomainSnapshot,
@@ -2620,9 +2178,8 @@ impl Client {
             .await
     }
 
-    /// Extract information about a domain's block device.
-    ///
-    /// `virDomainGetBlockInfo` through `REMOTE_PROC_DOMAIN_GET_BLOCK_INFO` (194).
+    /// [`virDomainGetBlockInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetBlockInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_BLOCK_INFO` (194).
     pub async fn domain_get_block_info(
         &self,
         dom: &crate::remote::Domain,
@@ -2633,10 +2190,8 @@ impl Client {
             .await
     }
 
-    /// Launch a defined domain. If the call succeeds the domain moves from the
-    /// defined to the running domains pools.
-    ///
-    /// `virDomainCreateWithFlags` through `REMOTE_PROC_DOMAIN_CREATE_WITH_FLAGS` (196).
+    /// [`virDomainCreateWithFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainCreateWithFlags), through
+    /// `REMOTE_PROC_DOMAIN_CREATE_WITH_FLAGS` (196).
     pub async fn domain_create_with_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -2649,10 +2204,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Change all or a subset of the memory tunables.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainSetMemoryParameters` through `REMOTE_PROC_DOMAIN_SET_MEMORY_PARAMETERS` (197).
+    /// [`virDomainSetMemoryParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetMemoryParameters), through
+    /// `REMOTE_PROC_DOMAIN_SET_MEMORY_PARAMETERS` (197).
     pub async fn domain_set_memory_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -2673,12 +2226,8 @@ impl Client {
         .await
     }
 
-    /// Get all memory parameters.  On input, @nparams gives the size of the
-    /// @params array; on output, @nparams gives how many slots were filled
-    /// with parameter information, which might be less but will not exceed
-    /// the input value.
-    ///
-    /// `virDomainGetMemoryParameters` through `REMOTE_PROC_DOMAIN_GET_MEMORY_PARAMETERS` (198).
+    /// [`virDomainGetMemoryParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetMemoryParameters), through
+    /// `REMOTE_PROC_DOMAIN_GET_MEMORY_PARAMETERS` (198).
     pub async fn domain_get_memory_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -2700,12 +2249,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Dynamically change the number of virtual CPUs used by the domain.
-    /// Note that this call may fail if the underlying virtualization hypervisor
-    /// does not support it or if growing the number is arbitrarily limited.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainSetVcpusFlags` through `REMOTE_PROC_DOMAIN_SET_VCPUS_FLAGS` (199).
+    /// [`virDomainSetVcpusFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetVcpusFlags), through
+    /// `REMOTE_PROC_DOMAIN_SET_VCPUS_FLAGS` (199).
     pub async fn domain_set_vcpus_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -2719,12 +2264,8 @@ impl Client {
         .await
     }
 
-    /// Query the number of virtual CPUs used by the domain.  Note that
-    /// this call may fail if the underlying virtualization hypervisor does
-    /// not support it.  This function may require privileged access to the
-    /// hypervisor.
-    ///
-    /// `virDomainGetVcpusFlags` through `REMOTE_PROC_DOMAIN_GET_VCPUS_FLAGS` (200).
+    /// [`virDomainGetVcpusFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetVcpusFlags), through
+    /// `REMOTE_PROC_DOMAIN_GET_VCPUS_FLAGS` (200).
     pub async fn domain_get_vcpus_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -2737,9 +2278,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the domain has been updated.
-    ///
-    /// `virDomainIsUpdated` through `REMOTE_PROC_DOMAIN_IS_UPDATED` (202).
+    /// [`virDomainIsUpdated`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainIsUpdated), through
+    /// `REMOTE_PROC_DOMAIN_IS_UPDATED` (202).
     pub async fn domain_is_updated(&self, dom: &crate::remote::Domain) -> Result<i32> {
         let ret: crate::remote::DomainIsUpdatedRet = self
             .call(crate::proc_num::DOMAIN_IS_UPDATED, &(dom,))
@@ -2748,12 +2288,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This returns the XML description of the sysinfo details for the
-    /// host on which the hypervisor is running, in the same format as the
-    /// &lt;sysinfo&gt; element of a domain XML.  This information is generally
-    /// available only for hypervisors running with root privileges.
-    ///
-    /// `virConnectGetSysinfo` through `REMOTE_PROC_CONNECT_GET_SYSINFO` (203).
+    /// [`virConnectGetSysinfo`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectGetSysinfo), through
+    /// `REMOTE_PROC_CONNECT_GET_SYSINFO` (203).
     pub async fn connect_get_sysinfo(&self, flags: crate::flags::NoFlags) -> Result<String> {
         let ret: crate::remote::ConnectGetSysinfoRet = self
             .call(crate::proc_num::CONNECT_GET_SYSINFO, &(flags,))
@@ -2762,12 +2298,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Dynamically change the target amount of physical memory allocated to a
-    /// domain. If domain is NULL, then this change the amount of memory reserved
-    /// to Domain0 i.e. the domain where the application runs.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainSetMemoryFlags` through `REMOTE_PROC_DOMAIN_SET_MEMORY_FLAGS` (204).
+    /// [`virDomainSetMemoryFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetMemoryFlags), through
+    /// `REMOTE_PROC_DOMAIN_SET_MEMORY_FLAGS` (204).
     pub async fn domain_set_memory_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -2781,10 +2313,8 @@ impl Client {
         .await
     }
 
-    /// Change all or a subset of the blkio tunables.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainSetBlkioParameters` through `REMOTE_PROC_DOMAIN_SET_BLKIO_PARAMETERS` (205).
+    /// [`virDomainSetBlkioParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetBlkioParameters), through
+    /// `REMOTE_PROC_DOMAIN_SET_BLKIO_PARAMETERS` (205).
     pub async fn domain_set_blkio_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -2805,12 +2335,8 @@ impl Client {
         .await
     }
 
-    /// Get all blkio parameters.  On input, @nparams gives the size of the
-    /// @params array; on output, @nparams gives how many slots were filled
-    /// with parameter information, which might be less but will not exceed
-    /// the input value.
-    ///
-    /// `virDomainGetBlkioParameters` through `REMOTE_PROC_DOMAIN_GET_BLKIO_PARAMETERS` (206).
+    /// [`virDomainGetBlkioParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetBlkioParameters), through
+    /// `REMOTE_PROC_DOMAIN_GET_BLKIO_PARAMETERS` (206).
     pub async fn domain_get_blkio_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -2832,13 +2358,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// The maximum bandwidth (in MiB/s) that will be used to do migration
-    /// can be specified with the bandwidth parameter. Not all hypervisors
-    /// will support a bandwidth cap. When VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY
-    /// is set in @flags, this API sets the maximum bandwidth for the post-copy
-    /// phase of the migration.
-    ///
-    /// `virDomainMigrateSetMaxSpeed` through `REMOTE_PROC_DOMAIN_MIGRATE_SET_MAX_SPEED` (207).
+    /// [`virDomainMigrateSetMaxSpeed`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainMigrateSetMaxSpeed), through
+    /// `REMOTE_PROC_DOMAIN_MIGRATE_SET_MAX_SPEED` (207).
     pub async fn domain_migrate_set_max_speed(
         &self,
         dom: &crate::remote::Domain,
@@ -2852,9 +2373,8 @@ impl Client {
         .await
     }
 
-    /// Send NMI to the guest
-    ///
-    /// `virDomainInjectNMI` through `REMOTE_PROC_DOMAIN_INJECT_NMI` (210).
+    /// [`virDomainInjectNMI`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainInjectNMI), through
+    /// `REMOTE_PROC_DOMAIN_INJECT_NMI` (210).
     pub async fn domain_inject_nmi(
         &self,
         dom: &crate::remote::Domain,
@@ -2864,10 +2384,8 @@ impl Client {
             .await
     }
 
-    /// Extract domain state. Each state can be accompanied with a reason (if known)
-    /// which led to the state.
-    ///
-    /// `virDomainGetState` through `REMOTE_PROC_DOMAIN_GET_STATE` (212).
+    /// [`virDomainGetState`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetState), through
+    /// `REMOTE_PROC_DOMAIN_GET_STATE` (212).
     pub async fn domain_get_state(
         &self,
         dom: &crate::remote::Domain,
@@ -2877,8 +2395,6 @@ impl Client {
             .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_BEGIN3`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_BEGIN3` (213).
     pub async fn domain_migrate_begin3(
         &self,
@@ -2895,8 +2411,6 @@ impl Client {
         .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE3`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE3` (214).
     pub async fn domain_migrate_prepare3(
         &self,
@@ -2924,8 +2438,6 @@ impl Client {
         .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_PERFORM3`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PERFORM3` (216).
     pub async fn domain_migrate_perform3(
         &self,
@@ -2960,8 +2472,6 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_FINISH3`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_FINISH3` (217).
     pub async fn domain_migrate_finish3(
         &self,
@@ -2989,8 +2499,6 @@ impl Client {
         .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_CONFIRM3`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_CONFIRM3` (218).
     pub async fn domain_migrate_confirm3(
         &self,
@@ -3014,13 +2522,8 @@ impl Client {
         .await
     }
 
-    /// Change a subset or all scheduler parameters.  The value of @flags
-    /// should be either VIR_DOMAIN_AFFECT_CURRENT, or a bitwise-or of
-    /// values from VIR_DOMAIN_AFFECT_LIVE and
-    /// VIR_DOMAIN_AFFECT_CURRENT, although hypervisors vary in which
-    /// flags are supported.
-    ///
-    /// `virDomainSetSchedulerParametersFlags` through `REMOTE_PROC_DOMAIN_SET_SCHEDULER_PARAMETERS_FLAGS` (219).
+    /// [`virDomainSetSchedulerParametersFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetSchedulerParametersFlags), through
+    /// `REMOTE_PROC_DOMAIN_SET_SCHEDULER_PARAMETERS_FLAGS` (219).
     pub async fn domain_set_scheduler_parameters_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -3041,42 +2544,29 @@ impl Client {
         .await
     }
 
-    /// This function creates a restore point to which one can return
-    /// later by calling virInterfaceChangeRollback(). This function should
-    /// be called before any transaction with interface configuration.
-    /// Once it is known that a new configuration works, it can be committed via
-    /// virInterfaceChangeCommit(), which frees the restore point.
-    ///
-    /// `virInterfaceChangeBegin` through `REMOTE_PROC_INTERFACE_CHANGE_BEGIN` (220).
+    /// [`virInterfaceChangeBegin`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceChangeBegin), through
+    /// `REMOTE_PROC_INTERFACE_CHANGE_BEGIN` (220).
     pub async fn interface_change_begin(&self, flags: crate::flags::NoFlags) -> Result<()> {
         self.call(crate::proc_num::INTERFACE_CHANGE_BEGIN, &(flags,))
             .await
     }
 
-    /// This commits the changes made to interfaces and frees the restore point
-    /// created by virInterfaceChangeBegin().
-    ///
-    /// `virInterfaceChangeCommit` through `REMOTE_PROC_INTERFACE_CHANGE_COMMIT` (221).
+    /// [`virInterfaceChangeCommit`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceChangeCommit), through
+    /// `REMOTE_PROC_INTERFACE_CHANGE_COMMIT` (221).
     pub async fn interface_change_commit(&self, flags: crate::flags::NoFlags) -> Result<()> {
         self.call(crate::proc_num::INTERFACE_CHANGE_COMMIT, &(flags,))
             .await
     }
 
-    /// This cancels changes made to interfaces settings by restoring previous
-    /// state created by virInterfaceChangeBegin().
-    ///
-    /// `virInterfaceChangeRollback` through `REMOTE_PROC_INTERFACE_CHANGE_ROLLBACK` (222).
+    /// [`virInterfaceChangeRollback`](https://libvirt.org/html/libvirt-libvirt-interface.html#virInterfaceChangeRollback), through
+    /// `REMOTE_PROC_INTERFACE_CHANGE_ROLLBACK` (222).
     pub async fn interface_change_rollback(&self, flags: crate::flags::NoFlags) -> Result<()> {
         self.call(crate::proc_num::INTERFACE_CHANGE_ROLLBACK, &(flags,))
             .await
     }
 
-    /// Get all scheduler parameters.  On input, @nparams gives the size of the
-    /// @params array; on output, @nparams gives how many slots were filled
-    /// with parameter information, which might be less but will not exceed
-    /// the input value.  @nparams cannot be 0.
-    ///
-    /// `virDomainGetSchedulerParametersFlags` through `REMOTE_PROC_DOMAIN_GET_SCHEDULER_PARAMETERS_FLAGS` (223).
+    /// [`virDomainGetSchedulerParametersFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetSchedulerParametersFlags), through
+    /// `REMOTE_PROC_DOMAIN_GET_SCHEDULER_PARAMETERS_FLAGS` (223).
     pub async fn domain_get_scheduler_parameters_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -3098,10 +2588,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Dynamically change the real CPUs which can be allocated to a virtual CPU.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainPinVcpuFlags` through `REMOTE_PROC_DOMAIN_PIN_VCPU_FLAGS` (225).
+    /// [`virDomainPinVcpuFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainPinVcpuFlags), through
+    /// `REMOTE_PROC_DOMAIN_PIN_VCPU_FLAGS` (225).
     pub async fn domain_pin_vcpu_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -3121,9 +2609,8 @@ impl Client {
         .await
     }
 
-    /// Send key(s) to the guest.
-    ///
-    /// `virDomainSendKey` through `REMOTE_PROC_DOMAIN_SEND_KEY` (226).
+    /// [`virDomainSendKey`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSendKey), through
+    /// `REMOTE_PROC_DOMAIN_SEND_KEY` (226).
     pub async fn domain_send_key(
         &self,
         dom: &crate::remote::Domain,
@@ -3148,13 +2635,8 @@ impl Client {
         .await
     }
 
-    /// This function provides individual cpu statistics of the node.
-    /// If you want to get total cpu statistics of the node, you must specify
-    /// VIR_NODE_CPU_STATS_ALL_CPUS to @cpuNum.
-    /// The @params array will be filled with the values equal to the number of
-    /// parameters suggested by @nparams
-    ///
-    /// `virNodeGetCPUStats` through `REMOTE_PROC_NODE_GET_CPU_STATS` (227).
+    /// [`virNodeGetCPUStats`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetCPUStats), through
+    /// `REMOTE_PROC_NODE_GET_CPU_STATS` (227).
     pub async fn node_get_cpu_stats(
         &self,
         cpu_num: i32,
@@ -3175,13 +2657,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This function provides memory stats of the node.
-    /// If you want to get total memory statistics of the node, you must specify
-    /// VIR_NODE_MEMORY_STATS_ALL_CELLS to @cellNum.
-    /// The @params array will be filled with the values equal to the number of
-    /// stats suggested by @nparams
-    ///
-    /// `virNodeGetMemoryStats` through `REMOTE_PROC_NODE_GET_MEMORY_STATS` (228).
+    /// [`virNodeGetMemoryStats`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetMemoryStats), through
+    /// `REMOTE_PROC_NODE_GET_MEMORY_STATS` (228).
     pub async fn node_get_memory_stats(
         &self,
         cell_num: i32,
@@ -3203,9 +2680,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Extract details about current state of control interface to a domain.
-    ///
-    /// `virDomainGetControlInfo` through `REMOTE_PROC_DOMAIN_GET_CONTROL_INFO` (229).
+    /// [`virDomainGetControlInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetControlInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_CONTROL_INFO` (229).
     pub async fn domain_get_control_info(
         &self,
         dom: &crate::remote::Domain,
@@ -3215,10 +2691,8 @@ impl Client {
             .await
     }
 
-    /// Query the CPU affinity setting of all virtual CPUs of domain, store it
-    /// in cpumaps.
-    ///
-    /// `virDomainGetVcpuPinInfo` through `REMOTE_PROC_DOMAIN_GET_VCPU_PIN_INFO` (230).
+    /// [`virDomainGetVcpuPinInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetVcpuPinInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_VCPU_PIN_INFO` (230).
     pub async fn domain_get_vcpu_pin_info(
         &self,
         dom: &crate::remote::Domain,
@@ -3233,11 +2707,8 @@ impl Client {
         .await
     }
 
-    /// Undefine a domain. If the domain is running, it's converted to
-    /// transient domain, without stopping it. If the domain is inactive,
-    /// the domain configuration is removed.
-    ///
-    /// `virDomainUndefineFlags` through `REMOTE_PROC_DOMAIN_UNDEFINE_FLAGS` (231).
+    /// [`virDomainUndefineFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainUndefineFlags), through
+    /// `REMOTE_PROC_DOMAIN_UNDEFINE_FLAGS` (231).
     pub async fn domain_undefine_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -3247,12 +2718,8 @@ impl Client {
             .await
     }
 
-    /// This method will suspend a domain and save its memory contents to
-    /// a file on disk. After the call, if successful, the domain is not
-    /// listed as running anymore (this ends the life of a transient domain).
-    /// Use virDomainRestore() to restore a domain after saving.
-    ///
-    /// `virDomainSaveFlags` through `REMOTE_PROC_DOMAIN_SAVE_FLAGS` (232).
+    /// [`virDomainSaveFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSaveFlags), through
+    /// `REMOTE_PROC_DOMAIN_SAVE_FLAGS` (232).
     pub async fn domain_save_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -3264,9 +2731,8 @@ impl Client {
             .await
     }
 
-    /// This method will restore a domain saved to disk by virDomainSave().
-    ///
-    /// `virDomainRestoreFlags` through `REMOTE_PROC_DOMAIN_RESTORE_FLAGS` (233).
+    /// [`virDomainRestoreFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainRestoreFlags), through
+    /// `REMOTE_PROC_DOMAIN_RESTORE_FLAGS` (233).
     pub async fn domain_restore_flags(
         &self,
         from: &str,
@@ -3277,12 +2743,8 @@ impl Client {
             .await
     }
 
-    /// Destroy the domain object. The running instance is shutdown if not down
-    /// already and all resources used by it are given back to the hypervisor.
-    /// This does not free the associated virDomainPtr object.
-    /// This function may require privileged access.
-    ///
-    /// `virDomainDestroyFlags` through `REMOTE_PROC_DOMAIN_DESTROY_FLAGS` (234).
+    /// [`virDomainDestroyFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainDestroyFlags), through
+    /// `REMOTE_PROC_DOMAIN_DESTROY_FLAGS` (234).
     pub async fn domain_destroy_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -3292,11 +2754,8 @@ impl Client {
             .await
     }
 
-    /// This method will extract the XML describing the domain at the time
-    /// a saved state file was created.  @file must be a file created
-    /// previously by virDomainSave() or virDomainSaveFlags().
-    ///
-    /// `virDomainSaveImageGetXMLDesc` through `REMOTE_PROC_DOMAIN_SAVE_IMAGE_GET_XML_DESC` (235).
+    /// [`virDomainSaveImageGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSaveImageGetXMLDesc), through
+    /// `REMOTE_PROC_DOMAIN_SAVE_IMAGE_GET_XML_DESC` (235).
     pub async fn domain_save_image_get_xml_desc(
         &self,
         file: &str,
@@ -3312,11 +2771,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This updates the definition of a domain stored in a saved state
-    /// file.  @file must be a file created previously by virDomainSave()
-    /// or virDomainSaveFlags().
-    ///
-    /// `virDomainSaveImageDefineXML` through `REMOTE_PROC_DOMAIN_SAVE_IMAGE_DEFINE_XML` (236).
+    /// [`virDomainSaveImageDefineXML`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSaveImageDefineXML), through
+    /// `REMOTE_PROC_DOMAIN_SAVE_IMAGE_DEFINE_XML` (236).
     pub async fn domain_save_image_define_xml(
         &self,
         file: &str,
@@ -3330,9 +2786,8 @@ impl Client {
         .await
     }
 
-    /// Cancel the active block job on the given disk.
-    ///
-    /// `virDomainBlockJobAbort` through `REMOTE_PROC_DOMAIN_BLOCK_JOB_ABORT` (237).
+    /// [`virDomainBlockJobAbort`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockJobAbort), through
+    /// `REMOTE_PROC_DOMAIN_BLOCK_JOB_ABORT` (237).
     pub async fn domain_block_job_abort(
         &self,
         dom: &crate::remote::Domain,
@@ -3343,14 +2798,8 @@ impl Client {
             .await
     }
 
-    /// Request block job information for the given disk.  If an operation is active
-    /// @info will be updated with the current progress.  The units used for the
-    /// bandwidth field of @info depends on @flags.  If @flags includes
-    /// VIR_DOMAIN_BLOCK_JOB_INFO_BANDWIDTH_BYTES, bandwidth is in bytes/second
-    /// (although this mode can risk failure due to overflow, depending on both
-    /// client and server word size); otherwise, the value is rounded up to MiB/s.
-    ///
-    /// `virDomainGetBlockJobInfo` through `REMOTE_PROC_DOMAIN_GET_BLOCK_JOB_INFO` (238).
+    /// [`virDomainGetBlockJobInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetBlockJobInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_BLOCK_JOB_INFO` (238).
     pub async fn domain_get_block_job_info(
         &self,
         dom: &crate::remote::Domain,
@@ -3364,11 +2813,8 @@ impl Client {
         .await
     }
 
-    /// Set the maximum allowable bandwidth that a block job may consume.  If
-    /// bandwidth is 0, the limit will revert to the hypervisor default of
-    /// unlimited.
-    ///
-    /// `virDomainBlockJobSetSpeed` through `REMOTE_PROC_DOMAIN_BLOCK_JOB_SET_SPEED` (239).
+    /// [`virDomainBlockJobSetSpeed`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockJobSetSpeed), through
+    /// `REMOTE_PROC_DOMAIN_BLOCK_JOB_SET_SPEED` (239).
     pub async fn domain_block_job_set_speed(
         &self,
         dom: &crate::remote::Domain,
@@ -3383,15 +2829,8 @@ impl Client {
         .await
     }
 
-    /// Populate a disk image with data from its backing image.  Once all data from
-    /// its backing image has been pulled, the disk no longer depends on a backing
-    /// image.  This function pulls data for the entire device in the background.
-    /// Progress of the operation can be checked with virDomainGetBlockJobInfo() and
-    /// the operation can be aborted with virDomainBlockJobAbort().  When finished,
-    /// an asynchronous event is raised to indicate the final status.  To move
-    /// data in the opposite direction, see virDomainBlockCommit().
-    ///
-    /// `virDomainBlockPull` through `REMOTE_PROC_DOMAIN_BLOCK_PULL` (240).
+    /// [`virDomainBlockPull`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockPull), through
+    /// `REMOTE_PROC_DOMAIN_BLOCK_PULL` (240).
     pub async fn domain_block_pull(
         &self,
         dom: &crate::remote::Domain,
@@ -3406,13 +2845,8 @@ impl Client {
         .await
     }
 
-    /// Get the current maximum bandwidth (in MiB/s) that will be used if the
-    /// domain is migrated.  Not all hypervisors will support a bandwidth limit.
-    /// When VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY is set in @flags, this API
-    /// gets the current maximum bandwidth for the post-copy phase of the
-    /// migration.
-    ///
-    /// `virDomainMigrateGetMaxSpeed` through `REMOTE_PROC_DOMAIN_MIGRATE_GET_MAX_SPEED` (242).
+    /// [`virDomainMigrateGetMaxSpeed`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainMigrateGetMaxSpeed), through
+    /// `REMOTE_PROC_DOMAIN_MIGRATE_GET_MAX_SPEED` (242).
     pub async fn domain_migrate_get_max_speed(
         &self,
         dom: &crate::remote::Domain,
@@ -3425,10 +2859,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This function is to get block stats parameters for block
-    /// devices attached to the domain.
-    ///
-    /// `virDomainBlockStatsFlags` through `REMOTE_PROC_DOMAIN_BLOCK_STATS_FLAGS` (243).
+    /// [`virDomainBlockStatsFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockStatsFlags), through
+    /// `REMOTE_PROC_DOMAIN_BLOCK_STATS_FLAGS` (243).
     pub async fn domain_block_stats_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -3452,9 +2884,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get the parent snapshot for @snapshot, if any.
-    ///
-    /// `virDomainSnapshotGetParent` through `REMOTE_PROC_DOMAIN_SNAPSHOT_GET_PARENT` (244).
+    /// [`virDomainSnapshotGetParent`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotGetParent), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_GET_PARENT` (244).
     pub async fn domain_snapshot_get_parent(
         &self,
         snap: &crate::remote::DomainSnapshot,
@@ -3468,11 +2899,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Reset a domain immediately without any guest OS shutdown.
-    /// Reset emulates the power reset button on a machine, where all
-    /// hardware sees the RST line set and reinitializes internal state.
-    ///
-    /// `virDomainReset` through `REMOTE_PROC_DOMAIN_RESET` (245).
+    /// [`virDomainReset`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainReset), through
+    /// `REMOTE_PROC_DOMAIN_RESET` (245).
     pub async fn domain_reset(
         &self,
         dom: &crate::remote::Domain,
@@ -3482,9 +2910,8 @@ impl Client {
             .await
     }
 
-    /// Provides the number of child snapshots for this domain snapshot.
-    ///
-    /// `virDomainSnapshotNumChildren` through `REMOTE_PROC_DOMAIN_SNAPSHOT_NUM_CHILDREN` (246).
+    /// [`virDomainSnapshotNumChildren`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotNumChildren), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_NUM_CHILDREN` (246).
     pub async fn domain_snapshot_num_children(
         &self,
         snap: &crate::remote::DomainSnapshot,
@@ -3500,12 +2927,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of domain snapshots that are children of the given
-    /// snapshot, and store their names in @names.  The value to use for
-    /// @nameslen can be determined by virDomainSnapshotNumChildren() with
-    /// the same @flags.
-    ///
-    /// `virDomainSnapshotListChildrenNames` through `REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_CHILDREN_NAMES` (247).
+    /// [`virDomainSnapshotListChildrenNames`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotListChildrenNames), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_CHILDREN_NAMES` (247).
     pub async fn domain_snapshot_list_children_names(
         &self,
         snap: &crate::remote::DomainSnapshot,
@@ -3525,12 +2948,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Attempt to suspend the node (host machine) for the given duration of
-    /// time in the specified state (Suspend-to-RAM, Suspend-to-Disk or
-    /// Hybrid-Suspend). Schedule the node's Real-Time-Clock interrupt to
-    /// resume the node after the duration is complete.
-    ///
-    /// `virNodeSuspendForDuration` through `REMOTE_PROC_NODE_SUSPEND_FOR_DURATION` (250).
+    /// [`virNodeSuspendForDuration`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeSuspendForDuration), through
+    /// `REMOTE_PROC_NODE_SUSPEND_FOR_DURATION` (250).
     pub async fn node_suspend_for_duration(
         &self,
         target: u32,
@@ -3544,14 +2963,8 @@ impl Client {
         .await
     }
 
-    /// Resize a block device of domain while the domain is running.  If
-    /// @flags is 0, then @size is in kibibytes (blocks of 1024 bytes);
-    /// since 0.9.11, if @flags includes VIR_DOMAIN_BLOCK_RESIZE_BYTES,
-    /// @size is in bytes instead.  @size is taken directly as the new
-    /// size.  Depending on the file format, the hypervisor may round up
-    /// to the next alignment boundary.
-    ///
-    /// `virDomainBlockResize` through `REMOTE_PROC_DOMAIN_BLOCK_RESIZE` (251).
+    /// [`virDomainBlockResize`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockResize), through
+    /// `REMOTE_PROC_DOMAIN_BLOCK_RESIZE` (251).
     pub async fn domain_block_resize(
         &self,
         dom: &crate::remote::Domain,
@@ -3566,9 +2979,8 @@ impl Client {
         .await
     }
 
-    /// Change all or a subset of the per-device block IO tunables.
-    ///
-    /// `virDomainSetBlockIoTune` through `REMOTE_PROC_DOMAIN_SET_BLOCK_IO_TUNE` (252).
+    /// [`virDomainSetBlockIoTune`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetBlockIoTune), through
+    /// `REMOTE_PROC_DOMAIN_SET_BLOCK_IO_TUNE` (252).
     pub async fn domain_set_block_io_tune(
         &self,
         dom: &crate::remote::Domain,
@@ -3591,12 +3003,8 @@ impl Client {
         .await
     }
 
-    /// Get all block IO tunable parameters for a given device.  On input,
-    /// @nparams gives the size of the @params array; on output, @nparams
-    /// gives how many slots were filled with parameter information, which
-    /// might be less but will not exceed the input value.
-    ///
-    /// `virDomainGetBlockIoTune` through `REMOTE_PROC_DOMAIN_GET_BLOCK_IO_TUNE` (253).
+    /// [`virDomainGetBlockIoTune`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetBlockIoTune), through
+    /// `REMOTE_PROC_DOMAIN_GET_BLOCK_IO_TUNE` (253).
     pub async fn domain_get_block_io_tune(
         &self,
         dom: &crate::remote::Domain,
@@ -3620,10 +3028,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Change all or a subset of the numa tunables.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainSetNumaParameters` through `REMOTE_PROC_DOMAIN_SET_NUMA_PARAMETERS` (254).
+    /// [`virDomainSetNumaParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetNumaParameters), through
+    /// `REMOTE_PROC_DOMAIN_SET_NUMA_PARAMETERS` (254).
     pub async fn domain_set_numa_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -3644,12 +3050,8 @@ impl Client {
         .await
     }
 
-    /// Get all numa parameters.  On input, @nparams gives the size of the
-    /// @params array; on output, @nparams gives how many slots were filled
-    /// with parameter information, which might be less but will not exceed
-    /// the input value.
-    ///
-    /// `virDomainGetNumaParameters` through `REMOTE_PROC_DOMAIN_GET_NUMA_PARAMETERS` (255).
+    /// [`virDomainGetNumaParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetNumaParameters), through
+    /// `REMOTE_PROC_DOMAIN_GET_NUMA_PARAMETERS` (255).
     pub async fn domain_get_numa_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -3671,13 +3073,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Change a subset or all parameters of interface; currently this
-    /// includes bandwidth parameters.  The value of @flags should be
-    /// either VIR_DOMAIN_AFFECT_CURRENT, or a bitwise-or of values
-    /// VIR_DOMAIN_AFFECT_LIVE and VIR_DOMAIN_AFFECT_CONFIG, although
-    /// hypervisors vary in which flags are supported.
-    ///
-    /// `virDomainSetInterfaceParameters` through `REMOTE_PROC_DOMAIN_SET_INTERFACE_PARAMETERS` (256).
+    /// [`virDomainSetInterfaceParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetInterfaceParameters), through
+    /// `REMOTE_PROC_DOMAIN_SET_INTERFACE_PARAMETERS` (256).
     pub async fn domain_set_interface_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -3700,12 +3097,8 @@ impl Client {
         .await
     }
 
-    /// Get all interface parameters. On input, @nparams gives the size of
-    /// the @params array; on output, @nparams gives how many slots were
-    /// filled with parameter information, which might be less but will not
-    /// exceed the input value.
-    ///
-    /// `virDomainGetInterfaceParameters` through `REMOTE_PROC_DOMAIN_GET_INTERFACE_PARAMETERS` (257).
+    /// [`virDomainGetInterfaceParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetInterfaceParameters), through
+    /// `REMOTE_PROC_DOMAIN_GET_INTERFACE_PARAMETERS` (257).
     pub async fn domain_get_interface_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -3729,17 +3122,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Shutdown a domain, the domain object is still usable thereafter but
-    /// the domain OS is being stopped. Note that the guest OS may ignore the
-    /// request. Additionally, the hypervisor may check and support the domain
-    /// 'on_poweroff' XML setting resulting in a domain that reboots instead of
-    /// shutting down. For guests that react to a shutdown request, the differences
-    /// from virDomainDestroy() are that the guest's disk storage will be in a
-    /// stable state rather than having the (virtual) power cord pulled, and
-    /// this command returns as soon as the shutdown request is issued rather
-    /// than blocking until the guest is no longer running.
-    ///
-    /// `virDomainShutdownFlags` through `REMOTE_PROC_DOMAIN_SHUTDOWN_FLAGS` (258).
+    /// [`virDomainShutdownFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainShutdownFlags), through
+    /// `REMOTE_PROC_DOMAIN_SHUTDOWN_FLAGS` (258).
     pub async fn domain_shutdown_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -3749,15 +3133,8 @@ impl Client {
             .await
     }
 
-    /// Similar to virStorageVolWipe, but one can choose between
-    /// different wiping algorithms. Also note, that depending on the
-    /// actual volume representation, this call may not really
-    /// overwrite the physical location of the volume. For instance,
-    /// files stored journaled, log structured, copy-on-write,
-    /// versioned, and network file systems are known to be
-    /// problematic.
-    ///
-    /// `virStorageVolWipePattern` through `REMOTE_PROC_STORAGE_VOL_WIPE_PATTERN` (259).
+    /// [`virStorageVolWipePattern`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolWipePattern), through
+    /// `REMOTE_PROC_STORAGE_VOL_WIPE_PATTERN` (259).
     pub async fn storage_vol_wipe_pattern(
         &self,
         vol: &crate::remote::StorageVol,
@@ -3771,13 +3148,8 @@ impl Client {
         .await
     }
 
-    /// Changes the capacity of the storage volume @vol to @capacity. The
-    /// operation will fail if the new capacity requires allocation that would
-    /// exceed the remaining free space in the parent pool.  The contents of
-    /// the new capacity will appear as all zero bytes. The capacity value will
-    /// be rounded to the granularity supported by the hypervisor.
-    ///
-    /// `virStorageVolResize` through `REMOTE_PROC_STORAGE_VOL_RESIZE` (260).
+    /// [`virStorageVolResize`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolResize), through
+    /// `REMOTE_PROC_STORAGE_VOL_RESIZE` (260).
     pub async fn storage_vol_resize(
         &self,
         vol: &crate::remote::StorageVol,
@@ -3788,13 +3160,8 @@ impl Client {
             .await
     }
 
-    /// Attempt to have the guest enter the given @target power management
-    /// suspension level.  If @duration is non-zero, also schedule the guest to
-    /// resume normal operation after that many seconds, if nothing else has
-    /// resumed it earlier.  Some hypervisors require that @duration be 0, for
-    /// an indefinite suspension.
-    ///
-    /// `virDomainPMSuspendForDuration` through `REMOTE_PROC_DOMAIN_PM_SUSPEND_FOR_DURATION` (261).
+    /// [`virDomainPMSuspendForDuration`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainPMSuspendForDuration), through
+    /// `REMOTE_PROC_DOMAIN_PM_SUSPEND_FOR_DURATION` (261).
     pub async fn domain_pm_suspend_for_duration(
         &self,
         dom: &crate::remote::Domain,
@@ -3809,14 +3176,8 @@ impl Client {
         .await
     }
 
-    /// Get statistics relating to CPU usage attributable to a single
-    /// domain (in contrast to the statistics returned by
-    /// virNodeGetCPUStats() for all processes on the host).  @dom
-    /// must be running (an inactive domain has no attributable cpu
-    /// usage).  On input, @params must contain at least @nparams * @ncpus
-    /// entries, allocated by the caller.
-    ///
-    /// `virDomainGetCPUStats` through `REMOTE_PROC_DOMAIN_GET_CPU_STATS` (262).
+    /// [`virDomainGetCPUStats`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetCPUStats), through
+    /// `REMOTE_PROC_DOMAIN_GET_CPU_STATS` (262).
     pub async fn domain_get_cpu_stats(
         &self,
         dom: &crate::remote::Domain,
@@ -3837,14 +3198,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// The function populates @errors array with all disks that encountered an
-    /// I/O error.  Disks with no error will not be returned in the @errors array.
-    /// Each disk is identified by its target (the dev attribute of target
-    /// subelement in domain XML), such as "vda", and accompanied with the error
-    /// that was seen on it.  The caller is also responsible for calling free()
-    /// on each disk name returned.
-    ///
-    /// `virDomainGetDiskErrors` through `REMOTE_PROC_DOMAIN_GET_DISK_ERRORS` (263).
+    /// [`virDomainGetDiskErrors`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetDiskErrors), through
+    /// `REMOTE_PROC_DOMAIN_GET_DISK_ERRORS` (263).
     pub async fn domain_get_disk_errors(
         &self,
         dom: &crate::remote::Domain,
@@ -3861,14 +3216,8 @@ impl Client {
         .await
     }
 
-    /// Sets the appropriate domain element given by @type to the
-    /// value of @metadata.  A @type of VIR_DOMAIN_METADATA_DESCRIPTION
-    /// is free-form text; VIR_DOMAIN_METADATA_TITLE is free-form, but no
-    /// newlines are permitted, and should be short (although the length is
-    /// not enforced). For these two options @key and @uri are irrelevant and
-    /// must be set to NULL.
-    ///
-    /// `virDomainSetMetadata` through `REMOTE_PROC_DOMAIN_SET_METADATA` (264).
+    /// [`virDomainSetMetadata`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetMetadata), through
+    /// `REMOTE_PROC_DOMAIN_SET_METADATA` (264).
     pub async fn domain_set_metadata(
         &self,
         dom: &crate::remote::Domain,
@@ -3885,12 +3234,8 @@ impl Client {
         .await
     }
 
-    /// Retrieves the appropriate domain element given by @type.
-    /// If VIR_DOMAIN_METADATA_ELEMENT is requested parameter @uri
-    /// must be set to the name of the namespace the requested elements
-    /// belong to, otherwise must be NULL.
-    ///
-    /// `virDomainGetMetadata` through `REMOTE_PROC_DOMAIN_GET_METADATA` (265).
+    /// [`virDomainGetMetadata`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetMetadata), through
+    /// `REMOTE_PROC_DOMAIN_GET_METADATA` (265).
     pub async fn domain_get_metadata(
         &self,
         dom: &crate::remote::Domain,
@@ -3908,11 +3253,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Populate a disk image with data from its backing image chain, and
-    /// setting the backing image to @base, or alternatively copy an entire
-    /// backing chain to a new file @base.
-    ///
-    /// `virDomainBlockRebase` through `REMOTE_PROC_DOMAIN_BLOCK_REBASE` (266).
+    /// [`virDomainBlockRebase`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockRebase), through
+    /// `REMOTE_PROC_DOMAIN_BLOCK_REBASE` (266).
     pub async fn domain_block_rebase(
         &self,
         dom: &crate::remote::Domain,
@@ -3928,11 +3270,8 @@ impl Client {
         .await
     }
 
-    /// Inject a wakeup into the guest that previously used
-    /// virDomainPMSuspendForDuration, rather than waiting for the
-    /// previously requested duration (if any) to elapse.
-    ///
-    /// `virDomainPMWakeup` through `REMOTE_PROC_DOMAIN_PM_WAKEUP` (267).
+    /// [`virDomainPMWakeup`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainPMWakeup), through
+    /// `REMOTE_PROC_DOMAIN_PM_WAKEUP` (267).
     pub async fn domain_pm_wakeup(
         &self,
         dom: &crate::remote::Domain,
@@ -3942,10 +3281,8 @@ impl Client {
             .await
     }
 
-    /// Determine if the given snapshot is the domain's current snapshot.  See
-    /// also virDomainHasCurrentSnapshot().
-    ///
-    /// `virDomainSnapshotIsCurrent` through `REMOTE_PROC_DOMAIN_SNAPSHOT_IS_CURRENT` (271).
+    /// [`virDomainSnapshotIsCurrent`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotIsCurrent), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_IS_CURRENT` (271).
     pub async fn domain_snapshot_is_current(
         &self,
         snap: &crate::remote::DomainSnapshot,
@@ -3958,10 +3295,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the given snapshot is associated with libvirt metadata
-    /// that would prevent the deletion of the domain.
-    ///
-    /// `virDomainSnapshotHasMetadata` through `REMOTE_PROC_DOMAIN_SNAPSHOT_HAS_METADATA` (272).
+    /// [`virDomainSnapshotHasMetadata`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotHasMetadata), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_HAS_METADATA` (272).
     pub async fn domain_snapshot_has_metadata(
         &self,
         snap: &crate::remote::DomainSnapshot,
@@ -3977,11 +3312,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect a possibly-filtered list of all domains, and return an allocated
-    /// array of information for each.  This API solves the race inherent in
-    /// virConnectListDomains() and virConnectListDefinedDomains().
-    ///
-    /// `virConnectListAllDomains` through `REMOTE_PROC_CONNECT_LIST_ALL_DOMAINS` (273).
+    /// [`virConnectListAllDomains`](https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectListAllDomains), through
+    /// `REMOTE_PROC_CONNECT_LIST_ALL_DOMAINS` (273).
     pub async fn connect_list_all_domains(
         &self,
         flags: crate::flags::ConnectListAllDomainsFlags,
@@ -3994,11 +3326,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of domain snapshots for the given domain and allocate
-    /// an array to store those objects.  This API solves the race inherent in
-    /// virDomainSnapshotListNames().
-    ///
-    /// `virDomainListAllSnapshots` through `REMOTE_PROC_DOMAIN_LIST_ALL_SNAPSHOTS` (274).
+    /// [`virDomainListAllSnapshots`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainListAllSnapshots), through
+    /// `REMOTE_PROC_DOMAIN_LIST_ALL_SNAPSHOTS` (274).
     pub async fn domain_list_all_snapshots(
         &self,
         dom: &crate::remote::Domain,
@@ -4016,11 +3345,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of domain snapshots that are children of the given
-    /// snapshot, and allocate an array to store those objects.  This API solves
-    /// the race inherent in virDomainSnapshotListChildrenNames().
-    ///
-    /// `virDomainSnapshotListAllChildren` through `REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_ALL_CHILDREN` (275).
+    /// [`virDomainSnapshotListAllChildren`](https://libvirt.org/html/libvirt-libvirt-domain-snapshot.html#virDomainSnapshotListAllChildren), through
+    /// `REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_ALL_CHILDREN` (275).
     pub async fn domain_snapshot_list_all_children(
         &self,
         snapshot: &crate::remote::DomainSnapshot,
@@ -4038,10 +3364,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get the hostname for that domain. If no hostname is found,
-    /// then an error is raised with VIR_ERR_NO_HOSTNAME code.
-    ///
-    /// `virDomainGetHostname` through `REMOTE_PROC_DOMAIN_GET_HOSTNAME` (277).
+    /// [`virDomainGetHostname`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetHostname), through
+    /// `REMOTE_PROC_DOMAIN_GET_HOSTNAME` (277).
     pub async fn domain_get_hostname(
         &self,
         dom: &crate::remote::Domain,
@@ -4054,11 +3378,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Extract the security labels of an active domain. The 'label' field
-    /// in the @seclabels argument will be initialized to the empty
-    /// string if the domain is not running under a security model.
-    ///
-    /// `virDomainGetSecurityLabelList` through `REMOTE_PROC_DOMAIN_GET_SECURITY_LABEL_LIST` (278).
+    /// [`virDomainGetSecurityLabelList`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetSecurityLabelList), through
+    /// `REMOTE_PROC_DOMAIN_GET_SECURITY_LABEL_LIST` (278).
     pub async fn domain_get_security_label_list(
         &self,
         dom: &crate::remote::Domain,
@@ -4072,10 +3393,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Dynamically change the real CPUs which can be allocated to all emulator
-    /// threads. This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainPinEmulator` through `REMOTE_PROC_DOMAIN_PIN_EMULATOR` (279).
+    /// [`virDomainPinEmulator`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainPinEmulator), through
+    /// `REMOTE_PROC_DOMAIN_PIN_EMULATOR` (279).
     pub async fn domain_pin_emulator(
         &self,
         dom: &crate::remote::Domain,
@@ -4093,10 +3412,8 @@ impl Client {
         .await
     }
 
-    /// Query the CPU pinning setting of all emulator threads from the domain XML,
-    /// store it in @cpumap.
-    ///
-    /// `virDomainGetEmulatorPinInfo` through `REMOTE_PROC_DOMAIN_GET_EMULATOR_PIN_INFO` (280).
+    /// [`virDomainGetEmulatorPinInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetEmulatorPinInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_EMULATOR_PIN_INFO` (280).
     pub async fn domain_get_emulator_pin_info(
         &self,
         dom: &crate::remote::Domain,
@@ -4110,11 +3427,8 @@ impl Client {
         .await
     }
 
-    /// Collect the list of storage pools, and allocate an array to store those
-    /// objects. This API solves the race inherent between
-    /// virConnectListStoragePools and virConnectListDefinedStoragePools.
-    ///
-    /// `virConnectListAllStoragePools` through `REMOTE_PROC_CONNECT_LIST_ALL_STORAGE_POOLS` (281).
+    /// [`virConnectListAllStoragePools`](https://libvirt.org/html/libvirt-libvirt-storage.html#virConnectListAllStoragePools), through
+    /// `REMOTE_PROC_CONNECT_LIST_ALL_STORAGE_POOLS` (281).
     pub async fn connect_list_all_storage_pools(
         &self,
         flags: crate::flags::ConnectListAllStoragePoolsFlags,
@@ -4131,10 +3445,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of storage volumes, and allocate an array to store those
-    /// objects.
-    ///
-    /// `virStoragePoolListAllVolumes` through `REMOTE_PROC_STORAGE_POOL_LIST_ALL_VOLUMES` (282).
+    /// [`virStoragePoolListAllVolumes`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolListAllVolumes), through
+    /// `REMOTE_PROC_STORAGE_POOL_LIST_ALL_VOLUMES` (282).
     pub async fn storage_pool_list_all_volumes(
         &self,
         pool: &crate::remote::StoragePool,
@@ -4151,11 +3463,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of networks, and allocate an array to store those
-    /// objects. This API solves the race inherent between virConnectListNetworks
-    /// and virConnectListDefinedNetworks.
-    ///
-    /// `virConnectListAllNetworks` through `REMOTE_PROC_CONNECT_LIST_ALL_NETWORKS` (283).
+    /// [`virConnectListAllNetworks`](https://libvirt.org/html/libvirt-libvirt-network.html#virConnectListAllNetworks), through
+    /// `REMOTE_PROC_CONNECT_LIST_ALL_NETWORKS` (283).
     pub async fn connect_list_all_networks(
         &self,
         flags: crate::flags::ConnectListAllNetworksFlags,
@@ -4168,11 +3477,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of interfaces, and allocate an array to store those
-    /// objects. This API solves the race inherent between virConnectListInterfaces
-    /// and virConnectListDefinedInterfaces.
-    ///
-    /// `virConnectListAllInterfaces` through `REMOTE_PROC_CONNECT_LIST_ALL_INTERFACES` (284).
+    /// [`virConnectListAllInterfaces`](https://libvirt.org/html/libvirt-libvirt-interface.html#virConnectListAllInterfaces), through
+    /// `REMOTE_PROC_CONNECT_LIST_ALL_INTERFACES` (284).
     pub async fn connect_list_all_interfaces(
         &self,
         flags: crate::flags::ConnectListAllInterfacesFlags,
@@ -4185,10 +3491,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of node devices, and allocate an array to store those
-    /// objects.
-    ///
-    /// `virConnectListAllNodeDevices` through `REMOTE_PROC_CONNECT_LIST_ALL_NODE_DEVICES` (285).
+    /// [`virConnectListAllNodeDevices`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virConnectListAllNodeDevices), through
+    /// `REMOTE_PROC_CONNECT_LIST_ALL_NODE_DEVICES` (285).
     pub async fn connect_list_all_node_devices(
         &self,
         flags: crate::flags::ConnectListAllNodeDeviceFlags,
@@ -4204,10 +3508,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of network filters, and allocate an array to store those
-    /// objects.
-    ///
-    /// `virConnectListAllNWFilters` through `REMOTE_PROC_CONNECT_LIST_ALL_NWFILTERS` (286).
+    /// [`virConnectListAllNWFilters`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virConnectListAllNWFilters), through
+    /// `REMOTE_PROC_CONNECT_LIST_ALL_NWFILTERS` (286).
     pub async fn connect_list_all_nwfilters(
         &self,
         flags: crate::flags::NoFlags,
@@ -4220,10 +3522,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of secrets, and allocate an array to store those
-    /// objects.
-    ///
-    /// `virConnectListAllSecrets` through `REMOTE_PROC_CONNECT_LIST_ALL_SECRETS` (287).
+    /// [`virConnectListAllSecrets`](https://libvirt.org/html/libvirt-libvirt-secret.html#virConnectListAllSecrets), through
+    /// `REMOTE_PROC_CONNECT_LIST_ALL_SECRETS` (287).
     pub async fn connect_list_all_secrets(
         &self,
         flags: crate::flags::ConnectListAllSecretsFlags,
@@ -4236,10 +3536,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Change all or a subset of the node memory tunables. The function
-    /// fails if not all of the tunables are supported.
-    ///
-    /// `virNodeSetMemoryParameters` through `REMOTE_PROC_NODE_SET_MEMORY_PARAMETERS` (288).
+    /// [`virNodeSetMemoryParameters`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeSetMemoryParameters), through
+    /// `REMOTE_PROC_NODE_SET_MEMORY_PARAMETERS` (288).
     pub async fn node_set_memory_parameters(
         &self,
         params: &[crate::proto::typed_param::TypedParam],
@@ -4258,12 +3556,8 @@ impl Client {
         .await
     }
 
-    /// Get all node memory parameters (parameters unsupported by OS will be
-    /// omitted).  On input, @nparams gives the size of the @params array;
-    /// on output, @nparams gives how many slots were filled with parameter
-    /// information, which might be less but will not exceed the input value.
-    ///
-    /// `virNodeGetMemoryParameters` through `REMOTE_PROC_NODE_GET_MEMORY_PARAMETERS` (289).
+    /// [`virNodeGetMemoryParameters`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetMemoryParameters), through
+    /// `REMOTE_PROC_NODE_GET_MEMORY_PARAMETERS` (289).
     pub async fn node_get_memory_parameters(
         &self,
         flags: crate::flags::NoFlags,
@@ -4283,17 +3577,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Commit changes that were made to temporary top-level files within a disk
-    /// image backing file chain into a lower-level base file.  In other words,
-    /// take all the difference between @base and @top, and update @base to contain
-    /// that difference; after the commit, any portion of the chain that previously
-    /// depended on @top will now depend on @base, and all files after @base up
-    /// to and including @top will now be invalidated.  A typical use of this
-    /// command is to reduce the length of a backing file chain after taking an
-    /// external disk snapshot.  To move data in the opposite direction, see
-    /// virDomainBlockPull().
-    ///
-    /// `virDomainBlockCommit` through `REMOTE_PROC_DOMAIN_BLOCK_COMMIT` (290).
+    /// [`virDomainBlockCommit`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockCommit), through
+    /// `REMOTE_PROC_DOMAIN_BLOCK_COMMIT` (290).
     pub async fn domain_block_commit(
         &self,
         dom: &crate::remote::Domain,
@@ -4310,10 +3595,8 @@ impl Client {
         .await
     }
 
-    /// Update the definition of an existing network, either its live
-    /// running state, its persistent configuration, or both.
-    ///
-    /// `virNetworkUpdate` through `REMOTE_PROC_NETWORK_UPDATE` (291).
+    /// [`virNetworkUpdate`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkUpdate), through
+    /// `REMOTE_PROC_NETWORK_UPDATE` (291).
     pub async fn network_update(
         &self,
         net: &crate::remote::Network,
@@ -4330,9 +3613,8 @@ impl Client {
         .await
     }
 
-    /// Get CPU map of host node CPUs.
-    ///
-    /// `virNodeGetCPUMap` through `REMOTE_PROC_NODE_GET_CPU_MAP` (293).
+    /// [`virNodeGetCPUMap`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetCPUMap), through
+    /// `REMOTE_PROC_NODE_GET_CPU_MAP` (293).
     pub async fn node_get_cpu_map(
         &self,
         need_map: i32,
@@ -4346,17 +3628,8 @@ impl Client {
         .await
     }
 
-    /// Calls FITRIM within the guest (hence guest agent may be
-    /// required depending on hypervisor used). Either call it on each
-    /// mounted filesystem (@mountPoint is NULL) or just on specified
-    /// @mountPoint. @minimum hints that free ranges smaller than this
-    /// may be ignored (this is a hint and the guest may not respect
-    /// it).  By increasing this value, the fstrim operation will
-    /// complete more quickly for filesystems with badly fragmented
-    /// free space, although not all blocks will be discarded.
-    /// If @minimum is not zero, the command may fail.
-    ///
-    /// `virDomainFSTrim` through `REMOTE_PROC_DOMAIN_FSTRIM` (294).
+    /// [`virDomainFSTrim`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainFSTrim), through
+    /// `REMOTE_PROC_DOMAIN_FSTRIM` (294).
     pub async fn domain_fstrim(
         &self,
         dom: &crate::remote::Domain,
@@ -4371,9 +3644,8 @@ impl Client {
         .await
     }
 
-    /// Send a signal to the designated process in the guest
-    ///
-    /// `virDomainSendProcessSignal` through `REMOTE_PROC_DOMAIN_SEND_PROCESS_SIGNAL` (295).
+    /// [`virDomainSendProcessSignal`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSendProcessSignal), through
+    /// `REMOTE_PROC_DOMAIN_SEND_PROCESS_SIGNAL` (295).
     pub async fn domain_send_process_signal(
         &self,
         dom: &crate::remote::Domain,
@@ -4388,9 +3660,8 @@ impl Client {
         .await
     }
 
-    /// Lookup SCSI Host which is capable with 'fc_host' by its WWNN and WWPN.
-    ///
-    /// `virNodeDeviceLookupSCSIHostByWWN` through `REMOTE_PROC_NODE_DEVICE_LOOKUP_SCSI_HOST_BY_WWN` (297).
+    /// [`virNodeDeviceLookupSCSIHostByWWN`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceLookupSCSIHostByWWN), through
+    /// `REMOTE_PROC_NODE_DEVICE_LOOKUP_SCSI_HOST_BY_WWN` (297).
     pub async fn node_device_lookup_scsi_host_by_wwn(
         &self,
         wwnn: &str,
@@ -4408,15 +3679,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Extract information about progress of a background job on a domain.
-    /// Will return an error if the domain is not active. The function returns
-    /// a superset of progress information provided by virDomainGetJobInfo.
-    /// Possible fields returned in @params are defined by VIR_DOMAIN_JOB_*
-    /// macros and new fields will likely be introduced in the future so callers
-    /// may receive fields that they do not understand in case they talk to a
-    /// newer server.
-    ///
-    /// `virDomainGetJobStats` through `REMOTE_PROC_DOMAIN_GET_JOB_STATS` (298).
+    /// [`virDomainGetJobStats`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetJobStats), through
+    /// `REMOTE_PROC_DOMAIN_GET_JOB_STATS` (298).
     pub async fn domain_get_job_stats(
         &self,
         dom: &crate::remote::Domain,
@@ -4426,10 +3690,8 @@ impl Client {
             .await
     }
 
-    /// Gets current size of the cache (in bytes) used for compressing repeatedly
-    /// transferred memory pages during live migration.
-    ///
-    /// `virDomainMigrateGetCompressionCache` through `REMOTE_PROC_DOMAIN_MIGRATE_GET_COMPRESSION_CACHE` (299).
+    /// [`virDomainMigrateGetCompressionCache`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainMigrateGetCompressionCache), through
+    /// `REMOTE_PROC_DOMAIN_MIGRATE_GET_COMPRESSION_CACHE` (299).
     pub async fn domain_migrate_get_compression_cache(
         &self,
         dom: &crate::remote::Domain,
@@ -4445,13 +3707,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Sets size of the cache (in bytes) used for compressing repeatedly
-    /// transferred memory pages during live migration. It's supposed to be called
-    /// while the domain is being live-migrated as a reaction to migration progress
-    /// and increasing number of compression cache misses obtained from
-    /// virDomainGetJobStats.
-    ///
-    /// `virDomainMigrateSetCompressionCache` through `REMOTE_PROC_DOMAIN_MIGRATE_SET_COMPRESSION_CACHE` (300).
+    /// [`virDomainMigrateSetCompressionCache`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainMigrateSetCompressionCache), through
+    /// `REMOTE_PROC_DOMAIN_MIGRATE_SET_COMPRESSION_CACHE` (300).
     pub async fn domain_migrate_set_compression_cache(
         &self,
         dom: &crate::remote::Domain,
@@ -4465,10 +3722,8 @@ impl Client {
         .await
     }
 
-    /// Detach the node device from the node itself so that it may be
-    /// assigned to a guest domain.
-    ///
-    /// `virNodeDeviceDetachFlags` through `REMOTE_PROC_NODE_DEVICE_DETACH_FLAGS` (301).
+    /// [`virNodeDeviceDetachFlags`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceDetachFlags), through
+    /// `REMOTE_PROC_NODE_DEVICE_DETACH_FLAGS` (301).
     pub async fn node_device_detach_flags(
         &self,
         name: &str,
@@ -4482,8 +3737,6 @@ impl Client {
         .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_BEGIN3_PARAMS`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_BEGIN3_PARAMS` (302).
     pub async fn domain_migrate_begin3_params(
         &self,
@@ -4505,8 +3758,6 @@ impl Client {
         .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE3_PARAMS`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE3_PARAMS` (303).
     pub async fn domain_migrate_prepare3_params(
         &self,
@@ -4531,8 +3782,6 @@ impl Client {
         .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE_TUNNEL3_PARAMS`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE_TUNNEL3_PARAMS` (304).
     pub async fn domain_migrate_prepare_tunnel3_params(
         &self,
@@ -4561,8 +3810,6 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_PERFORM3_PARAMS`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PERFORM3_PARAMS` (305).
     pub async fn domain_migrate_perform3_params(
         &self,
@@ -4594,8 +3841,6 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_FINISH3_PARAMS`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_FINISH3_PARAMS` (306).
     pub async fn domain_migrate_finish3_params(
         &self,
@@ -4622,8 +3867,6 @@ impl Client {
         .await
     }
 
-    /// `REMOTE_PROC_DOMAIN_MIGRATE_CONFIRM3_PARAMS`.
-    ///
     /// `REMOTE_PROC_DOMAIN_MIGRATE_CONFIRM3_PARAMS` (307).
     pub async fn domain_migrate_confirm3_params(
         &self,
@@ -4652,10 +3895,8 @@ impl Client {
         .await
     }
 
-    /// Dynamically change the domain memory balloon driver statistics collection
-    /// period. Use 0 to disable and a positive value to enable.
-    ///
-    /// `virDomainSetMemoryStatsPeriod` through `REMOTE_PROC_DOMAIN_SET_MEMORY_STATS_PERIOD` (308).
+    /// [`virDomainSetMemoryStatsPeriod`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetMemoryStatsPeriod), through
+    /// `REMOTE_PROC_DOMAIN_SET_MEMORY_STATS_PERIOD` (308).
     pub async fn domain_set_memory_stats_period(
         &self,
         dom: &crate::remote::Domain,
@@ -4669,14 +3910,8 @@ impl Client {
         .await
     }
 
-    /// Launch a new guest domain, based on an XML description similar
-    /// to the one returned by virDomainGetXMLDesc()
-    /// This function may require privileged access to the hypervisor.
-    /// The domain is not persistent, so its definition will disappear when it
-    /// is destroyed, or if the host is restarted (see virDomainDefineXML() to
-    /// define persistent domains).
-    ///
-    /// `virDomainCreateXMLWithFiles` through `REMOTE_PROC_DOMAIN_CREATE_XML_WITH_FILES` (309).
+    /// [`virDomainCreateXMLWithFiles`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainCreateXMLWithFiles), through
+    /// `REMOTE_PROC_DOMAIN_CREATE_XML_WITH_FILES` (309).
     pub async fn domain_create_xml_with_files(
         &self,
         xml_desc: &str,
@@ -4693,10 +3928,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Launch a defined domain. If the call succeeds the domain moves from the
-    /// defined to the running domains pools.
-    ///
-    /// `virDomainCreateWithFiles` through `REMOTE_PROC_DOMAIN_CREATE_WITH_FILES` (310).
+    /// [`virDomainCreateWithFiles`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainCreateWithFiles), through
+    /// `REMOTE_PROC_DOMAIN_CREATE_WITH_FILES` (310).
     pub async fn domain_create_with_files(
         &self,
         dom: &crate::remote::Domain,
@@ -4709,9 +3942,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get the list of CPU models supported by libvirt for a specific architecture.
-    ///
-    /// `virConnectGetCPUModelNames` through `REMOTE_PROC_CONNECT_GET_CPU_MODEL_NAMES` (312).
+    /// [`virConnectGetCPUModelNames`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectGetCPUModelNames), through
+    /// `REMOTE_PROC_CONNECT_GET_CPU_MODEL_NAMES` (312).
     pub async fn connect_get_cpu_model_names(
         &self,
         arch: &str,
@@ -4727,12 +3959,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This method will dump the core of a domain on a given file for analysis.
-    /// Note that for remote Xen Daemon the file path will be interpreted in
-    /// the remote host. Hypervisors may require  the user to manually ensure
-    /// proper permissions on the file named by @to.
-    ///
-    /// `virDomainCoreDumpWithFormat` through `REMOTE_PROC_DOMAIN_CORE_DUMP_WITH_FORMAT` (334).
+    /// [`virDomainCoreDumpWithFormat`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainCoreDumpWithFormat), through
+    /// `REMOTE_PROC_DOMAIN_CORE_DUMP_WITH_FORMAT` (334).
     pub async fn domain_core_dump_with_format(
         &self,
         dom: &crate::remote::Domain,
@@ -4747,13 +3975,8 @@ impl Client {
         .await
     }
 
-    /// Freeze specified filesystems within the guest (hence guest agent
-    /// may be required depending on hypervisor used). If @mountpoints is NULL and
-    /// @nmountpoints is 0, every mounted filesystem on the guest is frozen.
-    /// In some environments (e.g. QEMU guest with guest agent which doesn't
-    /// support mountpoints argument), @mountpoints may need to be NULL.
-    ///
-    /// `virDomainFSFreeze` through `REMOTE_PROC_DOMAIN_FSFREEZE` (335).
+    /// [`virDomainFSFreeze`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainFSFreeze), through
+    /// `REMOTE_PROC_DOMAIN_FSFREEZE` (335).
     pub async fn domain_fsfreeze(
         &self,
         dom: &crate::remote::Domain,
@@ -4777,11 +4000,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Thaw specified filesystems within the guest. If @mountpoints is NULL and
-    /// @nmountpoints is 0, every mounted filesystem on the guest is thawed.
-    /// In some drivers (e.g. QEMU driver), @mountpoints may need to be NULL.
-    ///
-    /// `virDomainFSThaw` through `REMOTE_PROC_DOMAIN_FSTHAW` (336).
+    /// [`virDomainFSThaw`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainFSThaw), through
+    /// `REMOTE_PROC_DOMAIN_FSTHAW` (336).
     pub async fn domain_fsthaw(
         &self,
         dom: &crate::remote::Domain,
@@ -4805,11 +4025,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Extract information about guest time and store it into
-    /// @seconds and @nseconds. The @seconds represents the number of
-    /// seconds since the UNIX Epoch of 1970-01-01 00:00:00 in UTC.
-    ///
-    /// `virDomainGetTime` through `REMOTE_PROC_DOMAIN_GET_TIME` (337).
+    /// [`virDomainGetTime`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetTime), through
+    /// `REMOTE_PROC_DOMAIN_GET_TIME` (337).
     pub async fn domain_get_time(
         &self,
         dom: &crate::remote::Domain,
@@ -4819,12 +4036,8 @@ impl Client {
             .await
     }
 
-    /// When a domain is suspended or restored from a file the
-    /// domain's OS has no idea that there was a big gap in the time.
-    /// Depending on how long the gap was, NTP might not be able to
-    /// resynchronize the guest.
-    ///
-    /// `virDomainSetTime` through `REMOTE_PROC_DOMAIN_SET_TIME` (338).
+    /// [`virDomainSetTime`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetTime), through
+    /// `REMOTE_PROC_DOMAIN_SET_TIME` (338).
     pub async fn domain_set_time(
         &self,
         dom: &crate::remote::Domain,
@@ -4839,21 +4052,8 @@ impl Client {
         .await
     }
 
-    /// This calls queries the host system on free pages of
-    /// specified size. For the input, @pages is expected to be
-    /// filled with pages that caller is interested in (the size
-    /// unit is kibibytes, so e.g. pass 2048 for 2MB), then @startcell
-    /// refers to the first NUMA node that info should be collected
-    /// from, and @cellcount tells how many consecutive nodes should
-    /// be queried. On the function output, @counts is filled with
-    /// desired information, where items are grouped by NUMA node.
-    /// So from @counts\[0\] till @counts\[@npages - 1\] you'll find count
-    /// for the first node (@startcell), then from @counts\[@npages\]
-    /// till @count\[2 * @npages - 1\] you'll find info for the
-    /// (@startcell + 1) node, and so on. It's callers responsibility
-    /// to allocate the @counts array.
-    ///
-    /// `virNodeGetFreePages` through `REMOTE_PROC_NODE_GET_FREE_PAGES` (340).
+    /// [`virNodeGetFreePages`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetFreePages), through
+    /// `REMOTE_PROC_NODE_GET_FREE_PAGES` (340).
     pub async fn node_get_free_pages(
         &self,
         pages: &[u32],
@@ -4876,16 +4076,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// For DHCPv4, the information returned:
-    /// - Network Interface Name
-    /// - Expiry Time
-    /// - MAC address
-    /// - IAID (NULL)
-    /// - IPv4 address (with type and prefix)
-    /// - Hostname (can be NULL)
-    /// - Client ID (can be NULL)
-    ///
-    /// `virNetworkGetDHCPLeases` through `REMOTE_PROC_NETWORK_GET_DHCP_LEASES` (341).
+    /// [`virNetworkGetDHCPLeases`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkGetDHCPLeases), through
+    /// `REMOTE_PROC_NETWORK_GET_DHCP_LEASES` (341).
     pub async fn network_get_dhcp_leases(
         &self,
         net: &crate::remote::Network,
@@ -4904,13 +4096,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Prior creating a domain (for instance via virDomainCreateXML
-    /// or virDomainDefineXML) it may be suitable to know what the
-    /// underlying emulator and/or libvirt is capable of. For
-    /// instance, if host, libvirt and qemu is capable of VFIO
-    /// passthrough and so on.
-    ///
-    /// `virConnectGetDomainCapabilities` through `REMOTE_PROC_CONNECT_GET_DOMAIN_CAPABILITIES` (342).
+    /// [`virConnectGetDomainCapabilities`](https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectGetDomainCapabilities), through
+    /// `REMOTE_PROC_CONNECT_GET_DOMAIN_CAPABILITIES` (342).
     pub async fn connect_get_domain_capabilities(
         &self,
         emulatorbin: Option<&str>,
@@ -4929,9 +4116,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Query statistics for all domains on a given connection.
-    ///
-    /// `virConnectGetAllDomainStats` through `REMOTE_PROC_CONNECT_GET_ALL_DOMAIN_STATS` (344).
+    /// [`virConnectGetAllDomainStats`](https://libvirt.org/html/libvirt-libvirt-domain.html#virConnectGetAllDomainStats), through
+    /// `REMOTE_PROC_CONNECT_GET_ALL_DOMAIN_STATS` (344).
     pub async fn connect_get_all_domain_stats(
         &self,
         doms: &[crate::remote::Domain],
@@ -4954,16 +4140,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Copy the guest-visible contents of a disk image to a new file described
-    /// by @destxml.  The destination XML has a top-level element of &lt;disk&gt;, and
-    /// resembles what is used when hot-plugging a disk via virDomainAttachDevice(),
-    /// except that only sub-elements related to describing the new host resource
-    /// are necessary (sub-elements related to the guest view, such as &lt;target&gt;,
-    /// are ignored).  It is strongly recommended to include a &lt;driver type='...'/&gt;
-    /// format designation for the destination, to avoid the potential of any
-    /// security problem that might be caused by probing a file for its format.
-    ///
-    /// `virDomainBlockCopy` through `REMOTE_PROC_DOMAIN_BLOCK_COPY` (345).
+    /// [`virDomainBlockCopy`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockCopy), through
+    /// `REMOTE_PROC_DOMAIN_BLOCK_COPY` (345).
     pub async fn domain_block_copy(
         &self,
         dom: &crate::remote::Domain,
@@ -4988,26 +4166,8 @@ impl Client {
         .await
     }
 
-    /// Sometimes, when trying to start a new domain, it may be
-    /// necessary to reserve some huge pages in the system pool which
-    /// can be then allocated by the domain. This API serves that
-    /// purpose. On its input, @pageSizes and @pageCounts are arrays
-    /// of the same cardinality of @npages. The @pageSizes contains
-    /// page sizes which are to be allocated in the system (the size
-    /// unit is kibibytes), and @pageCounts then contains the number
-    /// of pages to reserve.  If @flags is 0
-    /// (VIR_NODE_ALLOC_PAGES_ADD), each pool corresponding to
-    /// @pageSizes grows by the number of pages specified in the
-    /// corresponding @pageCounts.  If @flags contains
-    /// VIR_NODE_ALLOC_PAGES_SET, each pool mentioned is resized to
-    /// the given number of pages.  The pages pool can be allocated
-    /// over several NUMA nodes at once, just point at @startCell and
-    /// tell how many subsequent NUMA nodes should be taken in. As a
-    /// special case, if @startCell is equal to negative one, then
-    /// kernel is instructed to allocate the pages over all NUMA nodes
-    /// proportionally.
-    ///
-    /// `virNodeAllocPages` through `REMOTE_PROC_NODE_ALLOC_PAGES` (347).
+    /// [`virNodeAllocPages`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeAllocPages), through
+    /// `REMOTE_PROC_NODE_ALLOC_PAGES` (347).
     pub async fn node_alloc_pages(
         &self,
         page_sizes: &[u32],
@@ -5038,10 +4198,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get a list of mapping information for each mounted file systems within the
-    /// specified guest and the disks.
-    ///
-    /// `virDomainGetFSInfo` through `REMOTE_PROC_DOMAIN_GET_FSINFO` (349).
+    /// [`virDomainGetFSInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetFSInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_FSINFO` (349).
     pub async fn domain_get_fsinfo(
         &self,
         dom: &crate::remote::Domain,
@@ -5055,12 +4213,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Defines a domain, but does not start it.
-    /// This definition is persistent, until explicitly undefined with
-    /// virDomainUndefine(). A previous definition for this domain with the same
-    /// UUID and name would be overridden if it already exists.
-    ///
-    /// `virDomainDefineXMLFlags` through `REMOTE_PROC_DOMAIN_DEFINE_XML_FLAGS` (350).
+    /// [`virDomainDefineXMLFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainDefineXMLFlags), through
+    /// `REMOTE_PROC_DOMAIN_DEFINE_XML_FLAGS` (350).
     pub async fn domain_define_xml_flags(
         &self,
         xml: &str,
@@ -5073,10 +4227,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Fetch IOThreads of an active domain including the cpumap information to
-    /// determine on which CPU the IOThread has affinity to run.
-    ///
-    /// `virDomainGetIOThreadInfo` through `REMOTE_PROC_DOMAIN_GET_IOTHREAD_INFO` (351).
+    /// [`virDomainGetIOThreadInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetIOThreadInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_IOTHREAD_INFO` (351).
     pub async fn domain_get_iothread_info(
         &self,
         dom: &crate::remote::Domain,
@@ -5091,10 +4243,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Dynamically change the real CPUs which can be allocated to an IOThread.
-    /// This function may require privileged access to the hypervisor.
-    ///
-    /// `virDomainPinIOThread` through `REMOTE_PROC_DOMAIN_PIN_IOTHREAD` (352).
+    /// [`virDomainPinIOThread`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainPinIOThread), through
+    /// `REMOTE_PROC_DOMAIN_PIN_IOTHREAD` (352).
     pub async fn domain_pin_iothread(
         &self,
         dom: &crate::remote::Domain,
@@ -5114,11 +4264,8 @@ impl Client {
         .await
     }
 
-    /// Return a pointer to the allocated array of pointers to interfaces
-    /// present in given domain along with their IP and MAC addresses. Note that
-    /// single interface can have multiple or even 0 IP addresses.
-    ///
-    /// `virDomainInterfaceAddresses` through `REMOTE_PROC_DOMAIN_INTERFACE_ADDRESSES` (353).
+    /// [`virDomainInterfaceAddresses`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainInterfaceAddresses), through
+    /// `REMOTE_PROC_DOMAIN_INTERFACE_ADDRESSES` (353).
     pub async fn domain_interface_addresses(
         &self,
         dom: &crate::remote::Domain,
@@ -5137,11 +4284,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Dynamically add an IOThread to the domain. It is left up to the
-    /// underlying virtual hypervisor to determine the valid range for an
-    /// @iothread_id and determining whether the @iothread_id already exists.
-    ///
-    /// `virDomainAddIOThread` through `REMOTE_PROC_DOMAIN_ADD_IOTHREAD` (355).
+    /// [`virDomainAddIOThread`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainAddIOThread), through
+    /// `REMOTE_PROC_DOMAIN_ADD_IOTHREAD` (355).
     pub async fn domain_add_iothread(
         &self,
         dom: &crate::remote::Domain,
@@ -5155,11 +4299,8 @@ impl Client {
         .await
     }
 
-    /// Dynamically delete an IOThread from the domain. The @iothread_id to be
-    /// deleted must not have a resource associated with it and can be any of
-    /// the currently valid IOThread ID's.
-    ///
-    /// `virDomainDelIOThread` through `REMOTE_PROC_DOMAIN_DEL_IOTHREAD` (356).
+    /// [`virDomainDelIOThread`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainDelIOThread), through
+    /// `REMOTE_PROC_DOMAIN_DEL_IOTHREAD` (356).
     pub async fn domain_del_iothread(
         &self,
         dom: &crate::remote::Domain,
@@ -5173,11 +4314,8 @@ impl Client {
         .await
     }
 
-    /// Sets the @user password to the value specified by @password.
-    /// If @flags contain VIR_DOMAIN_PASSWORD_ENCRYPTED, the password
-    /// is assumed to be encrypted by the method required by the guest OS.
-    ///
-    /// `virDomainSetUserPassword` through `REMOTE_PROC_DOMAIN_SET_USER_PASSWORD` (357).
+    /// [`virDomainSetUserPassword`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetUserPassword), through
+    /// `REMOTE_PROC_DOMAIN_SET_USER_PASSWORD` (357).
     pub async fn domain_set_user_password(
         &self,
         dom: &crate::remote::Domain,
@@ -5192,11 +4330,8 @@ impl Client {
         .await
     }
 
-    /// Rename a domain. New domain name is specified in the second
-    /// argument. Depending on each driver implementation it may be
-    /// required that domain is in a specific state.
-    ///
-    /// `virDomainRename` through `REMOTE_PROC_DOMAIN_RENAME` (358).
+    /// [`virDomainRename`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainRename), through
+    /// `REMOTE_PROC_DOMAIN_RENAME` (358).
     pub async fn domain_rename(
         &self,
         dom: &crate::remote::Domain,
@@ -5210,33 +4345,22 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Registers a callback to be invoked when the connection
-    /// is closed. This callback is invoked when there is any
-    /// condition that causes the socket connection to the
-    /// hypervisor to be closed.
-    ///
-    /// `virConnectRegisterCloseCallback` through `REMOTE_PROC_CONNECT_REGISTER_CLOSE_CALLBACK` (360).
+    /// [`virConnectRegisterCloseCallback`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectRegisterCloseCallback), through
+    /// `REMOTE_PROC_CONNECT_REGISTER_CLOSE_CALLBACK` (360).
     pub async fn connect_register_close_callback(&self) -> Result<()> {
         self.call(crate::proc_num::CONNECT_REGISTER_CLOSE_CALLBACK, &())
             .await
     }
 
-    /// Unregisters the callback previously set with the
-    /// virConnectRegisterCloseCallback method. The callback
-    /// will no longer receive notifications when the connection
-    /// closes. If a virFreeCallback was provided at time of
-    /// registration, it will be invoked
-    ///
-    /// `virConnectUnregisterCloseCallback` through `REMOTE_PROC_CONNECT_UNREGISTER_CLOSE_CALLBACK` (361).
+    /// [`virConnectUnregisterCloseCallback`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectUnregisterCloseCallback), through
+    /// `REMOTE_PROC_CONNECT_UNREGISTER_CLOSE_CALLBACK` (361).
     pub async fn connect_unregister_close_callback(&self) -> Result<()> {
         self.call(crate::proc_num::CONNECT_UNREGISTER_CLOSE_CALLBACK, &())
             .await
     }
 
-    /// Starts post-copy migration. This function has to be called while
-    /// migration (initiated with VIR_MIGRATE_POSTCOPY flag) is in progress.
-    ///
-    /// `virDomainMigrateStartPostCopy` through `REMOTE_PROC_DOMAIN_MIGRATE_START_POST_COPY` (364).
+    /// [`virDomainMigrateStartPostCopy`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainMigrateStartPostCopy), through
+    /// `REMOTE_PROC_DOMAIN_MIGRATE_START_POST_COPY` (364).
     pub async fn domain_migrate_start_post_copy(
         &self,
         dom: &crate::remote::Domain,
@@ -5249,11 +4373,8 @@ impl Client {
         .await
     }
 
-    /// Get all Linux perf events setting. Possible fields returned in
-    /// @params are defined by VIR_PERF_EVENT_* macros and new fields
-    /// will likely be introduced in the future.
-    ///
-    /// `virDomainGetPerfEvents` through `REMOTE_PROC_DOMAIN_GET_PERF_EVENTS` (365).
+    /// [`virDomainGetPerfEvents`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetPerfEvents), through
+    /// `REMOTE_PROC_DOMAIN_GET_PERF_EVENTS` (365).
     pub async fn domain_get_perf_events(
         &self,
         dom: &crate::remote::Domain,
@@ -5268,11 +4389,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Enable or disable the particular list of Linux perf events you
-    /// care about. The @params argument should contain any subset of
-    /// VIR_PERF_EVENT_ macros.
-    ///
-    /// `virDomainSetPerfEvents` through `REMOTE_PROC_DOMAIN_SET_PERF_EVENTS` (366).
+    /// [`virDomainSetPerfEvents`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetPerfEvents), through
+    /// `REMOTE_PROC_DOMAIN_SET_PERF_EVENTS` (366).
     pub async fn domain_set_perf_events(
         &self,
         dom: &crate::remote::Domain,
@@ -5293,11 +4411,8 @@ impl Client {
         .await
     }
 
-    /// Queries the guest agent for state and information regarding vCPUs from
-    /// guest's perspective. The reported data depends on the guest agent
-    /// implementation.
-    ///
-    /// `virDomainGetGuestVcpus` through `REMOTE_PROC_DOMAIN_GET_GUEST_VCPUS` (371).
+    /// [`virDomainGetGuestVcpus`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetGuestVcpus), through
+    /// `REMOTE_PROC_DOMAIN_GET_GUEST_VCPUS` (371).
     pub async fn domain_get_guest_vcpus(
         &self,
         dom: &crate::remote::Domain,
@@ -5312,10 +4427,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Sets state of individual vcpus described by @cpumap via guest agent. Other
-    /// vcpus are not modified.
-    ///
-    /// `virDomainSetGuestVcpus` through `REMOTE_PROC_DOMAIN_SET_GUEST_VCPUS` (372).
+    /// [`virDomainSetGuestVcpus`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetGuestVcpus), through
+    /// `REMOTE_PROC_DOMAIN_SET_GUEST_VCPUS` (372).
     pub async fn domain_set_guest_vcpus(
         &self,
         dom: &crate::remote::Domain,
@@ -5330,10 +4443,8 @@ impl Client {
         .await
     }
 
-    /// Fetches volatile information about the storage
-    /// volume such as its current allocation.
-    ///
-    /// `virStorageVolGetInfoFlags` through `REMOTE_PROC_STORAGE_VOL_GET_INFO_FLAGS` (378).
+    /// [`virStorageVolGetInfoFlags`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStorageVolGetInfoFlags), through
+    /// `REMOTE_PROC_STORAGE_VOL_GET_INFO_FLAGS` (378).
     pub async fn storage_vol_get_info_flags(
         &self,
         vol: &crate::remote::StorageVol,
@@ -5343,9 +4454,8 @@ impl Client {
             .await
     }
 
-    /// Enables/disables individual vcpus described by @vcpumap in the hypervisor.
-    ///
-    /// `virDomainSetVcpu` through `REMOTE_PROC_DOMAIN_SET_VCPU` (384).
+    /// [`virDomainSetVcpu`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetVcpu), through
+    /// `REMOTE_PROC_DOMAIN_SET_VCPU` (384).
     pub async fn domain_set_vcpu(
         &self,
         dom: &crate::remote::Domain,
@@ -5360,17 +4470,8 @@ impl Client {
         .await
     }
 
-    /// Set the threshold level for delivering the
-    /// VIR_DOMAIN_EVENT_ID_BLOCK_THRESHOLD if the device or backing chain element
-    /// described by @dev is written beyond the set threshold level. The threshold
-    /// level is unset once the event fires. The event might not be delivered at all
-    /// if libvirtd was not running at the moment when the threshold was reached.
-    /// Note that if the threshold level is reached for a top level image, the event
-    /// is emitted for @dev corresponding to the disk target, and may also be reported
-    /// with @dev corresponding to the disk target with an index corresponding to the
-    /// 'index' attribute of 'source' in the live VM XML if the attribute is present.
-    ///
-    /// `virDomainSetBlockThreshold` through `REMOTE_PROC_DOMAIN_SET_BLOCK_THRESHOLD` (386).
+    /// [`virDomainSetBlockThreshold`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetBlockThreshold), through
+    /// `REMOTE_PROC_DOMAIN_SET_BLOCK_THRESHOLD` (386).
     pub async fn domain_set_block_threshold(
         &self,
         dom: &crate::remote::Domain,
@@ -5385,10 +4486,8 @@ impl Client {
         .await
     }
 
-    /// Gets current maximum tolerable time for which the domain may be paused
-    /// at the end of live migration.
-    ///
-    /// `virDomainMigrateGetMaxDowntime` through `REMOTE_PROC_DOMAIN_MIGRATE_GET_MAX_DOWNTIME` (387).
+    /// [`virDomainMigrateGetMaxDowntime`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainMigrateGetMaxDowntime), through
+    /// `REMOTE_PROC_DOMAIN_MIGRATE_GET_MAX_DOWNTIME` (387).
     pub async fn domain_migrate_get_max_downtime(
         &self,
         dom: &crate::remote::Domain,
@@ -5404,10 +4503,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This method will extract the XML description of the managed save
-    /// state file of a domain.
-    ///
-    /// `virDomainManagedSaveGetXMLDesc` through `REMOTE_PROC_DOMAIN_MANAGED_SAVE_GET_XML_DESC` (388).
+    /// [`virDomainManagedSaveGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainManagedSaveGetXMLDesc), through
+    /// `REMOTE_PROC_DOMAIN_MANAGED_SAVE_GET_XML_DESC` (388).
     pub async fn domain_managed_save_get_xml_desc(
         &self,
         dom: &crate::remote::Domain,
@@ -5423,10 +4520,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This updates the definition of a domain stored in a saved state
-    /// file.
-    ///
-    /// `virDomainManagedSaveDefineXML` through `REMOTE_PROC_DOMAIN_MANAGED_SAVE_DEFINE_XML` (389).
+    /// [`virDomainManagedSaveDefineXML`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainManagedSaveDefineXML), through
+    /// `REMOTE_PROC_DOMAIN_MANAGED_SAVE_DEFINE_XML` (389).
     pub async fn domain_managed_save_define_xml(
         &self,
         dom: &crate::remote::Domain,
@@ -5440,10 +4535,8 @@ impl Client {
         .await
     }
 
-    /// Changes the actions of lifecycle events for domain represented as
-    /// &lt;on_$type&gt;$action&lt;/on_$type&gt; in the domain XML.
-    ///
-    /// `virDomainSetLifecycleAction` through `REMOTE_PROC_DOMAIN_SET_LIFECYCLE_ACTION` (390).
+    /// [`virDomainSetLifecycleAction`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetLifecycleAction), through
+    /// `REMOTE_PROC_DOMAIN_SET_LIFECYCLE_ACTION` (390).
     pub async fn domain_set_lifecycle_action(
         &self,
         dom: &crate::remote::Domain,
@@ -5458,11 +4551,8 @@ impl Client {
         .await
     }
 
-    /// Fetch a storage pool which maps to a particular target directory.
-    /// If more than one pool maps to the path, it is undefined which
-    /// will be returned first.
-    ///
-    /// `virStoragePoolLookupByTargetPath` through `REMOTE_PROC_STORAGE_POOL_LOOKUP_BY_TARGET_PATH` (391).
+    /// [`virStoragePoolLookupByTargetPath`](https://libvirt.org/html/libvirt-libvirt-storage.html#virStoragePoolLookupByTargetPath), through
+    /// `REMOTE_PROC_STORAGE_POOL_LOOKUP_BY_TARGET_PATH` (391).
     pub async fn storage_pool_lookup_by_target_path(
         &self,
         path: &str,
@@ -5478,13 +4568,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Detach a virtual device from a domain, using the alias to
-    /// specify the device. The value of @flags should be either
-    /// VIR_DOMAIN_AFFECT_CURRENT, or a bitwise-or of values from
-    /// VIR_DOMAIN_AFFECT_LIVE and VIR_DOMAIN_AFFECT_CURRENT, although
-    /// hypervisors vary in which flags are supported.
-    ///
-    /// `virDomainDetachDeviceAlias` through `REMOTE_PROC_DOMAIN_DETACH_DEVICE_ALIAS` (392).
+    /// [`virDomainDetachDeviceAlias`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainDetachDeviceAlias), through
+    /// `REMOTE_PROC_DOMAIN_DETACH_DEVICE_ALIAS` (392).
     pub async fn domain_detach_device_alias(
         &self,
         dom: &crate::remote::Domain,
@@ -5498,12 +4583,8 @@ impl Client {
         .await
     }
 
-    /// Compares the given CPU description with the CPU the specified hypervisor is
-    /// able to provide on the host. Any of @emulator, @arch, @machine, and
-    /// @virttype parameters may be NULL; libvirt will choose sensible defaults
-    /// tailored to the host and its current configuration.
-    ///
-    /// `virConnectCompareHypervisorCPU` through `REMOTE_PROC_CONNECT_COMPARE_HYPERVISOR_CPU` (393).
+    /// [`virConnectCompareHypervisorCPU`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectCompareHypervisorCPU), through
+    /// `REMOTE_PROC_CONNECT_COMPARE_HYPERVISOR_CPU` (393).
     pub async fn connect_compare_hypervisor_cpu(
         &self,
         emulator: Option<&str>,
@@ -5523,14 +4604,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Computes the most feature-rich CPU which is compatible with all given CPUs
-    /// and can be provided by the specified hypervisor. For best results the
-    /// host-model CPUs as advertised by virConnectGetDomainCapabilities() should be
-    /// passed in @xmlCPUs. Any of @emulator, @arch, @machine, and @virttype
-    /// parameters may be NULL; libvirt will choose sensible defaults tailored to
-    /// the host and its current configuration.
-    ///
-    /// `virConnectBaselineHypervisorCPU` through `REMOTE_PROC_CONNECT_BASELINE_HYPERVISOR_CPU` (394).
+    /// [`virConnectBaselineHypervisorCPU`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectBaselineHypervisorCPU), through
+    /// `REMOTE_PROC_CONNECT_BASELINE_HYPERVISOR_CPU` (394).
     pub async fn connect_baseline_hypervisor_cpu(
         &self,
         emulator: Option<&str>,
@@ -5560,11 +4635,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// If hypervisor supports AMD's SEV feature, then @params will contain various
-    /// platform specific information like PDH and certificate chain. Caller is
-    /// responsible for freeing @params.
-    ///
-    /// `virNodeGetSEVInfo` through `REMOTE_PROC_NODE_GET_SEV_INFO` (395).
+    /// [`virNodeGetSEVInfo`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetSEVInfo), through
+    /// `REMOTE_PROC_NODE_GET_SEV_INFO` (395).
     pub async fn node_get_sev_info(
         &self,
         flags: crate::flags::NoFlags,
@@ -5581,10 +4653,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get the launch security info. In case of the SEV guest, this will
-    /// return the launch measurement.
-    ///
-    /// `virDomainGetLaunchSecurityInfo` through `REMOTE_PROC_DOMAIN_GET_LAUNCH_SECURITY_INFO` (396).
+    /// [`virDomainGetLaunchSecurityInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetLaunchSecurityInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_LAUNCH_SECURITY_INFO` (396).
     pub async fn domain_get_launch_security_info(
         &self,
         dom: &crate::remote::Domain,
@@ -5602,10 +4672,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup a network filter binding on the given hypervisor based
-    /// on network port device name.
-    ///
-    /// `virNWFilterBindingLookupByPortDev` through `REMOTE_PROC_NWFILTER_BINDING_LOOKUP_BY_PORT_DEV` (397).
+    /// [`virNWFilterBindingLookupByPortDev`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virNWFilterBindingLookupByPortDev), through
+    /// `REMOTE_PROC_NWFILTER_BINDING_LOOKUP_BY_PORT_DEV` (397).
     pub async fn nwfilter_binding_lookup_by_port_dev(
         &self,
         name: &str,
@@ -5622,10 +4690,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provide an XML description of the network filter. The description may be
-    /// reused later to redefine the network filter with virNWFilterCreateXML().
-    ///
-    /// `virNWFilterBindingGetXMLDesc` through `REMOTE_PROC_NWFILTER_BINDING_GET_XML_DESC` (398).
+    /// [`virNWFilterBindingGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virNWFilterBindingGetXMLDesc), through
+    /// `REMOTE_PROC_NWFILTER_BINDING_GET_XML_DESC` (398).
     pub async fn nwfilter_binding_get_xml_desc(
         &self,
         nwfilter: &crate::remote::NwfilterBinding,
@@ -5641,17 +4707,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Define a new network filter, based on an XML description
-    /// similar to the one returned by virNWFilterGetXMLDesc(). This
-    /// API may be used to associate a filter with a currently running
-    /// guest that does not have a filter defined for a specific network
-    /// port. Since the bindings are generally automatically managed by
-    /// the hypervisor, using this command to define a filter for a network
-    /// port and then starting the guest afterwards may prevent the guest
-    /// from starting if it attempts to use the network port and finds a
-    /// filter already defined.
-    ///
-    /// `virNWFilterBindingCreateXML` through `REMOTE_PROC_NWFILTER_BINDING_CREATE_XML` (399).
+    /// [`virNWFilterBindingCreateXML`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virNWFilterBindingCreateXML), through
+    /// `REMOTE_PROC_NWFILTER_BINDING_CREATE_XML` (399).
     pub async fn nwfilter_binding_create_xml(
         &self,
         xml: &str,
@@ -5665,15 +4722,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Delete the binding object. This does not free the
-    /// associated virNWFilterBindingPtr object. This API
-    /// may be used to remove the network port binding filter
-    /// currently in use for the guest while the guest is
-    /// running without needing to restart the guest. Restoring
-    /// the network port binding filter for the running guest
-    /// would be accomplished by using virNWFilterBindingCreateXML.
-    ///
-    /// `virNWFilterBindingDelete` through `REMOTE_PROC_NWFILTER_BINDING_DELETE` (400).
+    /// [`virNWFilterBindingDelete`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virNWFilterBindingDelete), through
+    /// `REMOTE_PROC_NWFILTER_BINDING_DELETE` (400).
     pub async fn nwfilter_binding_delete(
         &self,
         nwfilter: &crate::remote::NwfilterBinding,
@@ -5682,10 +4732,8 @@ impl Client {
             .await
     }
 
-    /// Collect the list of network filters, and allocate an array to store those
-    /// objects.
-    ///
-    /// `virConnectListAllNWFilterBindings` through `REMOTE_PROC_CONNECT_LIST_ALL_NWFILTER_BINDINGS` (401).
+    /// [`virConnectListAllNWFilterBindings`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virConnectListAllNWFilterBindings), through
+    /// `REMOTE_PROC_CONNECT_LIST_ALL_NWFILTER_BINDINGS` (401).
     pub async fn connect_list_all_nwfilter_bindings(
         &self,
         flags: crate::flags::NoFlags,
@@ -5702,12 +4750,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Dynamically set IOThread parameters to the domain. It is left up to
-    /// the underlying virtual hypervisor to determine the valid range for an
-    /// @iothread_id, determining whether the @iothread_id already exists, and
-    /// determining the validity of the provided param values.
-    ///
-    /// `virDomainSetIOThreadParams` through `REMOTE_PROC_DOMAIN_SET_IOTHREAD_PARAMS` (402).
+    /// [`virDomainSetIOThreadParams`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetIOThreadParams), through
+    /// `REMOTE_PROC_DOMAIN_SET_IOTHREAD_PARAMS` (402).
     pub async fn domain_set_iothread_params(
         &self,
         dom: &crate::remote::Domain,
@@ -5730,11 +4774,8 @@ impl Client {
         .await
     }
 
-    /// Prior creating a storage pool (for instance via virStoragePoolCreateXML
-    /// or virStoragePoolDefineXML) it may be suitable to know what pool types
-    /// are supported along with the file/disk formats for each pool.
-    ///
-    /// `virConnectGetStoragePoolCapabilities` through `REMOTE_PROC_CONNECT_GET_STORAGE_POOL_CAPABILITIES` (403).
+    /// [`virConnectGetStoragePoolCapabilities`](https://libvirt.org/html/libvirt-libvirt-storage.html#virConnectGetStoragePoolCapabilities), through
+    /// `REMOTE_PROC_CONNECT_GET_STORAGE_POOL_CAPABILITIES` (403).
     pub async fn connect_get_storage_pool_capabilities(
         &self,
         flags: crate::flags::NoFlags,
@@ -5750,10 +4791,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of network ports, and allocate an array to store those
-    /// objects.
-    ///
-    /// `virNetworkListAllPorts` through `REMOTE_PROC_NETWORK_LIST_ALL_PORTS` (404).
+    /// [`virNetworkListAllPorts`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkListAllPorts), through
+    /// `REMOTE_PROC_NETWORK_LIST_ALL_PORTS` (404).
     pub async fn network_list_all_ports(
         &self,
         network: &crate::remote::Network,
@@ -5770,9 +4809,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup a port on the given network based on its UUID.
-    ///
-    /// `virNetworkPortLookupByUUID` through `REMOTE_PROC_NETWORK_PORT_LOOKUP_BY_UUID` (405).
+    /// [`virNetworkPortLookupByUUID`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkPortLookupByUUID), through
+    /// `REMOTE_PROC_NETWORK_PORT_LOOKUP_BY_UUID` (405).
     pub async fn network_port_lookup_by_uuid(
         &self,
         network: &crate::remote::Network,
@@ -5789,10 +4827,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Create a new network port, based on an XML description
-    /// similar to the one returned by virNetworkPortGetXMLDesc()
-    ///
-    /// `virNetworkPortCreateXML` through `REMOTE_PROC_NETWORK_PORT_CREATE_XML` (406).
+    /// [`virNetworkPortCreateXML`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkPortCreateXML), through
+    /// `REMOTE_PROC_NETWORK_PORT_CREATE_XML` (406).
     pub async fn network_port_create_xml(
         &self,
         network: &crate::remote::Network,
@@ -5810,13 +4846,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get all interface parameters. On input, @params should be initialized
-    /// to NULL. On return @params will be allocated with the size large
-    /// enough to hold all parameters, and @nparams will be updated to say
-    /// how many parameters are present. @params should be freed by the caller
-    /// on success.
-    ///
-    /// `virNetworkPortGetParameters` through `REMOTE_PROC_NETWORK_PORT_GET_PARAMETERS` (407).
+    /// [`virNetworkPortGetParameters`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkPortGetParameters), through
+    /// `REMOTE_PROC_NETWORK_PORT_GET_PARAMETERS` (407).
     pub async fn network_port_get_parameters(
         &self,
         port: &crate::remote::NetworkPort,
@@ -5838,10 +4869,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Change a subset or all parameters of the network port; currently this
-    /// includes bandwidth parameters.
-    ///
-    /// `virNetworkPortSetParameters` through `REMOTE_PROC_NETWORK_PORT_SET_PARAMETERS` (408).
+    /// [`virNetworkPortSetParameters`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkPortSetParameters), through
+    /// `REMOTE_PROC_NETWORK_PORT_SET_PARAMETERS` (408).
     pub async fn network_port_set_parameters(
         &self,
         port: &crate::remote::NetworkPort,
@@ -5862,10 +4891,8 @@ impl Client {
         .await
     }
 
-    /// Provide an XML description of the network port. The description may be reused
-    /// later to recreate the port with virNetworkPortCreateXML().
-    ///
-    /// `virNetworkPortGetXMLDesc` through `REMOTE_PROC_NETWORK_PORT_GET_XML_DESC` (409).
+    /// [`virNetworkPortGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkPortGetXMLDesc), through
+    /// `REMOTE_PROC_NETWORK_PORT_GET_XML_DESC` (409).
     pub async fn network_port_get_xml_desc(
         &self,
         port: &crate::remote::NetworkPort,
@@ -5878,13 +4905,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Delete the network port. This does not free the
-    /// associated virNetworkPortPtr object. It is the
-    /// caller's responsibility to ensure the port is not
-    /// still in use by a virtual machine before deleting
-    /// port.
-    ///
-    /// `virNetworkPortDelete` through `REMOTE_PROC_NETWORK_PORT_DELETE` (410).
+    /// [`virNetworkPortDelete`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkPortDelete), through
+    /// `REMOTE_PROC_NETWORK_PORT_DELETE` (410).
     pub async fn network_port_delete(
         &self,
         port: &crate::remote::NetworkPort,
@@ -5894,14 +4916,8 @@ impl Client {
             .await
     }
 
-    /// Create a new checkpoint using @xmlDesc, with a top-level
-    /// &lt;domaincheckpoint&gt; element, on a running @domain.  Note that
-    /// @xmlDesc must validate against the &lt;domaincheckpoint&gt; XML schema.
-    /// Typically, it is more common to create a new checkpoint as part of
-    /// kicking off a backup job with virDomainBackupBegin(); however, it
-    /// is also possible to start a checkpoint without a backup.
-    ///
-    /// `virDomainCheckpointCreateXML` through `REMOTE_PROC_DOMAIN_CHECKPOINT_CREATE_XML` (411).
+    /// [`virDomainCheckpointCreateXML`](https://libvirt.org/html/libvirt-libvirt-domain-checkpoint.html#virDomainCheckpointCreateXML), through
+    /// `REMOTE_PROC_DOMAIN_CHECKPOINT_CREATE_XML` (411).
     pub async fn domain_checkpoint_create_xml(
         &self,
         dom: &crate::remote::Domain,
@@ -5920,9 +4936,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provide an XML description of the domain checkpoint.
-    ///
-    /// `virDomainCheckpointGetXMLDesc` through `REMOTE_PROC_DOMAIN_CHECKPOINT_GET_XML_DESC` (412).
+    /// [`virDomainCheckpointGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-domain-checkpoint.html#virDomainCheckpointGetXMLDesc), through
+    /// `REMOTE_PROC_DOMAIN_CHECKPOINT_GET_XML_DESC` (412).
     pub async fn domain_checkpoint_get_xml_desc(
         &self,
         checkpoint: &crate::remote::DomainCheckpoint,
@@ -5938,10 +4953,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of domain checkpoints for the given domain and allocate
-    /// an array to store those objects.
-    ///
-    /// `virDomainListAllCheckpoints` through `REMOTE_PROC_DOMAIN_LIST_ALL_CHECKPOINTS` (413).
+    /// [`virDomainListAllCheckpoints`](https://libvirt.org/html/libvirt-libvirt-domain-checkpoint.html#virDomainListAllCheckpoints), through
+    /// `REMOTE_PROC_DOMAIN_LIST_ALL_CHECKPOINTS` (413).
     pub async fn domain_list_all_checkpoints(
         &self,
         dom: &crate::remote::Domain,
@@ -5959,10 +4972,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Collect the list of domain checkpoints that are children of the given
-    /// checkpoint, and allocate an array to store those objects.
-    ///
-    /// `virDomainCheckpointListAllChildren` through `REMOTE_PROC_DOMAIN_CHECKPOINT_LIST_ALL_CHILDREN` (414).
+    /// [`virDomainCheckpointListAllChildren`](https://libvirt.org/html/libvirt-libvirt-domain-checkpoint.html#virDomainCheckpointListAllChildren), through
+    /// `REMOTE_PROC_DOMAIN_CHECKPOINT_LIST_ALL_CHILDREN` (414).
     pub async fn domain_checkpoint_list_all_children(
         &self,
         checkpoint: &crate::remote::DomainCheckpoint,
@@ -5980,9 +4991,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Try to lookup a domain checkpoint based on its name.
-    ///
-    /// `virDomainCheckpointLookupByName` through `REMOTE_PROC_DOMAIN_CHECKPOINT_LOOKUP_BY_NAME` (415).
+    /// [`virDomainCheckpointLookupByName`](https://libvirt.org/html/libvirt-libvirt-domain-checkpoint.html#virDomainCheckpointLookupByName), through
+    /// `REMOTE_PROC_DOMAIN_CHECKPOINT_LOOKUP_BY_NAME` (415).
     pub async fn domain_checkpoint_lookup_by_name(
         &self,
         dom: &crate::remote::Domain,
@@ -6001,9 +5011,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Get the parent checkpoint for @checkpoint, if any.
-    ///
-    /// `virDomainCheckpointGetParent` through `REMOTE_PROC_DOMAIN_CHECKPOINT_GET_PARENT` (416).
+    /// [`virDomainCheckpointGetParent`](https://libvirt.org/html/libvirt-libvirt-domain-checkpoint.html#virDomainCheckpointGetParent), through
+    /// `REMOTE_PROC_DOMAIN_CHECKPOINT_GET_PARENT` (416).
     pub async fn domain_checkpoint_get_parent(
         &self,
         checkpoint: &crate::remote::DomainCheckpoint,
@@ -6021,9 +5030,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Removes a checkpoint from the domain.
-    ///
-    /// `virDomainCheckpointDelete` through `REMOTE_PROC_DOMAIN_CHECKPOINT_DELETE` (417).
+    /// [`virDomainCheckpointDelete`](https://libvirt.org/html/libvirt-libvirt-domain-checkpoint.html#virDomainCheckpointDelete), through
+    /// `REMOTE_PROC_DOMAIN_CHECKPOINT_DELETE` (417).
     pub async fn domain_checkpoint_delete(
         &self,
         checkpoint: &crate::remote::DomainCheckpoint,
@@ -6036,14 +5044,8 @@ impl Client {
         .await
     }
 
-    /// Queries the guest agent for the various information about the guest system.
-    /// The reported data depends on the guest agent implementation. The information
-    /// is returned as an array of typed parameters containing the individual
-    /// parameters. The parameter name for each information field consists of a
-    /// dot-separated string containing the name of the requested group followed by
-    /// a group-specific description of the statistic value.
-    ///
-    /// `virDomainGetGuestInfo` through `REMOTE_PROC_DOMAIN_GET_GUEST_INFO` (418).
+    /// [`virDomainGetGuestInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetGuestInfo), through
+    /// `REMOTE_PROC_DOMAIN_GET_GUEST_INFO` (418).
     pub async fn domain_get_guest_info(
         &self,
         dom: &crate::remote::Domain,
@@ -6059,14 +5061,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Override the default identity information associated with
-    /// the connection. When connecting to a stateful driver over
-    /// a UNIX socket, the daemon will interrogate the remote end
-    /// of the UNIX socket to acquire the application's identity.
-    /// This identity is used for the fine grained access control
-    /// checks on API calls.
-    ///
-    /// `virConnectSetIdentity` through `REMOTE_PROC_CONNECT_SET_IDENTITY` (419).
+    /// [`virConnectSetIdentity`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectSetIdentity), through
+    /// `REMOTE_PROC_CONNECT_SET_IDENTITY` (419).
     pub async fn connect_set_identity(
         &self,
         params: &[crate::proto::typed_param::TypedParam],
@@ -6085,10 +5081,8 @@ impl Client {
         .await
     }
 
-    /// Set how long to wait for a response from guest agent commands. By default,
-    /// agent commands block forever waiting for a response.
-    ///
-    /// `virDomainAgentSetResponseTimeout` through `REMOTE_PROC_DOMAIN_AGENT_SET_RESPONSE_TIMEOUT` (420).
+    /// [`virDomainAgentSetResponseTimeout`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainAgentSetResponseTimeout), through
+    /// `REMOTE_PROC_DOMAIN_AGENT_SET_RESPONSE_TIMEOUT` (420).
     pub async fn domain_agent_set_response_timeout(
         &self,
         dom: &crate::remote::Domain,
@@ -6105,10 +5099,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Start a point-in-time backup job for the specified disks of a
-    /// running domain.
-    ///
-    /// `virDomainBackupBegin` through `REMOTE_PROC_DOMAIN_BACKUP_BEGIN` (421).
+    /// [`virDomainBackupBegin`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBackupBegin), through
+    /// `REMOTE_PROC_DOMAIN_BACKUP_BEGIN` (421).
     pub async fn domain_backup_begin(
         &self,
         dom: &crate::remote::Domain,
@@ -6123,9 +5115,8 @@ impl Client {
         .await
     }
 
-    /// Queries the configuration of the active backup job.
-    ///
-    /// `virDomainBackupGetXMLDesc` through `REMOTE_PROC_DOMAIN_BACKUP_GET_XML_DESC` (422).
+    /// [`virDomainBackupGetXMLDesc`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBackupGetXMLDesc), through
+    /// `REMOTE_PROC_DOMAIN_BACKUP_GET_XML_DESC` (422).
     pub async fn domain_backup_get_xml_desc(
         &self,
         dom: &crate::remote::Domain,
@@ -6138,12 +5129,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// For given @user in @domain fetch list of public SSH authorized
-    /// keys and store them into @keys array which is allocated upon
-    /// successful return and is NULL terminated. The caller is
-    /// responsible for freeing @keys when no longer needed.
-    ///
-    /// `virDomainAuthorizedSSHKeysGet` through `REMOTE_PROC_DOMAIN_AUTHORIZED_SSH_KEYS_GET` (424).
+    /// [`virDomainAuthorizedSSHKeysGet`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainAuthorizedSSHKeysGet), through
+    /// `REMOTE_PROC_DOMAIN_AUTHORIZED_SSH_KEYS_GET` (424).
     pub async fn domain_authorized_ssh_keys_get(
         &self,
         dom: &crate::remote::Domain,
@@ -6160,13 +5147,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// For given @user in @domain set @keys in authorized keys file.
-    /// Any previous content of the file is overwritten with new keys.
-    /// That is, if this API is called with @nkeys = 0, @keys = NULL
-    /// and @flags = 0 then the authorized keys file for @user is
-    /// cleared out.
-    ///
-    /// `virDomainAuthorizedSSHKeysSet` through `REMOTE_PROC_DOMAIN_AUTHORIZED_SSH_KEYS_SET` (425).
+    /// [`virDomainAuthorizedSSHKeysSet`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainAuthorizedSSHKeysSet), through
+    /// `REMOTE_PROC_DOMAIN_AUTHORIZED_SSH_KEYS_SET` (425).
     pub async fn domain_authorized_ssh_keys_set(
         &self,
         dom: &crate::remote::Domain,
@@ -6189,12 +5171,8 @@ impl Client {
         .await
     }
 
-    /// Fetch a list of all messages recorded against the VM and
-    /// store them into @msgs array which is allocated upon
-    /// successful return and is NULL terminated. The caller is
-    /// responsible for freeing @msgs when no longer needed.
-    ///
-    /// `virDomainGetMessages` through `REMOTE_PROC_DOMAIN_GET_MESSAGES` (426).
+    /// [`virDomainGetMessages`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetMessages), through
+    /// `REMOTE_PROC_DOMAIN_GET_MESSAGES` (426).
     pub async fn domain_get_messages(
         &self,
         dom: &crate::remote::Domain,
@@ -6207,11 +5185,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Calculate the current domain's memory dirty rate in next @seconds.
-    /// The calculated dirty rate information is available by calling
-    /// virConnectGetAllDomainStats.
-    ///
-    /// `virDomainStartDirtyRateCalc` through `REMOTE_PROC_DOMAIN_START_DIRTY_RATE_CALC` (427).
+    /// [`virDomainStartDirtyRateCalc`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainStartDirtyRateCalc), through
+    /// `REMOTE_PROC_DOMAIN_START_DIRTY_RATE_CALC` (427).
     pub async fn domain_start_dirty_rate_calc(
         &self,
         dom: &crate::remote::Domain,
@@ -6225,11 +5200,8 @@ impl Client {
         .await
     }
 
-    /// Define a new inactive persistent device or modify an existing persistent
-    /// one from the XML description on the VM host machine, for example, a mediated
-    /// device.
-    ///
-    /// `virNodeDeviceDefineXML` through `REMOTE_PROC_NODE_DEVICE_DEFINE_XML` (428).
+    /// [`virNodeDeviceDefineXML`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceDefineXML), through
+    /// `REMOTE_PROC_NODE_DEVICE_DEFINE_XML` (428).
     pub async fn node_device_define_xml(
         &self,
         xml_desc: &str,
@@ -6242,10 +5214,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Undefine the device object. The virtual device  is removed from the host
-    /// operating system.  This function may require privileged access.
-    ///
-    /// `virNodeDeviceUndefine` through `REMOTE_PROC_NODE_DEVICE_UNDEFINE` (429).
+    /// [`virNodeDeviceUndefine`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceUndefine), through
+    /// `REMOTE_PROC_NODE_DEVICE_UNDEFINE` (429).
     pub async fn node_device_undefine(
         &self,
         name: &str,
@@ -6255,18 +5225,15 @@ impl Client {
             .await
     }
 
-    /// Start a defined node device:
-    ///
-    /// `virNodeDeviceCreate` through `REMOTE_PROC_NODE_DEVICE_CREATE` (430).
+    /// [`virNodeDeviceCreate`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceCreate), through
+    /// `REMOTE_PROC_NODE_DEVICE_CREATE` (430).
     pub async fn node_device_create(&self, name: &str, flags: crate::flags::NoFlags) -> Result<()> {
         self.call(crate::proc_num::NODE_DEVICE_CREATE, &(name, flags))
             .await
     }
 
-    /// Define a new network filter, based on an XML description
-    /// similar to the one returned by virNWFilterGetXMLDesc()
-    ///
-    /// `virNWFilterDefineXMLFlags` through `REMOTE_PROC_NWFILTER_DEFINE_XML_FLAGS` (431).
+    /// [`virNWFilterDefineXMLFlags`](https://libvirt.org/html/libvirt-libvirt-nwfilter.html#virNWFilterDefineXMLFlags), through
+    /// `REMOTE_PROC_NWFILTER_DEFINE_XML_FLAGS` (431).
     pub async fn nwfilter_define_xml_flags(
         &self,
         xml: &str,
@@ -6280,10 +5247,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Define an inactive persistent virtual network or modify an existing
-    /// persistent one from the XML description.
-    ///
-    /// `virNetworkDefineXMLFlags` through `REMOTE_PROC_NETWORK_DEFINE_XML_FLAGS` (432).
+    /// [`virNetworkDefineXMLFlags`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkDefineXMLFlags), through
+    /// `REMOTE_PROC_NETWORK_DEFINE_XML_FLAGS` (432).
     pub async fn network_define_xml_flags(
         &self,
         xml: &str,
@@ -6296,11 +5261,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Provides a boolean value indicating whether the node device is configured to
-    /// be automatically started when the host machine boots or the parent device
-    /// becomes available.
-    ///
-    /// `virNodeDeviceGetAutostart` through `REMOTE_PROC_NODE_DEVICE_GET_AUTOSTART` (433).
+    /// [`virNodeDeviceGetAutostart`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceGetAutostart), through
+    /// `REMOTE_PROC_NODE_DEVICE_GET_AUTOSTART` (433).
     pub async fn node_device_get_autostart(&self, name: &str) -> Result<i32> {
         let ret: crate::remote::NodeDeviceGetAutostartRet = self
             .call(crate::proc_num::NODE_DEVICE_GET_AUTOSTART, &(name,))
@@ -6309,10 +5271,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Configure the node device to be automatically started when the host machine
-    /// boots or the parent device becomes available.
-    ///
-    /// `virNodeDeviceSetAutostart` through `REMOTE_PROC_NODE_DEVICE_SET_AUTOSTART` (434).
+    /// [`virNodeDeviceSetAutostart`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceSetAutostart), through
+    /// `REMOTE_PROC_NODE_DEVICE_SET_AUTOSTART` (434).
     pub async fn node_device_set_autostart(&self, name: &str, autostart: i32) -> Result<()> {
         self.call(
             crate::proc_num::NODE_DEVICE_SET_AUTOSTART,
@@ -6321,10 +5281,8 @@ impl Client {
         .await
     }
 
-    /// Determine if the node device has a persistent configuration
-    /// which means it will still exist after shutting down
-    ///
-    /// `virNodeDeviceIsPersistent` through `REMOTE_PROC_NODE_DEVICE_IS_PERSISTENT` (435).
+    /// [`virNodeDeviceIsPersistent`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceIsPersistent), through
+    /// `REMOTE_PROC_NODE_DEVICE_IS_PERSISTENT` (435).
     pub async fn node_device_is_persistent(&self, name: &str) -> Result<i32> {
         let ret: crate::remote::NodeDeviceIsPersistentRet = self
             .call(crate::proc_num::NODE_DEVICE_IS_PERSISTENT, &(name,))
@@ -6333,9 +5291,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Determine if the node device is currently active
-    ///
-    /// `virNodeDeviceIsActive` through `REMOTE_PROC_NODE_DEVICE_IS_ACTIVE` (436).
+    /// [`virNodeDeviceIsActive`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceIsActive), through
+    /// `REMOTE_PROC_NODE_DEVICE_IS_ACTIVE` (436).
     pub async fn node_device_is_active(&self, name: &str) -> Result<i32> {
         let ret: crate::remote::NodeDeviceIsActiveRet = self
             .call(crate::proc_num::NODE_DEVICE_IS_ACTIVE, &(name,))
@@ -6344,10 +5301,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Create and start a new virtual network, based on an XML description
-    /// similar to the one returned by virNetworkGetXMLDesc()
-    ///
-    /// `virNetworkCreateXMLFlags` through `REMOTE_PROC_NETWORK_CREATE_XML_FLAGS` (437).
+    /// [`virNetworkCreateXMLFlags`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkCreateXMLFlags), through
+    /// `REMOTE_PROC_NETWORK_CREATE_XML_FLAGS` (437).
     pub async fn network_create_xml_flags(
         &self,
         xml: &str,
@@ -6360,12 +5315,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Set a launch security secret in the guest's memory. The guest must be
-    /// in a paused state, e.g. in state VIR_DOMIAN_PAUSED as reported by
-    /// virDomainGetState. On success, the guest can be transitioned to a
-    /// running state. On failure, the guest should be destroyed.
-    ///
-    /// `virDomainSetLaunchSecurityState` through `REMOTE_PROC_DOMAIN_SET_LAUNCH_SECURITY_STATE` (439).
+    /// [`virDomainSetLaunchSecurityState`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetLaunchSecurityState), through
+    /// `REMOTE_PROC_DOMAIN_SET_LAUNCH_SECURITY_STATE` (439).
     pub async fn domain_set_launch_security_state(
         &self,
         dom: &crate::remote::Domain,
@@ -6386,11 +5337,8 @@ impl Client {
         .await
     }
 
-    /// This method extends virDomainSaveFlags by adding parameters.
-    /// If VIR_DOMAIN_SAVE_PARAM_FILE is not provided then a managed save is
-    /// performed (see virDomainManagedSave).
-    ///
-    /// `virDomainSaveParams` through `REMOTE_PROC_DOMAIN_SAVE_PARAMS` (440).
+    /// [`virDomainSaveParams`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSaveParams), through
+    /// `REMOTE_PROC_DOMAIN_SAVE_PARAMS` (440).
     pub async fn domain_save_params(
         &self,
         dom: &crate::remote::Domain,
@@ -6411,11 +5359,8 @@ impl Client {
         .await
     }
 
-    /// This method extends virDomainRestoreFlags by adding parameters. For
-    /// now, VIR_DOMAIN_SAVE_PARAM_FILE is required but this requirement may
-    /// be lifted in the future.
-    ///
-    /// `virDomainRestoreParams` through `REMOTE_PROC_DOMAIN_RESTORE_PARAMS` (441).
+    /// [`virDomainRestoreParams`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainRestoreParams), through
+    /// `REMOTE_PROC_DOMAIN_RESTORE_PARAMS` (441).
     pub async fn domain_restore_params(
         &self,
         params: &[crate::proto::typed_param::TypedParam],
@@ -6434,12 +5379,8 @@ impl Client {
         .await
     }
 
-    /// Requests that the current background job be aborted at the
-    /// soonest opportunity. In case the job is a migration in a post-copy mode,
-    /// this function will report an error unless VIR_DOMAIN_ABORT_JOB_POSTCOPY
-    /// flag is used (see virDomainMigrateStartPostCopy for more details).
-    ///
-    /// `virDomainAbortJobFlags` through `REMOTE_PROC_DOMAIN_ABORT_JOB_FLAGS` (442).
+    /// [`virDomainAbortJobFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainAbortJobFlags), through
+    /// `REMOTE_PROC_DOMAIN_ABORT_JOB_FLAGS` (442).
     pub async fn domain_abort_job_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -6449,14 +5390,8 @@ impl Client {
             .await
     }
 
-    /// Sets the appropriate network element given by @type to the
-    /// value of @metadata.  A @type of VIR_NETWORK_METADATA_DESCRIPTION
-    /// is free-form text; VIR_NETWORK_METADATA_TITLE is free-form, but no
-    /// newlines are permitted, and should be short (although the length is
-    /// not enforced). For these two options @key and @uri are irrelevant and
-    /// must be set to NULL.
-    ///
-    /// `virNetworkSetMetadata` through `REMOTE_PROC_NETWORK_SET_METADATA` (444).
+    /// [`virNetworkSetMetadata`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkSetMetadata), through
+    /// `REMOTE_PROC_NETWORK_SET_METADATA` (444).
     pub async fn network_set_metadata(
         &self,
         network: &crate::remote::Network,
@@ -6473,12 +5408,8 @@ impl Client {
         .await
     }
 
-    /// Retrieves the appropriate network element given by @type.
-    /// If VIR_NETWORK_METADATA_ELEMENT is requested parameter @uri
-    /// must be set to the name of the namespace the requested elements
-    /// belong to, otherwise must be NULL.
-    ///
-    /// `virNetworkGetMetadata` through `REMOTE_PROC_NETWORK_GET_METADATA` (445).
+    /// [`virNetworkGetMetadata`](https://libvirt.org/html/libvirt-libvirt-network.html#virNetworkGetMetadata), through
+    /// `REMOTE_PROC_NETWORK_GET_METADATA` (445).
     pub async fn network_get_metadata(
         &self,
         network: &crate::remote::Network,
@@ -6496,10 +5427,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Update the definition of an existing node device, either its live running
-    /// configuration, its persistent configuration, or both.
-    ///
-    /// `virNodeDeviceUpdate` through `REMOTE_PROC_NODE_DEVICE_UPDATE` (447).
+    /// [`virNodeDeviceUpdate`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceUpdate), through
+    /// `REMOTE_PROC_NODE_DEVICE_UPDATE` (447).
     pub async fn node_device_update(
         &self,
         name: &str,
@@ -6513,10 +5442,8 @@ impl Client {
         .await
     }
 
-    /// Reload domain's graphics. This can be used to reload TLS certificates
-    /// without restarting the domain.
-    ///
-    /// `virDomainGraphicsReload` through `REMOTE_PROC_DOMAIN_GRAPHICS_RELOAD` (448).
+    /// [`virDomainGraphicsReload`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGraphicsReload), through
+    /// `REMOTE_PROC_DOMAIN_GRAPHICS_RELOAD` (448).
     pub async fn domain_graphics_reload(
         &self,
         dom: &crate::remote::Domain,
@@ -6527,11 +5454,8 @@ impl Client {
             .await
     }
 
-    /// Provides a boolean value indicating whether the domain
-    /// is configured to be automatically started the next time
-    /// the host machine boots only.
-    ///
-    /// `virDomainGetAutostartOnce` through `REMOTE_PROC_DOMAIN_GET_AUTOSTART_ONCE` (449).
+    /// [`virDomainGetAutostartOnce`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetAutostartOnce), through
+    /// `REMOTE_PROC_DOMAIN_GET_AUTOSTART_ONCE` (449).
     pub async fn domain_get_autostart_once(&self, dom: &crate::remote::Domain) -> Result<i32> {
         let ret: crate::remote::DomainGetAutostartOnceRet = self
             .call(crate::proc_num::DOMAIN_GET_AUTOSTART_ONCE, &(dom,))
@@ -6540,10 +5464,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Configure the domain to be automatically started
-    /// the next time the host machine boots only.
-    ///
-    /// `virDomainSetAutostartOnce` through `REMOTE_PROC_DOMAIN_SET_AUTOSTART_ONCE` (450).
+    /// [`virDomainSetAutostartOnce`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetAutostartOnce), through
+    /// `REMOTE_PROC_DOMAIN_SET_AUTOSTART_ONCE` (450).
     pub async fn domain_set_autostart_once(
         &self,
         dom: &crate::remote::Domain,
@@ -6556,10 +5478,8 @@ impl Client {
         .await
     }
 
-    /// Add throttlegroup or change all of the throttlegroup options
-    /// within specific domain
-    ///
-    /// `virDomainSetThrottleGroup` through `REMOTE_PROC_DOMAIN_SET_THROTTLE_GROUP` (451).
+    /// [`virDomainSetThrottleGroup`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainSetThrottleGroup), through
+    /// `REMOTE_PROC_DOMAIN_SET_THROTTLE_GROUP` (451).
     pub async fn domain_set_throttle_group(
         &self,
         dom: &crate::remote::Domain,
@@ -6582,11 +5502,8 @@ impl Client {
         .await
     }
 
-    /// Delete an throttlegroup from the domain. @group cannot be NULL,
-    /// and the @group to be deleted must not have a throttlefilter associated with
-    /// it and can be any of the current valid group.
-    ///
-    /// `virDomainDelThrottleGroup` through `REMOTE_PROC_DOMAIN_DEL_THROTTLE_GROUP` (452).
+    /// [`virDomainDelThrottleGroup`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainDelThrottleGroup), through
+    /// `REMOTE_PROC_DOMAIN_DEL_THROTTLE_GROUP` (452).
     pub async fn domain_del_throttle_group(
         &self,
         dom: &crate::remote::Domain,
@@ -6600,10 +5517,8 @@ impl Client {
         .await
     }
 
-    /// This API is QEMU specific, so it will only work with hypervisor
-    /// connections to the QEMU driver.
-    ///
-    /// `virDomainQemuMonitorCommand` through `QEMU_PROC_DOMAIN_MONITOR_COMMAND` (1).
+    /// [`virDomainQemuMonitorCommand`](https://libvirt.org/html/libvirt-libvirt-qemu.html#virDomainQemuMonitorCommand), through
+    /// `QEMU_PROC_DOMAIN_MONITOR_COMMAND` (1).
     pub async fn qemu_domain_monitor_command(
         &self,
         dom: &crate::remote::Domain,
@@ -6622,10 +5537,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This API is QEMU specific, so it will only work with hypervisor
-    /// connections to the QEMU driver.
-    ///
-    /// `virDomainQemuAttach` through `QEMU_PROC_DOMAIN_ATTACH` (2).
+    /// [`virDomainQemuAttach`](https://libvirt.org/html/libvirt-libvirt-qemu.html#virDomainQemuAttach), through
+    /// `QEMU_PROC_DOMAIN_ATTACH` (2).
     pub async fn qemu_domain_attach(
         &self,
         pid_value: u32,
@@ -6643,9 +5556,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// Execute an arbitrary Guest Agent command.
-    ///
-    /// `virDomainQemuAgentCommand` through `QEMU_PROC_DOMAIN_AGENT_COMMAND` (3).
+    /// [`virDomainQemuAgentCommand`](https://libvirt.org/html/libvirt-libvirt-qemu.html#virDomainQemuAgentCommand), through
+    /// `QEMU_PROC_DOMAIN_AGENT_COMMAND` (3).
     pub async fn qemu_domain_agent_command(
         &self,
         dom: &crate::remote::Domain,
@@ -6665,10 +5577,8 @@ impl Client {
         Ok(map(ret))
     }
 
-    /// This API is QEMU specific, so it will only work with hypervisor
-    /// connections to the QEMU driver with local connections using the unix socket.
-    ///
-    /// `virDomainQemuMonitorCommandWithFiles` through `QEMU_PROC_DOMAIN_MONITOR_COMMAND_WITH_FILES` (7).
+    /// [`virDomainQemuMonitorCommandWithFiles`](https://libvirt.org/html/libvirt-libvirt-qemu.html#virDomainQemuMonitorCommandWithFiles), through
+    /// `QEMU_PROC_DOMAIN_MONITOR_COMMAND_WITH_FILES` (7).
     pub async fn qemu_domain_monitor_command_with_files(
         &self,
         dom: &crate::remote::Domain,

@@ -13,9 +13,9 @@ bitflags! {
     /// `virConnectBaselineCPUFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct ConnectBaselineCpuFlags: u32 {
-        /// show all features (`VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES`).
+        /// `VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES`.
         const EXPAND_FEATURES = 1;
-        /// filter out non-migratable features (`VIR_CONNECT_BASELINE_CPU_MIGRATABLE`).
+        /// `VIR_CONNECT_BASELINE_CPU_MIGRATABLE`.
         const MIGRATABLE = 2;
     }
 }
@@ -24,9 +24,9 @@ bitflags! {
     /// `virConnectCompareCPUFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct ConnectCompareCpuFlags: u32 {
-        /// treat incompatible CPUs as failure (`VIR_CONNECT_COMPARE_CPU_FAIL_INCOMPATIBLE`).
+        /// `VIR_CONNECT_COMPARE_CPU_FAIL_INCOMPATIBLE`.
         const FAIL_INCOMPATIBLE = 1;
-        /// validate the xml document (`VIR_CONNECT_COMPARE_CPU_VALIDATE_XML`).
+        /// `VIR_CONNECT_COMPARE_CPU_VALIDATE_XML`.
         const VALIDATE_XML = 2;
     }
 }
@@ -51,11 +51,11 @@ bitflags! {
         const SHUTOFF = 64;
         /// `VIR_CONNECT_GET_ALL_DOMAINS_STATS_OTHER`.
         const OTHER = 128;
-        /// report statistics that can be obtained immediately without any blocking (`VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT`).
+        /// `VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT`.
         const NOWAIT = 536870912;
-        /// include backing chain for block stats (`VIR_CONNECT_GET_ALL_DOMAINS_STATS_BACKING`).
+        /// `VIR_CONNECT_GET_ALL_DOMAINS_STATS_BACKING`.
         const BACKING = 1073741824;
-        /// enforce requested stats (`VIR_CONNECT_GET_ALL_DOMAINS_STATS_ENFORCE_STATS`).
+        /// `VIR_CONNECT_GET_ALL_DOMAINS_STATS_ENFORCE_STATS`.
         const ENFORCE_STATS = 2147483648;
     }
 }
@@ -64,7 +64,7 @@ bitflags! {
     /// `virConnectGetDomainCapabilitiesFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct ConnectGetDomainCapabilitiesFlags: u32 {
-        /// Report host model with deprecated features disabled (`VIR_CONNECT_GET_DOMAIN_CAPABILITIES_DISABLE_DEPRECATED_FEATURES`).
+        /// `VIR_CONNECT_GET_DOMAIN_CAPABILITIES_DISABLE_DEPRECATED_FEATURES`.
         const FEATURES = 1;
     }
 }
@@ -142,61 +142,61 @@ bitflags! {
     /// `virConnectListAllNodeDeviceFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct ConnectListAllNodeDeviceFlags: u32 {
-        /// System capability (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_SYSTEM`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_SYSTEM`.
         const CAP_SYSTEM = 1;
-        /// PCI device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV`.
         const CAP_PCI_DEV = 2;
-        /// USB device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_USB_DEV`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_USB_DEV`.
         const CAP_USB_DEV = 4;
-        /// USB interface (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_USB_INTERFACE`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_USB_INTERFACE`.
         const CAP_USB_INTERFACE = 8;
-        /// Network device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_NET`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_NET`.
         const CAP_NET = 16;
-        /// SCSI Host Bus Adapter (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_SCSI_HOST`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_SCSI_HOST`.
         const CAP_SCSI_HOST = 32;
-        /// SCSI Target (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_SCSI_TARGET`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_SCSI_TARGET`.
         const CAP_SCSI_TARGET = 64;
-        /// SCSI device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_SCSI`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_SCSI`.
         const CAP_SCSI = 128;
-        /// Storage device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_STORAGE`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_STORAGE`.
         const CAP_STORAGE = 256;
-        /// FC Host Bus Adapter (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_FC_HOST`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_FC_HOST`.
         const CAP_FC_HOST = 512;
-        /// Capable of vport (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_VPORTS`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_VPORTS`.
         const CAP_VPORTS = 1024;
-        /// Capable of scsi_generic (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_SCSI_GENERIC`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_SCSI_GENERIC`.
         const CAP_SCSI_GENERIC = 2048;
-        /// DRM device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_DRM`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_DRM`.
         const CAP_DRM = 4096;
-        /// Capable of mediated devices (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV_TYPES`.
         const CAP_MDEV_TYPES = 8192;
-        /// Mediated device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV`.
         const CAP_MDEV = 16384;
-        /// CCW device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_CCW_DEV`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_CCW_DEV`.
         const CAP_CCW_DEV = 32768;
-        /// CSS device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_CSS_DEV`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_CSS_DEV`.
         const CAP_CSS_DEV = 65536;
-        /// vDPA device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_VDPA`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_VDPA`.
         const CAP_VDPA = 131072;
-        /// s390 AP Card device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_AP_CARD`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_AP_CARD`.
         const CAP_AP_CARD = 262144;
-        /// s390 AP Queue (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_AP_QUEUE`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_AP_QUEUE`.
         const CAP_AP_QUEUE = 524288;
-        /// s390 AP Matrix (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_AP_MATRIX`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_AP_MATRIX`.
         const CAP_AP_MATRIX = 1048576;
-        /// Device with VPD (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_VPD`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_VPD`.
         const CAP_VPD = 2097152;
-        /// s390 CCWGROUP device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_CCWGROUP_DEV`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_CCWGROUP_DEV`.
         const CAP_CCWGROUP_DEV = 4194304;
-        /// s390 CCW device member of CCWGROUP device (`VIR_CONNECT_LIST_NODE_DEVICES_CAP_CCWGROUP_MEMBER`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_CAP_CCWGROUP_MEMBER`.
         const CAP_CCWGROUP_MEMBER = 8388608;
-        /// Persisted devices (`VIR_CONNECT_LIST_NODE_DEVICES_PERSISTENT`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_PERSISTENT`.
         const PERSISTENT = 268435456;
-        /// Transient devices (`VIR_CONNECT_LIST_NODE_DEVICES_TRANSIENT`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_TRANSIENT`.
         const TRANSIENT = 536870912;
-        /// Inactive devices (`VIR_CONNECT_LIST_NODE_DEVICES_INACTIVE`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_INACTIVE`.
         const INACTIVE = 1073741824;
-        /// Active devices (`VIR_CONNECT_LIST_NODE_DEVICES_ACTIVE`).
+        /// `VIR_CONNECT_LIST_NODE_DEVICES_ACTIVE`.
         const ACTIVE = 2147483648;
     }
 }
@@ -205,11 +205,11 @@ bitflags! {
     /// `virConnectListAllSecretsFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct ConnectListAllSecretsFlags: u32 {
-        /// kept in memory, never stored persistently (`VIR_CONNECT_LIST_SECRETS_EPHEMERAL`).
+        /// `VIR_CONNECT_LIST_SECRETS_EPHEMERAL`.
         const EPHEMERAL = 1;
         /// `VIR_CONNECT_LIST_SECRETS_NO_EPHEMERAL`.
         const NO_EPHEMERAL = 2;
-        /// not revealed to any caller of libvirt, nor to any other node (`VIR_CONNECT_LIST_SECRETS_PRIVATE`).
+        /// `VIR_CONNECT_LIST_SECRETS_PRIVATE`.
         const PRIVATE = 4;
         /// `VIR_CONNECT_LIST_SECRETS_NO_PRIVATE`.
         const NO_PRIVATE = 8;
@@ -267,7 +267,7 @@ bitflags! {
     /// `virDomainAbortJobFlagsValues`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainAbortJobFlags: u32 {
-        /// Interrupt post-copy migration. Since migration in a post-copy phase  cannot be aborted without losing the domain (none of the hosts involved  in migration has a complete state of the domain), the migration will be  suspended and it can later be resumed using virDomainMigrate* APIs with  VIR_MIGRATE_POSTCOPY_RESUME flag (`VIR_DOMAIN_ABORT_JOB_POSTCOPY`).
+        /// `VIR_DOMAIN_ABORT_JOB_POSTCOPY`.
         const POSTCOPY = 1;
     }
 }
@@ -276,9 +276,9 @@ bitflags! {
     /// `virDomainAuthorizedSSHKeysSetFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainAuthorizedSshKeysSetFlags: u32 {
-        /// don't truncate file, just append (`VIR_DOMAIN_AUTHORIZED_SSH_KEYS_SET_APPEND`).
+        /// `VIR_DOMAIN_AUTHORIZED_SSH_KEYS_SET_APPEND`.
         const APPEND = 1;
-        /// remove keys, instead of adding them (`VIR_DOMAIN_AUTHORIZED_SSH_KEYS_SET_REMOVE`).
+        /// `VIR_DOMAIN_AUTHORIZED_SSH_KEYS_SET_REMOVE`.
         const REMOVE = 2;
     }
 }
@@ -287,7 +287,7 @@ bitflags! {
     /// `virDomainBackupBeginFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainBackupBeginFlags: u32 {
-        /// reuse separately provided images (`VIR_DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL`).
+        /// `VIR_DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL`.
         const EXTERNAL = 1;
     }
 }
@@ -296,15 +296,15 @@ bitflags! {
     /// `virDomainBlockCommitFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainBlockCommitFlags: u32 {
-        /// NULL base means next backing file, not whole chain (`VIR_DOMAIN_BLOCK_COMMIT_SHALLOW`).
+        /// `VIR_DOMAIN_BLOCK_COMMIT_SHALLOW`.
         const SHALLOW = 1;
-        /// Delete any files that are now invalid after their contents have been committed (`VIR_DOMAIN_BLOCK_COMMIT_DELETE`).
+        /// `VIR_DOMAIN_BLOCK_COMMIT_DELETE`.
         const DELETE = 2;
-        /// Allow a two-phase commit when top is the active layer (`VIR_DOMAIN_BLOCK_COMMIT_ACTIVE`).
+        /// `VIR_DOMAIN_BLOCK_COMMIT_ACTIVE`.
         const ACTIVE = 4;
-        /// keep the backing chain referenced using relative names (`VIR_DOMAIN_BLOCK_COMMIT_RELATIVE`).
+        /// `VIR_DOMAIN_BLOCK_COMMIT_RELATIVE`.
         const RELATIVE = 8;
-        /// bandwidth in bytes/s instead of MiB/s (`VIR_DOMAIN_BLOCK_COMMIT_BANDWIDTH_BYTES`).
+        /// `VIR_DOMAIN_BLOCK_COMMIT_BANDWIDTH_BYTES`.
         const BANDWIDTH_BYTES = 16;
     }
 }
@@ -313,13 +313,13 @@ bitflags! {
     /// `virDomainBlockCopyFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainBlockCopyFlags: u32 {
-        /// Limit copy to top of source backing chain (`VIR_DOMAIN_BLOCK_COPY_SHALLOW`).
+        /// `VIR_DOMAIN_BLOCK_COPY_SHALLOW`.
         const SHALLOW = 1;
-        /// Reuse existing external file for a copy (`VIR_DOMAIN_BLOCK_COPY_REUSE_EXT`).
+        /// `VIR_DOMAIN_BLOCK_COPY_REUSE_EXT`.
         const REUSE_EXT = 2;
-        /// Don't force usage of recoverable job for the copy operation (`VIR_DOMAIN_BLOCK_COPY_TRANSIENT_JOB`).
+        /// `VIR_DOMAIN_BLOCK_COPY_TRANSIENT_JOB`.
         const TRANSIENT_JOB = 4;
-        /// Force the copy job to synchronously propagate guest writes into  the destination image, so that the copy is guaranteed to converge (`VIR_DOMAIN_BLOCK_COPY_SYNCHRONOUS_WRITES`).
+        /// `VIR_DOMAIN_BLOCK_COPY_SYNCHRONOUS_WRITES`.
         const SYNCHRONOUS_WRITES = 8;
     }
 }
@@ -339,7 +339,7 @@ bitflags! {
     /// `virDomainBlockJobInfoFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainBlockJobInfoFlags: u32 {
-        /// bandwidth in bytes/s instead of MiB/s (`VIR_DOMAIN_BLOCK_JOB_INFO_BANDWIDTH_BYTES`).
+        /// `VIR_DOMAIN_BLOCK_JOB_INFO_BANDWIDTH_BYTES`.
         const BYTES = 1;
     }
 }
@@ -348,7 +348,7 @@ bitflags! {
     /// `virDomainBlockJobSetSpeedFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainBlockJobSetSpeedFlags: u32 {
-        /// bandwidth in bytes/s instead of MiB/s (`VIR_DOMAIN_BLOCK_JOB_SPEED_BANDWIDTH_BYTES`).
+        /// `VIR_DOMAIN_BLOCK_JOB_SPEED_BANDWIDTH_BYTES`.
         const BYTES = 1;
     }
 }
@@ -357,7 +357,7 @@ bitflags! {
     /// `virDomainBlockPullFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainBlockPullFlags: u32 {
-        /// bandwidth in bytes/s instead of MiB/s (`VIR_DOMAIN_BLOCK_PULL_BANDWIDTH_BYTES`).
+        /// `VIR_DOMAIN_BLOCK_PULL_BANDWIDTH_BYTES`.
         const BYTES = 64;
     }
 }
@@ -366,19 +366,19 @@ bitflags! {
     /// `virDomainBlockRebaseFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainBlockRebaseFlags: u32 {
-        /// Limit copy to top of source backing chain (`VIR_DOMAIN_BLOCK_REBASE_SHALLOW`).
+        /// `VIR_DOMAIN_BLOCK_REBASE_SHALLOW`.
         const SHALLOW = 1;
-        /// Reuse existing external file for a copy (`VIR_DOMAIN_BLOCK_REBASE_REUSE_EXT`).
+        /// `VIR_DOMAIN_BLOCK_REBASE_REUSE_EXT`.
         const REUSE_EXT = 2;
-        /// Make destination file raw (`VIR_DOMAIN_BLOCK_REBASE_COPY_RAW`).
+        /// `VIR_DOMAIN_BLOCK_REBASE_COPY_RAW`.
         const COPY_RAW = 4;
-        /// Start a copy job (`VIR_DOMAIN_BLOCK_REBASE_COPY`).
+        /// `VIR_DOMAIN_BLOCK_REBASE_COPY`.
         const COPY = 8;
-        /// Keep backing chain referenced using relative names (`VIR_DOMAIN_BLOCK_REBASE_RELATIVE`).
+        /// `VIR_DOMAIN_BLOCK_REBASE_RELATIVE`.
         const RELATIVE = 16;
-        /// Treat destination as block device instead of file (`VIR_DOMAIN_BLOCK_REBASE_COPY_DEV`).
+        /// `VIR_DOMAIN_BLOCK_REBASE_COPY_DEV`.
         const COPY_DEV = 32;
-        /// bandwidth in bytes/s instead of MiB/s (`VIR_DOMAIN_BLOCK_REBASE_BANDWIDTH_BYTES`).
+        /// `VIR_DOMAIN_BLOCK_REBASE_BANDWIDTH_BYTES`.
         const BANDWIDTH_BYTES = 64;
     }
 }
@@ -387,9 +387,9 @@ bitflags! {
     /// `virDomainBlockResizeFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainBlockResizeFlags: u32 {
-        /// size in bytes instead of KiB (`VIR_DOMAIN_BLOCK_RESIZE_BYTES`).
+        /// `VIR_DOMAIN_BLOCK_RESIZE_BYTES`.
         const BYTES = 1;
-        /// resize to full the capacity of the source (`VIR_DOMAIN_BLOCK_RESIZE_CAPACITY`).
+        /// `VIR_DOMAIN_BLOCK_RESIZE_CAPACITY`.
         const CAPACITY = 2;
     }
 }
@@ -398,11 +398,11 @@ bitflags! {
     /// `virDomainCheckpointCreateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainCheckpointCreateFlags: u32 {
-        /// Restore or alter metadata (`VIR_DOMAIN_CHECKPOINT_CREATE_REDEFINE`).
+        /// `VIR_DOMAIN_CHECKPOINT_CREATE_REDEFINE`.
         const REDEFINE = 1;
-        /// use guest agent to quiesce all mounted file systems within the domain (`VIR_DOMAIN_CHECKPOINT_CREATE_QUIESCE`).
+        /// `VIR_DOMAIN_CHECKPOINT_CREATE_QUIESCE`.
         const QUIESCE = 2;
-        /// validate disk data state when redefining a checkpoint (`VIR_DOMAIN_CHECKPOINT_CREATE_REDEFINE_VALIDATE`).
+        /// `VIR_DOMAIN_CHECKPOINT_CREATE_REDEFINE_VALIDATE`.
         const REDEFINE_VALIDATE = 4;
     }
 }
@@ -411,11 +411,11 @@ bitflags! {
     /// `virDomainCheckpointDeleteFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainCheckpointDeleteFlags: u32 {
-        /// Also delete children (`VIR_DOMAIN_CHECKPOINT_DELETE_CHILDREN`).
+        /// `VIR_DOMAIN_CHECKPOINT_DELETE_CHILDREN`.
         const CHILDREN = 1;
-        /// Delete just metadata (`VIR_DOMAIN_CHECKPOINT_DELETE_METADATA_ONLY`).
+        /// `VIR_DOMAIN_CHECKPOINT_DELETE_METADATA_ONLY`.
         const METADATA_ONLY = 2;
-        /// Delete just children (`VIR_DOMAIN_CHECKPOINT_DELETE_CHILDREN_ONLY`).
+        /// `VIR_DOMAIN_CHECKPOINT_DELETE_CHILDREN_ONLY`.
         const CHILDREN_ONLY = 4;
     }
 }
@@ -424,15 +424,15 @@ bitflags! {
     /// `virDomainCheckpointListFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainCheckpointListFlags: u32 {
-        /// List all descendants, not just children, when listing a checkpoint (`VIR_DOMAIN_CHECKPOINT_LIST_DESCENDANTS`).
+        /// `VIR_DOMAIN_CHECKPOINT_LIST_DESCENDANTS`.
         const DESCENDANTS = 1;
-        /// Filter by checkpoints with no parents, when listing a domain (`VIR_DOMAIN_CHECKPOINT_LIST_ROOTS`).
+        /// `VIR_DOMAIN_CHECKPOINT_LIST_ROOTS`.
         const ROOTS = 1;
-        /// Ensure parents occur before children in the resulting list (`VIR_DOMAIN_CHECKPOINT_LIST_TOPOLOGICAL`).
+        /// `VIR_DOMAIN_CHECKPOINT_LIST_TOPOLOGICAL`.
         const TOPOLOGICAL = 2;
-        /// Filter by checkpoints with no children (`VIR_DOMAIN_CHECKPOINT_LIST_LEAVES`).
+        /// `VIR_DOMAIN_CHECKPOINT_LIST_LEAVES`.
         const LEAVES = 4;
-        /// Filter by checkpoints that have children (`VIR_DOMAIN_CHECKPOINT_LIST_NO_LEAVES`).
+        /// `VIR_DOMAIN_CHECKPOINT_LIST_NO_LEAVES`.
         const NO_LEAVES = 8;
     }
 }
@@ -441,11 +441,11 @@ bitflags! {
     /// `virDomainCheckpointXMLFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainCheckpointXmlFlags: u32 {
-        /// Include sensitive data (`VIR_DOMAIN_CHECKPOINT_XML_SECURE`).
+        /// `VIR_DOMAIN_CHECKPOINT_XML_SECURE`.
         const SECURE = 1;
-        /// Suppress &lt;domain&gt; subelement (`VIR_DOMAIN_CHECKPOINT_XML_NO_DOMAIN`).
+        /// `VIR_DOMAIN_CHECKPOINT_XML_NO_DOMAIN`.
         const NO_DOMAIN = 2;
-        /// Include dynamic per-&lt;disk&gt; size (`VIR_DOMAIN_CHECKPOINT_XML_SIZE`).
+        /// `VIR_DOMAIN_CHECKPOINT_XML_SIZE`.
         const SIZE = 4;
     }
 }
@@ -454,15 +454,15 @@ bitflags! {
     /// `virDomainCoreDumpFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainCoreDumpFlags: u32 {
-        /// crash after dump (`VIR_DUMP_CRASH`).
+        /// `VIR_DUMP_CRASH`.
         const CRASH = 1;
-        /// live dump (`VIR_DUMP_LIVE`).
+        /// `VIR_DUMP_LIVE`.
         const LIVE = 2;
-        /// avoid file system cache pollution (`VIR_DUMP_BYPASS_CACHE`).
+        /// `VIR_DUMP_BYPASS_CACHE`.
         const BYPASS_CACHE = 4;
-        /// reset domain after dump finishes (`VIR_DUMP_RESET`).
+        /// `VIR_DUMP_RESET`.
         const RESET = 8;
-        /// use dump-guest-memory (`VIR_DUMP_MEMORY_ONLY`).
+        /// `VIR_DUMP_MEMORY_ONLY`.
         const MEMORY_ONLY = 16;
     }
 }
@@ -471,19 +471,19 @@ bitflags! {
     /// `virDomainCreateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainCreateFlags: u32 {
-        /// Default behavior (`VIR_DOMAIN_NONE`).
+        /// `VIR_DOMAIN_NONE`.
         const NONE = 0;
-        /// Launch guest in paused state (`VIR_DOMAIN_START_PAUSED`).
+        /// `VIR_DOMAIN_START_PAUSED`.
         const START_PAUSED = 1;
-        /// Automatically kill guest when virConnectPtr is closed (`VIR_DOMAIN_START_AUTODESTROY`).
+        /// `VIR_DOMAIN_START_AUTODESTROY`.
         const START_AUTODESTROY = 2;
-        /// Avoid file system cache pollution (`VIR_DOMAIN_START_BYPASS_CACHE`).
+        /// `VIR_DOMAIN_START_BYPASS_CACHE`.
         const START_BYPASS_CACHE = 4;
-        /// Boot, discarding any managed save (`VIR_DOMAIN_START_FORCE_BOOT`).
+        /// `VIR_DOMAIN_START_FORCE_BOOT`.
         const START_FORCE_BOOT = 8;
-        /// Validate the XML document against schema (`VIR_DOMAIN_START_VALIDATE`).
+        /// `VIR_DOMAIN_START_VALIDATE`.
         const START_VALIDATE = 16;
-        /// Re-initialize NVRAM from template (`VIR_DOMAIN_START_RESET_NVRAM`).
+        /// `VIR_DOMAIN_START_RESET_NVRAM`.
         const START_RESET_NVRAM = 32;
     }
 }
@@ -492,7 +492,7 @@ bitflags! {
     /// `virDomainDefineFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainDefineFlags: u32 {
-        /// Validate the XML document against schema (`VIR_DOMAIN_DEFINE_VALIDATE`).
+        /// `VIR_DOMAIN_DEFINE_VALIDATE`.
         const VALIDATE = 1;
     }
 }
@@ -501,11 +501,11 @@ bitflags! {
     /// `virDomainDestroyFlagsValues`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainDestroyFlags: u32 {
-        /// Default behavior - could lead to data loss!! (`VIR_DOMAIN_DESTROY_DEFAULT`).
+        /// `VIR_DOMAIN_DESTROY_DEFAULT`.
         const DEFAULT = 0;
-        /// only SIGTERM, no SIGKILL (`VIR_DOMAIN_DESTROY_GRACEFUL`).
+        /// `VIR_DOMAIN_DESTROY_GRACEFUL`.
         const GRACEFUL = 1;
-        /// remove VM logs on destroy (`VIR_DOMAIN_DESTROY_REMOVE_LOGS`).
+        /// `VIR_DOMAIN_DESTROY_REMOVE_LOGS`.
         const REMOVE_LOGS = 2;
     }
 }
@@ -514,13 +514,13 @@ bitflags! {
     /// `virDomainDeviceModifyFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainDeviceModifyFlags: u32 {
-        /// See virDomainModificationImpact (`VIR_DOMAIN_DEVICE_MODIFY_CURRENT`).
+        /// `VIR_DOMAIN_DEVICE_MODIFY_CURRENT`.
         const CURRENT = 0;
-        /// See virDomainModificationImpact (`VIR_DOMAIN_DEVICE_MODIFY_LIVE`).
+        /// `VIR_DOMAIN_DEVICE_MODIFY_LIVE`.
         const LIVE = 1;
-        /// See virDomainModificationImpact (`VIR_DOMAIN_DEVICE_MODIFY_CONFIG`).
+        /// `VIR_DOMAIN_DEVICE_MODIFY_CONFIG`.
         const CONFIG = 2;
-        /// Forcibly modify device (ex. force eject a cdrom) (`VIR_DOMAIN_DEVICE_MODIFY_FORCE`).
+        /// `VIR_DOMAIN_DEVICE_MODIFY_FORCE`.
         const FORCE = 4;
     }
 }
@@ -529,11 +529,11 @@ bitflags! {
     /// `virDomainDirtyRateCalcFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainDirtyRateCalcFlags: u32 {
-        /// default mode - page-sampling (`VIR_DOMAIN_DIRTYRATE_MODE_PAGE_SAMPLING`).
+        /// `VIR_DOMAIN_DIRTYRATE_MODE_PAGE_SAMPLING`.
         const PAGE_SAMPLING = 0;
-        /// dirty-bitmap mode (`VIR_DOMAIN_DIRTYRATE_MODE_DIRTY_BITMAP`).
+        /// `VIR_DOMAIN_DIRTYRATE_MODE_DIRTY_BITMAP`.
         const DIRTY_BITMAP = 1;
-        /// dirty-ring mode (`VIR_DOMAIN_DIRTYRATE_MODE_DIRTY_RING`).
+        /// `VIR_DOMAIN_DIRTYRATE_MODE_DIRTY_RING`.
         const DIRTY_RING = 2;
     }
 }
@@ -542,9 +542,9 @@ bitflags! {
     /// `virDomainGetHostnameFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainGetHostnameFlags: u32 {
-        /// Parse DHCP lease file (`VIR_DOMAIN_GET_HOSTNAME_LEASE`).
+        /// `VIR_DOMAIN_GET_HOSTNAME_LEASE`.
         const LEASE = 1;
-        /// Query qemu guest agent (`VIR_DOMAIN_GET_HOSTNAME_AGENT`).
+        /// `VIR_DOMAIN_GET_HOSTNAME_AGENT`.
         const AGENT = 2;
     }
 }
@@ -553,9 +553,9 @@ bitflags! {
     /// `virDomainGetJobStatsFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainGetJobStatsFlags: u32 {
-        /// return stats of a recently  completed job (`VIR_DOMAIN_JOB_STATS_COMPLETED`).
+        /// `VIR_DOMAIN_JOB_STATS_COMPLETED`.
         const COMPLETED = 1;
-        /// don't remove completed stats when reading them (`VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED`).
+        /// `VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED`.
         const KEEP_COMPLETED = 2;
     }
 }
@@ -564,9 +564,9 @@ bitflags! {
     /// `virDomainMemoryFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainMemoryFlags: u32 {
-        /// addresses are virtual addresses (`VIR_MEMORY_VIRTUAL`).
+        /// `VIR_MEMORY_VIRTUAL`.
         const VIRTUAL = 1;
-        /// addresses are physical addresses (`VIR_MEMORY_PHYSICAL`).
+        /// `VIR_MEMORY_PHYSICAL`.
         const PHYSICAL = 2;
     }
 }
@@ -575,13 +575,13 @@ bitflags! {
     /// `virDomainMemoryModFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainMemoryModFlags: u32 {
-        /// See virDomainModificationImpact (`VIR_DOMAIN_MEM_CURRENT`).
+        /// `VIR_DOMAIN_MEM_CURRENT`.
         const CURRENT = 0;
-        /// See virDomainModificationImpact (`VIR_DOMAIN_MEM_LIVE`).
+        /// `VIR_DOMAIN_MEM_LIVE`.
         const LIVE = 1;
-        /// See virDomainModificationImpact (`VIR_DOMAIN_MEM_CONFIG`).
+        /// `VIR_DOMAIN_MEM_CONFIG`.
         const CONFIG = 2;
-        /// affect Max rather than current (`VIR_DOMAIN_MEM_MAXIMUM`).
+        /// `VIR_DOMAIN_MEM_MAXIMUM`.
         const MAXIMUM = 4;
     }
 }
@@ -594,7 +594,7 @@ bitflags! {
         const DEPRECATION = 1;
         /// `VIR_DOMAIN_MESSAGE_TAINTING`.
         const TAINTING = 2;
-        /// Report available stored I/O errors messages for disk images (`VIR_DOMAIN_MESSAGE_IOERRORS`).
+        /// `VIR_DOMAIN_MESSAGE_IOERRORS`.
         const IOERRORS = 4;
     }
 }
@@ -603,7 +603,7 @@ bitflags! {
     /// `virDomainMigrateMaxSpeedFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainMigrateMaxSpeedFlags: u32 {
-        /// Set or get maximum speed of post-copy migration (`VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY`).
+        /// `VIR_DOMAIN_MIGRATE_MAX_SPEED_POSTCOPY`.
         const POSTCOPY = 1;
     }
 }
@@ -612,11 +612,11 @@ bitflags! {
     /// `virDomainModificationImpact`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainModificationImpact: u32 {
-        /// Affect current domain state (`VIR_DOMAIN_AFFECT_CURRENT`).
+        /// `VIR_DOMAIN_AFFECT_CURRENT`.
         const CURRENT = 0;
-        /// Affect running domain state (`VIR_DOMAIN_AFFECT_LIVE`).
+        /// `VIR_DOMAIN_AFFECT_LIVE`.
         const LIVE = 1;
-        /// Affect persistent domain state.  1 &lt;&lt; 2 is reserved for virTypedParameterFlags (`VIR_DOMAIN_AFFECT_CONFIG`).
+        /// `VIR_DOMAIN_AFFECT_CONFIG`.
         const CONFIG = 2;
     }
 }
@@ -627,7 +627,7 @@ bitflags! {
     pub struct DomainQemuMonitorCommandFlags: u32 {
         /// `VIR_DOMAIN_QEMU_MONITOR_COMMAND_DEFAULT`.
         const DEFAULT = 0;
-        /// cmd is in HMP (`VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP`).
+        /// `VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP`.
         const HMP = 1;
     }
 }
@@ -636,17 +636,17 @@ bitflags! {
     /// `virDomainRebootFlagValues`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainRebootFlag: u32 {
-        /// hypervisor choice (`VIR_DOMAIN_REBOOT_DEFAULT`).
+        /// `VIR_DOMAIN_REBOOT_DEFAULT`.
         const DEFAULT = 0;
-        /// Send ACPI event (`VIR_DOMAIN_REBOOT_ACPI_POWER_BTN`).
+        /// `VIR_DOMAIN_REBOOT_ACPI_POWER_BTN`.
         const ACPI_POWER_BTN = 1;
-        /// Use guest agent (`VIR_DOMAIN_REBOOT_GUEST_AGENT`).
+        /// `VIR_DOMAIN_REBOOT_GUEST_AGENT`.
         const GUEST_AGENT = 2;
-        /// Use initctl (`VIR_DOMAIN_REBOOT_INITCTL`).
+        /// `VIR_DOMAIN_REBOOT_INITCTL`.
         const INITCTL = 4;
-        /// Send a signal (`VIR_DOMAIN_REBOOT_SIGNAL`).
+        /// `VIR_DOMAIN_REBOOT_SIGNAL`.
         const SIGNAL = 8;
-        /// Use paravirt guest control (`VIR_DOMAIN_REBOOT_PARAVIRT`).
+        /// `VIR_DOMAIN_REBOOT_PARAVIRT`.
         const PARAVIRT = 16;
     }
 }
@@ -655,7 +655,7 @@ bitflags! {
     /// `virDomainSaveImageXMLFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainSaveImageXmlFlags: u32 {
-        /// dump security sensitive information too (`VIR_DOMAIN_SAVE_IMAGE_XML_SECURE`).
+        /// `VIR_DOMAIN_SAVE_IMAGE_XML_SECURE`.
         const SECURE = 1;
     }
 }
@@ -664,13 +664,13 @@ bitflags! {
     /// `virDomainSaveRestoreFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainSaveRestoreFlags: u32 {
-        /// Avoid file system cache pollution (`VIR_DOMAIN_SAVE_BYPASS_CACHE`).
+        /// `VIR_DOMAIN_SAVE_BYPASS_CACHE`.
         const BYPASS_CACHE = 1;
-        /// Favor running over paused (`VIR_DOMAIN_SAVE_RUNNING`).
+        /// `VIR_DOMAIN_SAVE_RUNNING`.
         const RUNNING = 2;
-        /// Favor paused over running (`VIR_DOMAIN_SAVE_PAUSED`).
+        /// `VIR_DOMAIN_SAVE_PAUSED`.
         const PAUSED = 4;
-        /// Re-initialize NVRAM from template (`VIR_DOMAIN_SAVE_RESET_NVRAM`).
+        /// `VIR_DOMAIN_SAVE_RESET_NVRAM`.
         const RESET_NVRAM = 8;
     }
 }
@@ -679,7 +679,7 @@ bitflags! {
     /// `virDomainSetTimeFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainSetTimeFlags: u32 {
-        /// Re-sync domain time from domain's RTC (`VIR_DOMAIN_TIME_SYNC`).
+        /// `VIR_DOMAIN_TIME_SYNC`.
         const SYNC = 1;
     }
 }
@@ -688,7 +688,7 @@ bitflags! {
     /// `virDomainSetUserPasswordFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainSetUserPasswordFlags: u32 {
-        /// the password is already encrypted (`VIR_DOMAIN_PASSWORD_ENCRYPTED`).
+        /// `VIR_DOMAIN_PASSWORD_ENCRYPTED`.
         const ENCRYPTED = 1;
     }
 }
@@ -697,17 +697,17 @@ bitflags! {
     /// `virDomainShutdownFlagValues`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainShutdownFlag: u32 {
-        /// hypervisor choice (`VIR_DOMAIN_SHUTDOWN_DEFAULT`).
+        /// `VIR_DOMAIN_SHUTDOWN_DEFAULT`.
         const DEFAULT = 0;
-        /// Send ACPI event (`VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN`).
+        /// `VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN`.
         const ACPI_POWER_BTN = 1;
-        /// Use guest agent (`VIR_DOMAIN_SHUTDOWN_GUEST_AGENT`).
+        /// `VIR_DOMAIN_SHUTDOWN_GUEST_AGENT`.
         const GUEST_AGENT = 2;
-        /// Use initctl (`VIR_DOMAIN_SHUTDOWN_INITCTL`).
+        /// `VIR_DOMAIN_SHUTDOWN_INITCTL`.
         const INITCTL = 4;
-        /// Send a signal (`VIR_DOMAIN_SHUTDOWN_SIGNAL`).
+        /// `VIR_DOMAIN_SHUTDOWN_SIGNAL`.
         const SIGNAL = 8;
-        /// Use paravirt guest control (`VIR_DOMAIN_SHUTDOWN_PARAVIRT`).
+        /// `VIR_DOMAIN_SHUTDOWN_PARAVIRT`.
         const PARAVIRT = 16;
     }
 }
@@ -716,25 +716,25 @@ bitflags! {
     /// `virDomainSnapshotCreateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainSnapshotCreateFlags: u32 {
-        /// Restore or alter metadata (`VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE`).
+        /// `VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE`.
         const REDEFINE = 1;
-        /// With redefine, make snapshot current (`VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT`).
+        /// `VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT`.
         const CURRENT = 2;
-        /// Make snapshot without remembering it (`VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA`).
+        /// `VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA`.
         const NO_METADATA = 4;
-        /// Stop running guest after snapshot (`VIR_DOMAIN_SNAPSHOT_CREATE_HALT`).
+        /// `VIR_DOMAIN_SNAPSHOT_CREATE_HALT`.
         const HALT = 8;
-        /// disk snapshot, not full system (`VIR_DOMAIN_SNAPSHOT_CREATE_DISK_ONLY`).
+        /// `VIR_DOMAIN_SNAPSHOT_CREATE_DISK_ONLY`.
         const DISK_ONLY = 16;
-        /// reuse any existing external files (`VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT`).
+        /// `VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT`.
         const REUSE_EXT = 32;
-        /// use guest agent to quiesce all mounted file systems within the domain (`VIR_DOMAIN_SNAPSHOT_CREATE_QUIESCE`).
+        /// `VIR_DOMAIN_SNAPSHOT_CREATE_QUIESCE`.
         const QUIESCE = 64;
-        /// atomically avoid partial changes (`VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC`).
+        /// `VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC`.
         const ATOMIC = 128;
-        /// create the snapshot while the guest is running (`VIR_DOMAIN_SNAPSHOT_CREATE_LIVE`).
+        /// `VIR_DOMAIN_SNAPSHOT_CREATE_LIVE`.
         const LIVE = 256;
-        /// validate the XML against the schema (`VIR_DOMAIN_SNAPSHOT_CREATE_VALIDATE`).
+        /// `VIR_DOMAIN_SNAPSHOT_CREATE_VALIDATE`.
         const VALIDATE = 512;
     }
 }
@@ -743,11 +743,11 @@ bitflags! {
     /// `virDomainSnapshotDeleteFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainSnapshotDeleteFlags: u32 {
-        /// Also delete children (`VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN`).
+        /// `VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN`.
         const CHILDREN = 1;
-        /// Delete just metadata (`VIR_DOMAIN_SNAPSHOT_DELETE_METADATA_ONLY`).
+        /// `VIR_DOMAIN_SNAPSHOT_DELETE_METADATA_ONLY`.
         const METADATA_ONLY = 2;
-        /// Delete just children (`VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY`).
+        /// `VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY`.
         const CHILDREN_ONLY = 4;
     }
 }
@@ -756,29 +756,29 @@ bitflags! {
     /// `virDomainSnapshotListFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainSnapshotListFlags: u32 {
-        /// List all descendants, not just children, when listing a snapshot (`VIR_DOMAIN_SNAPSHOT_LIST_DESCENDANTS`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_DESCENDANTS`.
         const DESCENDANTS = 1;
-        /// Filter by snapshots with no parents, when listing a domain (`VIR_DOMAIN_SNAPSHOT_LIST_ROOTS`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_ROOTS`.
         const ROOTS = 1;
-        /// Filter by snapshots which have metadata (`VIR_DOMAIN_SNAPSHOT_LIST_METADATA`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_METADATA`.
         const METADATA = 2;
-        /// Filter by snapshots with no children (`VIR_DOMAIN_SNAPSHOT_LIST_LEAVES`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_LEAVES`.
         const LEAVES = 4;
-        /// Filter by snapshots that have children (`VIR_DOMAIN_SNAPSHOT_LIST_NO_LEAVES`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_NO_LEAVES`.
         const NO_LEAVES = 8;
-        /// Filter by snapshots with no metadata (`VIR_DOMAIN_SNAPSHOT_LIST_NO_METADATA`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_NO_METADATA`.
         const NO_METADATA = 16;
-        /// Filter by snapshots taken while guest was shut off (`VIR_DOMAIN_SNAPSHOT_LIST_INACTIVE`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_INACTIVE`.
         const INACTIVE = 32;
-        /// Filter by snapshots taken while guest was active, and with memory state (`VIR_DOMAIN_SNAPSHOT_LIST_ACTIVE`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_ACTIVE`.
         const ACTIVE = 64;
-        /// Filter by snapshots taken while guest was active, but without memory state (`VIR_DOMAIN_SNAPSHOT_LIST_DISK_ONLY`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_DISK_ONLY`.
         const DISK_ONLY = 128;
-        /// Filter by snapshots stored internal to disk images (`VIR_DOMAIN_SNAPSHOT_LIST_INTERNAL`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_INTERNAL`.
         const INTERNAL = 256;
-        /// Filter by snapshots that use files external to disk images (`VIR_DOMAIN_SNAPSHOT_LIST_EXTERNAL`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_EXTERNAL`.
         const EXTERNAL = 512;
-        /// Ensure parents occur before children in the resulting list (`VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL`).
+        /// `VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL`.
         const TOPOLOGICAL = 1024;
     }
 }
@@ -787,13 +787,13 @@ bitflags! {
     /// `virDomainSnapshotRevertFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainSnapshotRevertFlags: u32 {
-        /// Run after revert (`VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING`).
+        /// `VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING`.
         const RUNNING = 1;
-        /// Pause after revert (`VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED`).
+        /// `VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED`.
         const PAUSED = 2;
-        /// Allow risky reverts (`VIR_DOMAIN_SNAPSHOT_REVERT_FORCE`).
+        /// `VIR_DOMAIN_SNAPSHOT_REVERT_FORCE`.
         const FORCE = 4;
-        /// Re-initialize NVRAM from template (`VIR_DOMAIN_SNAPSHOT_REVERT_RESET_NVRAM`).
+        /// `VIR_DOMAIN_SNAPSHOT_REVERT_RESET_NVRAM`.
         const RESET_NVRAM = 8;
     }
 }
@@ -802,7 +802,7 @@ bitflags! {
     /// `virDomainSnapshotXMLFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainSnapshotXmlFlags: u32 {
-        /// dump security sensitive information too (`VIR_DOMAIN_SNAPSHOT_XML_SECURE`).
+        /// `VIR_DOMAIN_SNAPSHOT_XML_SECURE`.
         const SECURE = 1;
     }
 }
@@ -811,19 +811,19 @@ bitflags! {
     /// `virDomainUndefineFlagsValues`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainUndefineFlags: u32 {
-        /// Also remove any managed save (`VIR_DOMAIN_UNDEFINE_MANAGED_SAVE`).
+        /// `VIR_DOMAIN_UNDEFINE_MANAGED_SAVE`.
         const MANAGED_SAVE = 1;
-        /// If last use of domain, then also remove any snapshot metadata (`VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA`).
+        /// `VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA`.
         const SNAPSHOTS_METADATA = 2;
-        /// Also remove any nvram file (`VIR_DOMAIN_UNDEFINE_NVRAM`).
+        /// `VIR_DOMAIN_UNDEFINE_NVRAM`.
         const NVRAM = 4;
-        /// Keep nvram file (`VIR_DOMAIN_UNDEFINE_KEEP_NVRAM`).
+        /// `VIR_DOMAIN_UNDEFINE_KEEP_NVRAM`.
         const KEEP_NVRAM = 8;
-        /// If last use of domain, then also remove any checkpoint metadata (`VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA`).
+        /// `VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA`.
         const CHECKPOINTS_METADATA = 16;
-        /// Also remove any TPM state (`VIR_DOMAIN_UNDEFINE_TPM`).
+        /// `VIR_DOMAIN_UNDEFINE_TPM`.
         const TPM = 32;
-        /// Keep TPM state  Future undefine control flags should come here (`VIR_DOMAIN_UNDEFINE_KEEP_TPM`).
+        /// `VIR_DOMAIN_UNDEFINE_KEEP_TPM`.
         const KEEP_TPM = 64;
     }
 }
@@ -832,17 +832,17 @@ bitflags! {
     /// `virDomainVcpuFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainVcpuFlags: u32 {
-        /// See virDomainModificationImpact (`VIR_DOMAIN_VCPU_CURRENT`).
+        /// `VIR_DOMAIN_VCPU_CURRENT`.
         const CURRENT = 0;
-        /// See virDomainModificationImpact (`VIR_DOMAIN_VCPU_LIVE`).
+        /// `VIR_DOMAIN_VCPU_LIVE`.
         const LIVE = 1;
-        /// See virDomainModificationImpact (`VIR_DOMAIN_VCPU_CONFIG`).
+        /// `VIR_DOMAIN_VCPU_CONFIG`.
         const CONFIG = 2;
-        /// Max rather than current count (`VIR_DOMAIN_VCPU_MAXIMUM`).
+        /// `VIR_DOMAIN_VCPU_MAXIMUM`.
         const MAXIMUM = 4;
-        /// Modify state of the cpu in the guest (`VIR_DOMAIN_VCPU_GUEST`).
+        /// `VIR_DOMAIN_VCPU_GUEST`.
         const GUEST = 8;
-        /// Make vcpus added hot(un)pluggable (`VIR_DOMAIN_VCPU_HOTPLUGGABLE`).
+        /// `VIR_DOMAIN_VCPU_HOTPLUGGABLE`.
         const HOTPLUGGABLE = 16;
     }
 }
@@ -851,13 +851,13 @@ bitflags! {
     /// `virDomainXMLFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainXmlFlags: u32 {
-        /// dump security sensitive information too (`VIR_DOMAIN_XML_SECURE`).
+        /// `VIR_DOMAIN_XML_SECURE`.
         const SECURE = 1;
-        /// dump inactive domain information (`VIR_DOMAIN_XML_INACTIVE`).
+        /// `VIR_DOMAIN_XML_INACTIVE`.
         const INACTIVE = 2;
-        /// update guest CPU requirements according to host CPU (`VIR_DOMAIN_XML_UPDATE_CPU`).
+        /// `VIR_DOMAIN_XML_UPDATE_CPU`.
         const UPDATE_CPU = 4;
-        /// dump XML suitable for migration (`VIR_DOMAIN_XML_MIGRATABLE`).
+        /// `VIR_DOMAIN_XML_MIGRATABLE`.
         const MIGRATABLE = 8;
     }
 }
@@ -866,7 +866,7 @@ bitflags! {
     /// `virInterfaceDefineFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct InterfaceDefineFlags: u32 {
-        /// Validate the XML document against schema (`VIR_INTERFACE_DEFINE_VALIDATE`).
+        /// `VIR_INTERFACE_DEFINE_VALIDATE`.
         const VALIDATE = 1;
     }
 }
@@ -875,7 +875,7 @@ bitflags! {
     /// `virNWFilterBindingCreateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NwFilterBindingCreateFlags: u32 {
-        /// Validate the XML document against schema (`VIR_NWFILTER_BINDING_CREATE_VALIDATE`).
+        /// `VIR_NWFILTER_BINDING_CREATE_VALIDATE`.
         const VALIDATE = 1;
     }
 }
@@ -884,7 +884,7 @@ bitflags! {
     /// `virNWFilterDefineFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NwFilterDefineFlags: u32 {
-        /// Validate the XML document against schema (`VIR_NWFILTER_DEFINE_VALIDATE`).
+        /// `VIR_NWFILTER_DEFINE_VALIDATE`.
         const VALIDATE = 1;
     }
 }
@@ -893,7 +893,7 @@ bitflags! {
     /// `virNetworkCreateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NetworkCreateFlags: u32 {
-        /// Validate the XML document against schema (`VIR_NETWORK_CREATE_VALIDATE`).
+        /// `VIR_NETWORK_CREATE_VALIDATE`.
         const VALIDATE = 1;
     }
 }
@@ -902,7 +902,7 @@ bitflags! {
     /// `virNetworkDefineFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NetworkDefineFlags: u32 {
-        /// Validate the XML document against schema (`VIR_NETWORK_DEFINE_VALIDATE`).
+        /// `VIR_NETWORK_DEFINE_VALIDATE`.
         const VALIDATE = 1;
     }
 }
@@ -911,9 +911,9 @@ bitflags! {
     /// `virNetworkPortCreateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NetworkPortCreateFlags: u32 {
-        /// reclaim existing used resources (`VIR_NETWORK_PORT_CREATE_RECLAIM`).
+        /// `VIR_NETWORK_PORT_CREATE_RECLAIM`.
         const RECLAIM = 1;
-        /// Validate the XML document against schema (`VIR_NETWORK_PORT_CREATE_VALIDATE`).
+        /// `VIR_NETWORK_PORT_CREATE_VALIDATE`.
         const VALIDATE = 2;
     }
 }
@@ -922,11 +922,11 @@ bitflags! {
     /// `virNetworkUpdateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NetworkUpdateFlags: u32 {
-        /// affect live if network is active, config if it's not active (`VIR_NETWORK_UPDATE_AFFECT_CURRENT`).
+        /// `VIR_NETWORK_UPDATE_AFFECT_CURRENT`.
         const CURRENT = 0;
-        /// affect live state of network only (`VIR_NETWORK_UPDATE_AFFECT_LIVE`).
+        /// `VIR_NETWORK_UPDATE_AFFECT_LIVE`.
         const LIVE = 1;
-        /// affect persistent config only (`VIR_NETWORK_UPDATE_AFFECT_CONFIG`).
+        /// `VIR_NETWORK_UPDATE_AFFECT_CONFIG`.
         const CONFIG = 2;
     }
 }
@@ -935,7 +935,7 @@ bitflags! {
     /// `virNetworkXMLFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NetworkXmlFlags: u32 {
-        /// dump inactive network information (`VIR_NETWORK_XML_INACTIVE`).
+        /// `VIR_NETWORK_XML_INACTIVE`.
         const INACTIVE = 1;
     }
 }
@@ -944,9 +944,9 @@ bitflags! {
     /// `virNodeAllocPagesFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NodeAllocPagesFlags: u32 {
-        /// Add @pageCounts to the pages pool. This can be used only to size up the pool (`VIR_NODE_ALLOC_PAGES_ADD`).
+        /// `VIR_NODE_ALLOC_PAGES_ADD`.
         const ADD = 0;
-        /// Don't add @pageCounts, instead set passed number of pages. This can be used to free allocated pages (`VIR_NODE_ALLOC_PAGES_SET`).
+        /// `VIR_NODE_ALLOC_PAGES_SET`.
         const SET = 1;
     }
 }
@@ -955,7 +955,7 @@ bitflags! {
     /// `virNodeDeviceCreateXMLFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NodeDeviceCreateXmlFlags: u32 {
-        /// Validate the XML document against schema (`VIR_NODE_DEVICE_CREATE_XML_VALIDATE`).
+        /// `VIR_NODE_DEVICE_CREATE_XML_VALIDATE`.
         const VALIDATE = 1;
     }
 }
@@ -964,7 +964,7 @@ bitflags! {
     /// `virNodeDeviceDefineXMLFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NodeDeviceDefineXmlFlags: u32 {
-        /// Validate the XML document against schema (`VIR_NODE_DEVICE_DEFINE_XML_VALIDATE`).
+        /// `VIR_NODE_DEVICE_DEFINE_XML_VALIDATE`.
         const VALIDATE = 1;
     }
 }
@@ -973,11 +973,11 @@ bitflags! {
     /// `virNodeDeviceUpdateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NodeDeviceUpdateFlags: u32 {
-        /// affect live if node device is active, config if it's not active (`VIR_NODE_DEVICE_UPDATE_AFFECT_CURRENT`).
+        /// `VIR_NODE_DEVICE_UPDATE_AFFECT_CURRENT`.
         const CURRENT = 0;
-        /// affect live state of node device only (`VIR_NODE_DEVICE_UPDATE_AFFECT_LIVE`).
+        /// `VIR_NODE_DEVICE_UPDATE_AFFECT_LIVE`.
         const LIVE = 1;
-        /// affect persistent config only (`VIR_NODE_DEVICE_UPDATE_AFFECT_CONFIG`).
+        /// `VIR_NODE_DEVICE_UPDATE_AFFECT_CONFIG`.
         const CONFIG = 2;
     }
 }
@@ -986,7 +986,7 @@ bitflags! {
     /// `virNodeDeviceXMLFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct NodeDeviceXmlFlags: u32 {
-        /// dump inactive device configuration (`VIR_NODE_DEVICE_XML_INACTIVE`).
+        /// `VIR_NODE_DEVICE_XML_INACTIVE`.
         const INACTIVE = 1;
     }
 }
@@ -995,7 +995,7 @@ bitflags! {
     /// `virSecretDefineFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct SecretDefineFlags: u32 {
-        /// Validate the XML document against schema (`VIR_SECRET_DEFINE_VALIDATE`).
+        /// `VIR_SECRET_DEFINE_VALIDATE`.
         const VALIDATE = 1;
     }
 }
@@ -1004,15 +1004,15 @@ bitflags! {
     /// `virStoragePoolBuildFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct StoragePoolBuildFlags: u32 {
-        /// Regular build from scratch (`VIR_STORAGE_POOL_BUILD_NEW`).
+        /// `VIR_STORAGE_POOL_BUILD_NEW`.
         const NEW = 0;
-        /// Repair / reinitialize (`VIR_STORAGE_POOL_BUILD_REPAIR`).
+        /// `VIR_STORAGE_POOL_BUILD_REPAIR`.
         const REPAIR = 1;
-        /// Extend existing pool (`VIR_STORAGE_POOL_BUILD_RESIZE`).
+        /// `VIR_STORAGE_POOL_BUILD_RESIZE`.
         const RESIZE = 2;
-        /// Do not overwrite existing pool (`VIR_STORAGE_POOL_BUILD_NO_OVERWRITE`).
+        /// `VIR_STORAGE_POOL_BUILD_NO_OVERWRITE`.
         const NO_OVERWRITE = 4;
-        /// Overwrite data (`VIR_STORAGE_POOL_BUILD_OVERWRITE`).
+        /// `VIR_STORAGE_POOL_BUILD_OVERWRITE`.
         const OVERWRITE = 8;
     }
 }
@@ -1021,13 +1021,13 @@ bitflags! {
     /// `virStoragePoolCreateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct StoragePoolCreateFlags: u32 {
-        /// Create the pool but do not perform pool build (`VIR_STORAGE_POOL_CREATE_NORMAL`).
+        /// `VIR_STORAGE_POOL_CREATE_NORMAL`.
         const NORMAL = 0;
-        /// Create the pool and perform pool build without any flags (`VIR_STORAGE_POOL_CREATE_WITH_BUILD`).
+        /// `VIR_STORAGE_POOL_CREATE_WITH_BUILD`.
         const WITH_BUILD = 1;
-        /// Create the pool and perform pool build using the  VIR_STORAGE_POOL_BUILD_OVERWRITE flag. This is mutually  exclusive to VIR_STORAGE_POOL_CREATE_WITH_BUILD_NO_OVERWRITE (`VIR_STORAGE_POOL_CREATE_WITH_BUILD_OVERWRITE`).
+        /// `VIR_STORAGE_POOL_CREATE_WITH_BUILD_OVERWRITE`.
         const WITH_BUILD_OVERWRITE = 2;
-        /// Create the pool and perform pool build using the  VIR_STORAGE_POOL_BUILD_NO_OVERWRITE flag. This is mutually  exclusive to VIR_STORAGE_POOL_CREATE_WITH_BUILD_OVERWRITE (`VIR_STORAGE_POOL_CREATE_WITH_BUILD_NO_OVERWRITE`).
+        /// `VIR_STORAGE_POOL_CREATE_WITH_BUILD_NO_OVERWRITE`.
         const WITH_BUILD_NO_OVERWRITE = 4;
     }
 }
@@ -1036,7 +1036,7 @@ bitflags! {
     /// `virStoragePoolDefineFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct StoragePoolDefineFlags: u32 {
-        /// Validate the XML document against schema (`VIR_STORAGE_POOL_DEFINE_VALIDATE`).
+        /// `VIR_STORAGE_POOL_DEFINE_VALIDATE`.
         const VALIDATE = 1;
     }
 }
@@ -1045,9 +1045,9 @@ bitflags! {
     /// `virStoragePoolDeleteFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct StoragePoolDeleteFlags: u32 {
-        /// Delete metadata only    (fast) (`VIR_STORAGE_POOL_DELETE_NORMAL`).
+        /// `VIR_STORAGE_POOL_DELETE_NORMAL`.
         const NORMAL = 0;
-        /// Clear all data to zeros (slow) (`VIR_STORAGE_POOL_DELETE_ZEROED`).
+        /// `VIR_STORAGE_POOL_DELETE_ZEROED`.
         const ZEROED = 1;
     }
 }
@@ -1058,9 +1058,9 @@ bitflags! {
     pub struct StorageVolCreateFlags: u32 {
         /// `VIR_STORAGE_VOL_CREATE_PREALLOC_METADATA`.
         const PREALLOC_METADATA = 1;
-        /// perform a btrfs lightweight copy (`VIR_STORAGE_VOL_CREATE_REFLINK`).
+        /// `VIR_STORAGE_VOL_CREATE_REFLINK`.
         const REFLINK = 2;
-        /// Validate the XML document against schema (`VIR_STORAGE_VOL_CREATE_VALIDATE`).
+        /// `VIR_STORAGE_VOL_CREATE_VALIDATE`.
         const VALIDATE = 4;
     }
 }
@@ -1069,11 +1069,11 @@ bitflags! {
     /// `virStorageVolDeleteFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct StorageVolDeleteFlags: u32 {
-        /// Delete metadata only    (fast) (`VIR_STORAGE_VOL_DELETE_NORMAL`).
+        /// `VIR_STORAGE_VOL_DELETE_NORMAL`.
         const NORMAL = 0;
-        /// Clear all data to zeros (slow) (`VIR_STORAGE_VOL_DELETE_ZEROED`).
+        /// `VIR_STORAGE_VOL_DELETE_ZEROED`.
         const ZEROED = 1;
-        /// Force removal of volume, even if in use (`VIR_STORAGE_VOL_DELETE_WITH_SNAPSHOTS`).
+        /// `VIR_STORAGE_VOL_DELETE_WITH_SNAPSHOTS`.
         const WITH_SNAPSHOTS = 2;
     }
 }
@@ -1084,7 +1084,7 @@ bitflags! {
     pub struct StorageVolInfoFlags: u32 {
         /// `VIR_STORAGE_VOL_USE_ALLOCATION`.
         const USE_ALLOCATION = 0;
-        /// Return the physical size in allocation (`VIR_STORAGE_VOL_GET_PHYSICAL`).
+        /// `VIR_STORAGE_VOL_GET_PHYSICAL`.
         const GET_PHYSICAL = 1;
     }
 }
@@ -1093,11 +1093,11 @@ bitflags! {
     /// `virStorageVolResizeFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct StorageVolResizeFlags: u32 {
-        /// force allocation of new size (`VIR_STORAGE_VOL_RESIZE_ALLOCATE`).
+        /// `VIR_STORAGE_VOL_RESIZE_ALLOCATE`.
         const ALLOCATE = 1;
-        /// size is relative to current (`VIR_STORAGE_VOL_RESIZE_DELTA`).
+        /// `VIR_STORAGE_VOL_RESIZE_DELTA`.
         const DELTA = 2;
-        /// allow decrease in capacity (`VIR_STORAGE_VOL_RESIZE_SHRINK`).
+        /// `VIR_STORAGE_VOL_RESIZE_SHRINK`.
         const SHRINK = 4;
     }
 }
@@ -1106,7 +1106,7 @@ bitflags! {
     /// `virStorageXMLFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct StorageXmlFlags: u32 {
-        /// dump inactive pool/volume information (`VIR_STORAGE_XML_INACTIVE`).
+        /// `VIR_STORAGE_XML_INACTIVE`.
         const INACTIVE = 1;
     }
 }
@@ -1115,7 +1115,7 @@ bitflags! {
     /// `virTypedParameterFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct TypedParameterFlags: u32 {
-        /// 1 &lt;&lt; 0 is reserved for virDomainModificationImpact 1 &lt;&lt; 1 is reserved for virDomainModificationImpact Older servers lacked the ability to handle string typed  parameters.  Attempts to set a string parameter with an older  server will fail at the client, but attempts to retrieve  parameters must not return strings from a new server to an  older client, so this flag exists to identify newer clients to  newer servers.  This flag is automatically set when needed, so  the user does not have to worry about it; however, manually  setting the flag can be used to reject servers that cannot  return typed strings, even if no strings would be returned (`VIR_TYPED_PARAM_STRING_OKAY`).
+        /// `VIR_TYPED_PARAM_STRING_OKAY`.
         const OKAY = 4;
     }
 }

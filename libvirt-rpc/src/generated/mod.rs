@@ -7,4 +7,6 @@ pub(crate) mod calls;
 pub mod flags;
 pub mod limits;
 pub mod proc_num;
+#[cfg(feature = "testing")]
+pub(crate) mod sweep;
 pub mod types;

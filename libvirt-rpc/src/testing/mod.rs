@@ -34,7 +34,7 @@
 //!
 //! # Example
 //! ```
-//! use libvirt_rpc::procedures::DomainList;
+//! use libvirt_rpc::remote::ConnectListAllDomainsRet;
 //! use libvirt_rpc::testing::{Reply, Script};
 //! use libvirt_rpc::{Config, Domain, ErrorCode, ErrorDomain, ListDomainsFlags, proc_num};
 //!
@@ -50,7 +50,7 @@
 //! let (client, daemon) = Script::new()
 //!     .reply(
 //!         proc_num::CONNECT_LIST_ALL_DOMAINS,
-//!         Reply::ok(&DomainList { domains: vec![web], ret: 1 }),
+//!         Reply::ok(&ConnectListAllDomainsRet { domains: vec![web], ret: 1 }),
 //!     )
 //!     .reply(
 //!         proc_num::DOMAIN_LOOKUP_BY_NAME,
@@ -75,9 +75,12 @@
 mod daemon_end;
 mod fake_daemon;
 mod reply;
+mod samples;
 mod script;
 
+pub use crate::generated::sweep::sweep;
 pub use daemon_end::{DEFAULT_PIPE_CAPACITY, DaemonEnd};
 pub use fake_daemon::{FakeDaemon, ReceivedUpload, UploadOutcome};
 pub use reply::{Call, Reply};
+pub use samples::Samples;
 pub use script::{FAKE_URI, Script};

@@ -77,7 +77,7 @@ pub enum Reply {
 
 impl Reply {
     /// REPLY / OK carrying `body`, encoded now: the procedure's `_ret`
-    /// type (`()` for none, [`crate::procedures::DomainList`] for
+    /// type (`()` for none, [`crate::remote::ConnectListAllDomainsRet`] for
     /// `CONNECT_LIST_ALL_DOMAINS`, ...).
     ///
     /// A body that cannot be encoded (a string over libvirt's limit)

@@ -15,6 +15,7 @@ mod procedures;
 mod smoke;
 mod streams;
 mod support;
+mod sweep;
 mod tcp;
 mod tls;
 mod uri;

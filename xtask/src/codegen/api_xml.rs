@@ -12,14 +12,14 @@ use anyhow::{Context, Result};
 pub struct EnumMember {
     pub name: String,
     pub value: i64,
-    pub info: String,
 }
 
-/// One `<function>`: its documentation and, per argument, the text that
-/// describes it.
+/// One `<function>`: its module (`libvirt-domain`, naming its page in
+/// libvirt's documentation) and, per argument, the text that describes it
+/// (read for the flags enum it names; libvirt's prose is not copied).
 #[derive(Debug, Clone, Default)]
 pub struct Function {
-    pub info: String,
+    pub module: String,
     pub args: Vec<(String, String)>,
 }
 
@@ -65,29 +65,21 @@ impl Api {
                             Ok(v) => Value::Num(v),
                             Err(_) => Value::Alias(value.to_string()),
                         };
-                        raw.push((
-                            ty.to_string(),
-                            name.to_string(),
-                            value,
-                            node.attribute("info").unwrap_or_default().to_string(),
-                        ));
+                        raw.push((ty.to_string(), name.to_string(), value));
                     }
                     "function" => {
                         let Some(name) = node.attribute("name") else {
                             continue;
                         };
-                        let mut f = Function::default();
-                        for child in node.children() {
-                            match child.tag_name().name() {
-                                "info" => {
-                                    f.info = child.text().unwrap_or_default().trim().to_string()
-                                }
-                                "arg" => f.args.push((
-                                    child.attribute("name").unwrap_or_default().to_string(),
-                                    child.attribute("info").unwrap_or_default().to_string(),
-                                )),
-                                _ => {}
-                            }
+                        let mut f = Function {
+                            module: node.attribute("file").unwrap_or_default().to_string(),
+                            args: Vec::new(),
+                        };
+                        for child in node.children().filter(|c| c.tag_name().name() == "arg") {
+                            f.args.push((
+                                child.attribute("name").unwrap_or_default().to_string(),
+                                child.attribute("info").unwrap_or_default().to_string(),
+                            ));
                         }
                         api.functions.insert(name.to_string(), f);
                     }
@@ -97,12 +89,12 @@ impl Api {
         }
         let numbers: BTreeMap<&str, i64> = raw
             .iter()
-            .filter_map(|(_, n, v, _)| match v {
+            .filter_map(|(_, n, v)| match v {
                 Value::Num(v) => Some((n.as_str(), *v)),
                 Value::Alias(_) => None,
             })
             .collect();
-        for (ty, name, value, info) in &raw {
+        for (ty, name, value) in &raw {
             let value = match value {
                 Value::Num(v) => *v,
                 Value::Alias(other) => match numbers.get(other.as_str()) {
@@ -113,7 +105,6 @@ impl Api {
             api.enums.entry(ty.clone()).or_default().push(EnumMember {
                 name: name.clone(),
                 value,
-                info: info.clone(),
             });
         }
         for members in api.enums.values_mut() {
@@ -160,7 +151,7 @@ mod tests {
     const XML: &str = "<api name='libvirt'><files/><symbols>
       <enum name='VIR_DOMAIN_DESTROY_GRACEFUL' file='f' value='1' type='virDomainDestroyFlagsValues' info='only SIGTERM'/>
       <enum name='VIR_DOMAIN_DESTROY_DEFAULT' file='f' value='0' type='virDomainDestroyFlagsValues' info='default'/>
-      <function name='virDomainDestroyFlags' file='f'>
+      <function name='virDomainDestroyFlags' file='libvirt-domain' module='libvirt-domain'>
         <info><![CDATA[Destroy the domain object.]]></info>
         <return type='int' info='0'/>
         <arg name='domain' type='virDomainPtr' info='a domain object'/>
@@ -177,7 +168,7 @@ mod tests {
         assert_eq!(members[1].value, 1);
         let (name, f) = api.function_for("DOMAIN_DESTROY_FLAGS", "remote").unwrap();
         assert_eq!(name, "virDomainDestroyFlags");
-        assert_eq!(f.info, "Destroy the domain object.");
+        assert_eq!(f.module, "libvirt-domain");
         assert_eq!(
             api.flags_enum(&f.args[1].1),
             Some("virDomainDestroyFlagsValues")

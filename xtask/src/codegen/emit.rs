@@ -403,10 +403,13 @@ impl<'a> Model<'a> {
 }
 
 /// The generated files: path under `libvirt-rpc/src/generated/` → text.
+/// `swept`: the sweep test's pinned outcomes (method → `answered` or
+/// `libvirt <ErrorCode>`), for the status table.
 pub fn generate(
     programs: &[Program],
     api: &Api,
     version: &str,
+    swept: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>> {
     let mut model = Model::new(programs, api)?;
     let procedures = model.procedures()?;
@@ -430,30 +433,12 @@ pub fn generate(
         header.clone() + &calls(&mut model, &procedures)?,
     );
     files.insert("flags.rs".to_string(), header.clone() + &flags(&model)?);
-    files.insert("status.md".to_string(), status_table(&procedures, version));
+    files.insert(
+        "sweep.rs".to_string(),
+        header.clone() + &sweep(&mut model, &procedures)?,
+    );
+    files.insert("status.md".to_string(), status_table(&procedures, swept));
     Ok(files)
-}
-
-fn doc_text(text: &str) -> String {
-    text.replace('[', "\\[")
-        .replace(']', "\\]")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('`', "'")
-}
-
-/// The first paragraph of a C description, one doc line per source line
-/// (unindented, so nothing becomes a code block).
-fn first_paragraph(info: &str, indent: &str) -> String {
-    let mut out = String::new();
-    for line in info.lines() {
-        let line = line.trim();
-        if line.is_empty() {
-            break;
-        }
-        let _ = writeln!(out, "{indent}/// {}", doc_text(line));
-    }
-    out
 }
 
 fn limits(m: &Model) -> Result<String> {
@@ -882,24 +867,20 @@ fn calls(m: &mut Model, procedures: &[Procedure]) -> Result<String> {
             .find(|g| g.name == p.program)
             .context("program")?;
         let mm = method(m, program, p).with_context(|| p.full_name.clone())?;
-        let doc = m
-            .api
-            .function_for(&p.short_name, program.name)
-            .map(|(c, f)| (c.to_string(), first_paragraph(&f.info, "    ")));
-        match &doc {
-            Some((_, text)) if !text.is_empty() => out.push_str(text),
-            _ => {
-                let _ = writeln!(out, "    /// `{}`.", p.full_name);
+        // libvirt's own prose is not copied (see the README's licensing
+        // section): the method names its C function and links its docs.
+        match m.api.function_for(&p.short_name, program.name) {
+            Some((c, f)) => {
+                let _ = writeln!(
+                    out,
+                    "    /// [`{c}`](https://libvirt.org/html/libvirt-{}.html#{c}), through\n    /// `{}` ({}).",
+                    f.module, p.full_name, p.number
+                );
+            }
+            None => {
+                let _ = writeln!(out, "    /// `{}` ({}).", p.full_name, p.number);
             }
         }
-        let c_name = doc
-            .map(|(c, _)| format!("`{c}` through "))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "    ///\n    /// {c_name}`{}` ({}).",
-            p.full_name, p.number
-        );
         let params: String = mm
             .params
             .iter()
@@ -941,6 +922,120 @@ fn calls(m: &mut Model, procedures: &[Procedure]) -> Result<String> {
     Ok(out)
 }
 
+/// The handle types a sweep has samples of (`testing::Samples`' fields).
+const SAMPLE_HANDLES: [(&str, &str); 12] = [
+    ("Domain", "domain"),
+    ("StoragePool", "storage_pool"),
+    ("StorageVol", "storage_vol"),
+    ("Network", "network"),
+    ("NetworkPort", "network_port"),
+    ("Interface", "interface"),
+    ("NodeDevice", "node_device"),
+    ("Secret", "secret"),
+    ("Nwfilter", "nwfilter"),
+    ("NwfilterBinding", "nwfilter_binding"),
+    ("DomainSnapshot", "domain_snapshot"),
+    ("DomainCheckpoint", "domain_checkpoint"),
+];
+
+/// Procedures the sweep leaves out: they act on the connection itself
+/// (polkit's answer also depends on the daemon's authentication state).
+const NOT_SWEPT: [&str; 3] = [
+    "REMOTE_PROC_CONNECT_OPEN",
+    "REMOTE_PROC_CONNECT_CLOSE",
+    "REMOTE_PROC_AUTH_POLKIT",
+];
+
+/// A sample argument of a parameter type, `None` when there is none.
+fn sample(ty: &str) -> Option<String> {
+    if let Some(handle) = ty.strip_prefix("&crate::remote::") {
+        return SAMPLE_HANDLES
+            .iter()
+            .find(|(t, _)| *t == handle)
+            .map(|(_, field)| format!("&s.{field}"));
+    }
+    Some(match ty {
+        "&str" => "\"\"".into(),
+        t if t.starts_with("Option<") => "None".into(),
+        t if t.starts_with("&[u8; ") => "&[0; 16]".into(),
+        t if t.starts_with("&[") => "&[]".into(),
+        "i8" | "i16" | "i32" | "i64" | "u16" | "u32" | "u64" => "0".into(),
+        "f32" | "f64" => "0.0".into(),
+        "bool" => "false".into(),
+        "crate::flags::MetadataType" | "crate::flags::InterfaceAddressesSource" => {
+            format!("{ty}::from_wire(0)")
+        }
+        "crate::domain_state::DrvFeature" => format!("{ty}::from_wire(1)"),
+        t if t.starts_with("crate::flags::") => format!("{ty}::empty()"),
+        _ => return None,
+    })
+}
+
+/// `sweep`: every method called once with sample arguments.
+fn sweep(m: &mut Model, procedures: &[Procedure]) -> Result<String> {
+    let mut out = String::from(
+        "//! Every generated method called once with sample arguments (the\n\
+         //! sweep test's driver; see `crate::testing::Samples`).\n\n\
+         use crate::client::Client;\n\
+         use crate::testing::Samples;\n\n\
+         /// Calls every generated method once (in procedure order, those that\n\
+         /// end or remove objects last), with the\n\
+         /// samples' handles, empty strings and lists, absent options, zero\n\
+         /// numbers and no flags; returns each method's name and outcome.\n\
+         /// Methods taking a parameter without a sample are left out.\n\
+         pub async fn sweep(c: &Client, s: &Samples) -> Vec<(&'static str, crate::Result<()>)> {\n\
+         let mut out = Vec::new();\n",
+    );
+    // What ends or removes the samples goes last, so the rest meet them.
+    let last = |p: &&Procedure| {
+        let n = p.short_name.as_str();
+        [
+            "UNDEFINE",
+            "DESTROY",
+            "SHUTDOWN",
+            "DELETE",
+            "RESET",
+            "SAVE",
+            "SUSPEND",
+            "REBOOT",
+            "CORE_DUMP",
+            "MIGRATE",
+            "STOP",
+        ]
+        .iter()
+        .any(|w| n.contains(w))
+    };
+    let ordered = procedures
+        .iter()
+        .filter(|p| !last(p))
+        .chain(procedures.iter().filter(|p| last(p)));
+    for p in ordered {
+        let Status::Method(name) = &p.status else {
+            continue;
+        };
+        if NOT_SWEPT.contains(&p.full_name.as_str()) {
+            continue;
+        }
+        let program = m
+            .programs
+            .iter()
+            .find(|g| g.name == p.program)
+            .context("program")?;
+        let mm = method(m, program, p)?;
+        let args: Option<Vec<String>> = mm.params.iter().map(|(_, t)| sample(t)).collect();
+        let Some(args) = args else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "out.push((\"{name}\", c.{name}({}).await.map(drop)));",
+            args.join(", ")
+        );
+    }
+    out.push_str("out\n}\n");
+    Ok(out)
+}
+
 fn flags(m: &Model) -> Result<String> {
     let mut out = String::from(
         "//! libvirt's flag sets, as the API description defines them: one\n\
@@ -958,13 +1053,11 @@ fn flags(m: &Model) -> Result<String> {
             if e.value < 0 || e.value > i64::from(u32::MAX) {
                 continue;
             }
-            let info = e.info.lines().next().unwrap_or_default().trim();
-            let doc = if info.is_empty() {
-                format!("`{}`.", e.name)
-            } else {
-                format!("{} (`{}`).", doc_text(info.trim_end_matches('.')), e.name)
-            };
-            let _ = writeln!(body, "        /// {doc}\n        const {n} = {};", e.value);
+            let _ = writeln!(
+                body,
+                "        /// `{}`.\n        const {n} = {};",
+                e.name, e.value
+            );
         }
         let _ = write!(
             out,
@@ -976,12 +1069,21 @@ fn flags(m: &Model) -> Result<String> {
     Ok(out)
 }
 
-fn status_table(procedures: &[Procedure], version: &str) -> String {
+fn status_table(procedures: &[Procedure], swept: &BTreeMap<String, String>) -> String {
     let mut out = "| Program | Number | Procedure | Status |\n|---|---|---|---|\n".to_string();
-    let _ = version;
     for p in procedures {
         let status = match &p.status {
-            Status::Method(m) => format!("method [`Client::{m}`](crate::Client::{m})"),
+            Status::Method(m) => {
+                let outcome = match swept.get(m).map(String::as_str) {
+                    Some("answered") => "; swept: answered by the test driver".to_string(),
+                    Some(other) => format!(
+                        "; swept: the test driver says {}",
+                        other.trim_start_matches("libvirt ")
+                    ),
+                    None => "; not swept".to_string(),
+                };
+                format!("method [`Client::{m}`](crate::Client::{m}){outcome}")
+            }
             Status::StreamMethod(m) => format!("stream, [`Client::{m}`](crate::Client::{m})"),
             Status::Stream => "stream: not wired yet (no method)".into(),
             Status::EventMessage => "event message, decoded by [`crate::events`]".into(),

@@ -20,6 +20,9 @@ use anyhow::{Context, Result, bail};
 
 use crate::cmd::{cmd, run as run_cmd};
 
+/// The sweep test's pinned outcomes, which the status table reports.
+const SWEPT: &str = "libvirt-rpc/tests/it/sweep_test_driver.txt";
+
 /// `cargo xtask codegen ...`.
 pub fn run(args: &[&str]) -> Result<ExitCode> {
     let check = match args {
@@ -101,7 +104,14 @@ fn generate() -> Result<BTreeMap<String, String>> {
         texts.push(sources::read(&inputs, &format!("api/{base}"))?);
     }
     let api = api_xml::Api::parse(&texts.iter().map(String::as_str).collect::<Vec<_>>())?;
-    let files = emit::generate(&programs, &api, sources::LIBVIRT_VERSION)?;
+    let swept_file = crate::demo::workspace().join(SWEPT);
+    let swept = std::fs::read_to_string(&swept_file)
+        .with_context(|| format!("cannot read {}", swept_file.display()))?
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(m, o)| (m.to_string(), o.to_string()))
+        .collect();
+    let files = emit::generate(&programs, &api, sources::LIBVIRT_VERSION, &swept)?;
     format(files)
 }
 
@@ -119,7 +129,8 @@ fn format(files: BTreeMap<String, String>) -> Result<BTreeMap<String, String>> {
         }
     }
     let mut fmt = cmd("rustfmt", ["--edition", "2024", "--config-path"]);
-    fmt.arg(crate::demo::workspace().join("rustfmt.toml")).args(&rust);
+    fmt.arg(crate::demo::workspace().join("rustfmt.toml"))
+        .args(&rust);
     let result = run_cmd(fmt);
     let mut out = BTreeMap::new();
     for name in files.keys() {
