@@ -1,5 +1,6 @@
-//! Upload and download streams (`STORAGE_VOL_UPLOAD`, `STORAGE_VOL_DOWNLOAD`
-//! and any other stream procedure).
+//! Upload, download and duplex streams (`STORAGE_VOL_UPLOAD`,
+//! `STORAGE_VOL_DOWNLOAD`, a domain's screenshot, console and channels, a
+//! tunnelled migration's incoming side, and any other stream procedure).
 //!
 //! A stream is a call whose REPLY is followed by STREAM packets with the
 //! same serial. Rules this module keeps:
@@ -10,7 +11,7 @@
 //! - **The daemon's error wins.** A STREAM / ERROR from the daemon ends the
 //!   stream at once with that error; nothing more is sent for it.
 //! - **Nothing left behind.** No task is spawned per stream: the stream runs
-//!   in the caller's future. Dropping an [`Upload`] or [`Download`] (or the
+//!   in the caller's future. Dropping an [`Upload`], [`Download`] or [`Duplex`] (or the
 //!   future using one) before it ended aborts it on the wire without
 //!   waiting.
 //! - **Bounded memory.** An upload holds one chunk being filled
@@ -75,21 +76,28 @@ use crate::flags::StorageVolStreamFlags;
 use crate::proc_num;
 use crate::proto::packet::{self, HEADER_SIZE, Header, LEN_SIZE, MessageType, Packet, Status};
 use crate::proto::types::StorageVol;
-use crate::proto::xdr::Encode;
+use crate::proto::xdr::{Decode, Encode};
 
 /// The sending half of an open upload stream.
 #[derive(Debug)]
 pub struct Upload {
     inner: StreamCore,
-    sent: u64,
 }
 
 /// The receiving half of an open download stream.
 #[derive(Debug)]
 pub struct Download {
     inner: StreamCore,
-    received: u64,
-    eof: bool,
+}
+
+/// An open stream that carries data both ways: a domain's console
+/// ([`Client::domain_open_console`]) or channel
+/// ([`Client::domain_open_channel`]). The daemon's data waits in the
+/// connection's bounded queue until [`Duplex::chunk`] takes it, so sending
+/// never loses what the guest wrote meanwhile.
+#[derive(Debug)]
+pub struct Duplex {
+    inner: StreamCore,
 }
 
 #[derive(Debug)]
@@ -98,11 +106,15 @@ struct StreamCore {
     procedure: i32,
     serial: u32,
     rx: mpsc::Receiver<Packet>,
-    /// Download data that arrived before the call's REPLY (at most
-    /// [`EARLY_MAX`] packets), delivered first.
+    /// Data that arrived before the call's REPLY (at most [`EARLY_MAX`]
+    /// packets), delivered first.
     early: VecDeque<Packet>,
     /// The daemon's side ended (terminal packet seen) or we aborted.
     done: bool,
+    /// The daemon's data ended (empty STREAM / CONTINUE, finish confirmed).
+    eof: bool,
+    sent: u64,
+    received: u64,
 }
 
 /// Download packets accepted ahead of the REPLY that opens the stream.
@@ -123,7 +135,13 @@ impl Drop for StreamCore {
 }
 
 impl StreamCore {
-    async fn open<A: Encode + ?Sized>(client: &Client, procedure: i32, args: &A) -> Result<Self> {
+    /// Calls `procedure` and, when the daemon's REPLY opened the stream,
+    /// returns the stream with the reply's body.
+    async fn open<A: Encode + ?Sized, R: Decode>(
+        client: &Client,
+        procedure: i32,
+        args: &A,
+    ) -> Result<(Self, R)> {
         let serial = client.next_serial();
         let h = Header::remote(procedure, MessageType::Call, serial, Status::Ok);
         let packet = packet::encode_packet(&h, args)
@@ -136,6 +154,9 @@ impl StreamCore {
             rx,
             early: VecDeque::new(),
             done: true, // nothing to abort until the call is on its way
+            eof: false,
+            sent: 0,
+            received: 0,
         };
         client
             .submit(Command::OpenStream {
@@ -177,8 +198,8 @@ impl StreamCore {
         };
         match (reply.header.kind, reply.header.status) {
             (MessageType::Reply, Status::Ok) => {
-                decode_reply::<()>(procedure, &reply)?;
-                Ok(core)
+                let ret = decode_reply::<R>(procedure, &reply)?;
+                Ok((core, ret))
             }
             (_, Status::Error) => {
                 // Not opened: nothing to abort.
@@ -268,10 +289,94 @@ impl StreamCore {
     }
 }
 
+/// Whether a packet from the daemon may arrive while we send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Incoming {
+    /// Only the daemon's verdict (an upload): anything that arrived ends
+    /// the stream at once.
+    Verdict,
+    /// Data too (a duplex stream): it stays queued for the reader.
+    Data,
+}
+
+impl StreamCore {
+    /// Sends `data` as stream packets of at most
+    /// [`crate::Config::stream_chunk`] bytes.
+    async fn send(&mut self, data: &[u8], incoming: Incoming) -> Result<()> {
+        let chunk = self.client.config().stream_chunk;
+        for part in data.chunks(chunk) {
+            let p = packet::encode_raw(&self.header(Status::Continue), part).map_err(|source| {
+                Error::Encode {
+                    procedure: self.procedure,
+                    source,
+                }
+            })?;
+            self.send_packet(p, part.len(), incoming).await?;
+        }
+        Ok(())
+    }
+
+    async fn send_packet(&mut self, p: Bytes, len: usize, incoming: Incoming) -> Result<()> {
+        if incoming == Incoming::Verdict {
+            if let Some(early) = self.early.pop_front() {
+                return Err(self.unexpected(Some(early)));
+            }
+            // A daemon error that already arrived ends the stream now.
+            match self.rx.try_recv() {
+                Ok(p) => return Err(self.unexpected(Some(p))),
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    return Err(self.unexpected(None));
+                }
+                Err(mpsc::error::TryRecvError::Empty) => {}
+            }
+        }
+        let permit = self.client.stream_budget(p.len()).await?;
+        self.client.submit(Command::Send(p, Some(permit))).await?;
+        self.sent += len as u64;
+        Ok(())
+    }
+
+    /// The daemon's next chunk of data, `None` at its end (after the
+    /// finish handshake).
+    async fn chunk(&mut self, why: &str) -> Result<Option<Bytes>> {
+        if self.eof {
+            return Ok(None);
+        }
+        let p = match self.early.pop_front() {
+            Some(p) => Some(p),
+            None => {
+                let after = self.client.call_timeout();
+                let procedure = self.procedure;
+                tokio::time::timeout(after, self.rx.recv())
+                    .await
+                    .map_err(|_| Error::Timeout { procedure, after })?
+            }
+        };
+        match p {
+            Some(p)
+                if p.header.kind == MessageType::Stream && p.header.status == Status::Continue =>
+            {
+                if p.payload.is_empty() {
+                    self.finish().await?;
+                    self.eof = true;
+                    return Ok(None);
+                }
+                self.received += p.payload.len() as u64;
+                Ok(Some(p.payload))
+            }
+            other => {
+                let e = self.unexpected(other);
+                self.abort(why).await;
+                Err(e)
+            }
+        }
+    }
+}
+
 impl Upload {
     /// Bytes sent so far.
     pub fn sent(&self) -> u64 {
-        self.sent
+        self.inner.sent
     }
 
     /// Sends `data` as stream packets of at most
@@ -285,38 +390,7 @@ impl Upload {
     /// Not cancel safe: dropping the future may leave part of `data` sent.
     /// Dropping the [`Upload`] then aborts the stream.
     pub async fn send(&mut self, data: &[u8]) -> Result<()> {
-        let chunk = self.inner.client.config().stream_chunk;
-        for part in data.chunks(chunk) {
-            let p = packet::encode_raw(&self.inner.header(Status::Continue), part).map_err(
-                |source| Error::Encode {
-                    procedure: self.inner.procedure,
-                    source,
-                },
-            )?;
-            self.send_packet(p, part.len()).await?;
-        }
-        Ok(())
-    }
-
-    async fn send_packet(&mut self, p: Bytes, len: usize) -> Result<()> {
-        if let Some(early) = self.inner.early.pop_front() {
-            return Err(self.inner.unexpected(Some(early)));
-        }
-        // A daemon error that already arrived ends the stream now.
-        match self.inner.rx.try_recv() {
-            Ok(p) => return Err(self.inner.unexpected(Some(p))),
-            Err(mpsc::error::TryRecvError::Disconnected) => {
-                return Err(self.inner.unexpected(None));
-            }
-            Err(mpsc::error::TryRecvError::Empty) => {}
-        }
-        let permit = self.inner.client.stream_budget(p.len()).await?;
-        self.inner
-            .client
-            .submit(Command::Send(p, Some(permit)))
-            .await?;
-        self.sent += len as u64;
-        Ok(())
+        self.inner.send(data, Incoming::Verdict).await
     }
 
     /// Finishes the stream (STREAM / OK) and waits for the daemon to confirm.
@@ -362,7 +436,7 @@ impl Upload {
             // (libvirtd answers an overflow by dropping the connection).
             let cap = match expected {
                 Some(declared) => {
-                    let left = declared.saturating_sub(self.sent).saturating_add(1);
+                    let left = declared.saturating_sub(self.sent()).saturating_add(1);
                     usize::try_from(left).unwrap_or(usize::MAX).min(chunk)
                 }
                 None => chunk,
@@ -395,13 +469,13 @@ impl Upload {
                 }
             }
             let data_len = buf.len() - head;
-            if let Some(declared) = expected.filter(|&d| self.sent + data_len as u64 > d) {
+            if let Some(declared) = expected.filter(|&d| self.sent() + data_len as u64 > d) {
                 self.inner
                     .abort("upload source is longer than the declared length")
                     .await;
                 return Err(Error::LengthMismatch {
                     declared,
-                    got: self.sent + data_len as u64,
+                    got: self.sent() + data_len as u64,
                 });
             }
             if data_len > 0 {
@@ -409,22 +483,24 @@ impl Upload {
                 buf[..LEN_SIZE].copy_from_slice(&total.to_be_bytes());
                 buf[LEN_SIZE..head]
                     .copy_from_slice(&self.inner.header(Status::Continue).to_bytes());
-                self.send_packet(buf.freeze(), data_len).await?;
+                self.inner
+                    .send_packet(buf.freeze(), data_len, Incoming::Verdict)
+                    .await?;
             }
             if eof {
                 break;
             }
         }
-        if let Some(declared) = expected.filter(|&d| self.sent != d) {
+        if let Some(declared) = expected.filter(|&d| self.sent() != d) {
             self.inner
                 .abort("upload source length differs from the declared length")
                 .await;
             return Err(Error::LengthMismatch {
                 declared,
-                got: self.sent,
+                got: self.sent(),
             });
         }
-        let sent = self.sent;
+        let sent = self.sent();
         self.finish().await?;
         Ok(sent)
     }
@@ -433,7 +509,7 @@ impl Upload {
 impl Download {
     /// Bytes received so far.
     pub fn received(&self) -> u64 {
-        self.received
+        self.inner.received
     }
 
     /// The next chunk of data, or `None` at the end of the stream (after the
@@ -447,37 +523,79 @@ impl Download {
     /// Cancel safe while waiting for data (no chunk is lost); dropping the
     /// [`Download`] aborts the stream.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>> {
-        if self.eof {
-            return Ok(None);
+        self.inner.chunk("unexpected packet during download").await
+    }
+
+    /// Aborts the stream on the wire and consumes the daemon's answer.
+    ///
+    /// # Errors
+    /// None: an abort is best effort and always ends the stream locally.
+    ///
+    /// # Cancel safety
+    /// If dropped, the abort is still sent (by the drop).
+    pub async fn abort(mut self, why: &str) {
+        self.inner.abort(why).await;
+    }
+}
+
+impl Duplex {
+    /// Bytes sent so far.
+    pub fn sent(&self) -> u64 {
+        self.inner.sent
+    }
+
+    /// Bytes received so far.
+    pub fn received(&self) -> u64 {
+        self.inner.received
+    }
+
+    /// Sends `data` (for a console: keystrokes) as stream packets of at
+    /// most [`crate::Config::stream_chunk`] bytes. Data the daemon sent
+    /// meanwhile stays queued for [`Duplex::chunk`]; so does its error,
+    /// which the next `chunk` returns.
+    ///
+    /// # Errors
+    /// [`Error::Disconnected`].
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropping the future may leave part of `data` sent.
+    /// Dropping the [`Duplex`] then aborts the stream.
+    pub async fn send(&mut self, data: &[u8]) -> Result<()> {
+        self.inner.send(data, Incoming::Data).await
+    }
+
+    /// The next chunk the daemon sent, or `None` when its side ended (the
+    /// finish handshake completed).
+    ///
+    /// # Errors
+    /// The daemon's error ([`Error::Libvirt`]), [`Error::Disconnected`],
+    /// [`Error::Timeout`] when nothing arrives within the call deadline: a
+    /// quiet console is not broken, so the stream stays open and `chunk`
+    /// may be called again.
+    ///
+    /// # Cancel safety
+    /// Cancel safe while waiting for data (no chunk is lost); dropping the
+    /// [`Duplex`] aborts the stream.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>> {
+        self.inner
+            .chunk("unexpected packet on a duplex stream")
+            .await
+    }
+
+    /// Finishes our side (STREAM / OK) and waits for the daemon to confirm;
+    /// data it sends meanwhile is dropped.
+    ///
+    /// # Errors
+    /// The daemon's error ([`Error::Libvirt`]), [`Error::Disconnected`],
+    /// [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    /// If dropped before the daemon confirmed, the stream is aborted.
+    pub async fn finish(mut self) -> Result<()> {
+        if self.inner.eof {
+            return Ok(());
         }
-        let p = match self.inner.early.pop_front() {
-            Some(p) => Some(p),
-            None => {
-                let after = self.inner.client.call_timeout();
-                let procedure = self.inner.procedure;
-                tokio::time::timeout(after, self.inner.rx.recv())
-                    .await
-                    .map_err(|_| Error::Timeout { procedure, after })?
-            }
-        };
-        match p {
-            Some(p)
-                if p.header.kind == MessageType::Stream && p.header.status == Status::Continue =>
-            {
-                if p.payload.is_empty() {
-                    self.inner.finish().await?;
-                    self.eof = true;
-                    return Ok(None);
-                }
-                self.received += p.payload.len() as u64;
-                Ok(Some(p.payload))
-            }
-            other => {
-                let e = self.inner.unexpected(other);
-                self.inner.abort("unexpected packet during download").await;
-                Err(e)
-            }
-        }
+        self.inner.finish().await
     }
 
     /// Aborts the stream on the wire and consumes the daemon's answer.
@@ -572,10 +690,24 @@ impl Client {
         procedure: i32,
         args: &A,
     ) -> Result<Upload> {
-        Ok(Upload {
-            inner: StreamCore::open(self, procedure, args).await?,
-            sent: 0,
-        })
+        Ok(self.open_upload_with::<A, ()>(procedure, args).await?.1)
+    }
+
+    /// Opens an upload stream whose opening REPLY carries a body of type
+    /// `R` (a migration cookie, for example), returned beside it.
+    ///
+    /// # Errors
+    /// As [`Client::call`].
+    ///
+    /// # Cancel safety
+    /// If dropped after the daemon opened the stream, the stream is aborted.
+    pub async fn open_upload_with<A: Encode + ?Sized, R: Decode>(
+        &self,
+        procedure: i32,
+        args: &A,
+    ) -> Result<(R, Upload)> {
+        let (inner, ret) = StreamCore::open(self, procedure, args).await?;
+        Ok((ret, Upload { inner }))
     }
 
     /// Opens a download stream for any stream procedure with
@@ -591,11 +723,41 @@ impl Client {
         procedure: i32,
         args: &A,
     ) -> Result<Download> {
-        Ok(Download {
-            inner: StreamCore::open(self, procedure, args).await?,
-            received: 0,
-            eof: false,
-        })
+        Ok(self.open_download_with::<A, ()>(procedure, args).await?.1)
+    }
+
+    /// Opens a download stream whose opening REPLY carries a body of type
+    /// `R` (a screenshot's MIME type, for example), returned beside it.
+    ///
+    /// # Errors
+    /// As [`Client::call`].
+    ///
+    /// # Cancel safety
+    /// If dropped after the daemon opened the stream, the stream is aborted.
+    pub async fn open_download_with<A: Encode + ?Sized, R: Decode>(
+        &self,
+        procedure: i32,
+        args: &A,
+    ) -> Result<(R, Download)> {
+        let (inner, ret) = StreamCore::open(self, procedure, args).await?;
+        Ok((ret, Download { inner }))
+    }
+
+    /// Opens a stream that carries data both ways (a console or channel)
+    /// for any stream procedure with caller-supplied arguments.
+    ///
+    /// # Errors
+    /// As [`Client::call`].
+    ///
+    /// # Cancel safety
+    /// If dropped after the daemon opened the stream, the stream is aborted.
+    pub async fn open_duplex<A: Encode + ?Sized>(
+        &self,
+        procedure: i32,
+        args: &A,
+    ) -> Result<Duplex> {
+        let (inner, ()) = StreamCore::open(self, procedure, args).await?;
+        Ok(Duplex { inner })
     }
 
     /// Opens an upload into `vol` at `offset` of `length` bytes (0 = to the

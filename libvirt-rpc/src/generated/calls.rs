@@ -3,8 +3,8 @@
 // change the generator (xtask/src/codegen/) and run it again.
 
 //! A method on [`Client`] for every procedure of the remote and QEMU
-//! programs that is a plain call (see the crate's procedure table for
-//! the rest).
+//! programs that is a plain call or opens a stream (see the crate's
+//! procedure table for the rest).
 //!
 //! Every method has the same error and cancel behaviour:
 //! [`crate::Error::Libvirt`] with the daemon's error code when it fails
@@ -1680,6 +1680,23 @@ impl Client {
         Ok(map(ret))
     }
 
+    /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE_TUNNEL` (148).
+    ///
+    /// Opens a stream ([`crate::Upload`]; see [`crate::stream`] for its rules).
+    pub async fn domain_migrate_prepare_tunnel(
+        &self,
+        flags: u64,
+        dname: Option<&str>,
+        resource: u64,
+        dom_xml: &str,
+    ) -> Result<crate::stream::Upload> {
+        self.open_upload(
+            crate::proc_num::DOMAIN_MIGRATE_PREPARE_TUNNEL,
+            &(flags, dname, resource, dom_xml),
+        )
+        .await
+    }
+
     /// [`virConnectIsSecure`](https://libvirt.org/html/libvirt-libvirt-host.html#virConnectIsSecure), through
     /// `REMOTE_PROC_CONNECT_IS_SECURE` (149).
     pub async fn connect_is_secure(&self) -> Result<i32> {
@@ -2278,6 +2295,23 @@ impl Client {
         Ok(map(ret))
     }
 
+    /// [`virDomainOpenConsole`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainOpenConsole), through
+    /// `REMOTE_PROC_DOMAIN_OPEN_CONSOLE` (201).
+    ///
+    /// Opens a stream ([`crate::Duplex`]; see [`crate::stream`] for its rules).
+    pub async fn domain_open_console(
+        &self,
+        dom: &crate::remote::Domain,
+        dev_name: Option<&str>,
+        flags: crate::flags::DomainConsoleFlags,
+    ) -> Result<crate::stream::Duplex> {
+        self.open_duplex(
+            crate::proc_num::DOMAIN_OPEN_CONSOLE,
+            &(dom, dev_name, flags),
+        )
+        .await
+    }
+
     /// [`virDomainIsUpdated`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainIsUpdated), through
     /// `REMOTE_PROC_DOMAIN_IS_UPDATED` (202).
     pub async fn domain_is_updated(&self, dom: &crate::remote::Domain) -> Result<i32> {
@@ -2384,6 +2418,23 @@ impl Client {
             .await
     }
 
+    /// [`virDomainScreenshot`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainScreenshot), through
+    /// `REMOTE_PROC_DOMAIN_SCREENSHOT` (211).
+    ///
+    /// Opens a stream ([`crate::Download`]; see [`crate::stream`] for its rules).
+    pub async fn domain_screenshot(
+        &self,
+        dom: &crate::remote::Domain,
+        screen: u32,
+        flags: crate::flags::NoFlags,
+    ) -> Result<(Option<String>, crate::stream::Download)> {
+        let (ret, stream): (crate::remote::DomainScreenshotRet, crate::stream::Download) = self
+            .open_download_with(crate::proc_num::DOMAIN_SCREENSHOT, &(dom, screen, flags))
+            .await?;
+        let map: fn(crate::remote::DomainScreenshotRet) -> Option<String> = |r| r.mime;
+        Ok((map(ret), stream))
+    }
+
     /// [`virDomainGetState`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetState), through
     /// `REMOTE_PROC_DOMAIN_GET_STATE` (212).
     pub async fn domain_get_state(
@@ -2436,6 +2487,39 @@ impl Client {
             ),
         )
         .await
+    }
+
+    /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE_TUNNEL3` (215).
+    ///
+    /// Opens a stream ([`crate::Upload`]; see [`crate::stream`] for its rules).
+    pub async fn domain_migrate_prepare_tunnel3(
+        &self,
+        cookie_in: &[u8],
+        flags: u64,
+        dname: Option<&str>,
+        resource: u64,
+        dom_xml: &str,
+    ) -> Result<(Vec<u8>, crate::stream::Upload)> {
+        let (ret, stream): (
+            crate::remote::DomainMigratePrepareTunnel3Ret,
+            crate::stream::Upload,
+        ) = self
+            .open_upload_with(
+                crate::proc_num::DOMAIN_MIGRATE_PREPARE_TUNNEL3,
+                &(
+                    crate::proto::xdr::Bounded(
+                        cookie_in,
+                        crate::proto::limits::REMOTE_MIGRATE_COOKIE_MAX,
+                    ),
+                    flags,
+                    dname,
+                    resource,
+                    dom_xml,
+                ),
+            )
+            .await?;
+        let map: fn(crate::remote::DomainMigratePrepareTunnel3Ret) -> Vec<u8> = |r| r.cookie_out;
+        Ok((map(ret), stream))
     }
 
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PERFORM3` (216).
@@ -3660,6 +3744,20 @@ impl Client {
         .await
     }
 
+    /// [`virDomainOpenChannel`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainOpenChannel), through
+    /// `REMOTE_PROC_DOMAIN_OPEN_CHANNEL` (296).
+    ///
+    /// Opens a stream ([`crate::Duplex`]; see [`crate::stream`] for its rules).
+    pub async fn domain_open_channel(
+        &self,
+        dom: &crate::remote::Domain,
+        name: Option<&str>,
+        flags: crate::flags::DomainChannelFlags,
+    ) -> Result<crate::stream::Duplex> {
+        self.open_duplex(crate::proc_num::DOMAIN_OPEN_CHANNEL, &(dom, name, flags))
+            .await
+    }
+
     /// [`virNodeDeviceLookupSCSIHostByWWN`](https://libvirt.org/html/libvirt-libvirt-nodedev.html#virNodeDeviceLookupSCSIHostByWWN), through
     /// `REMOTE_PROC_NODE_DEVICE_LOOKUP_SCSI_HOST_BY_WWN` (297).
     pub async fn node_device_lookup_scsi_host_by_wwn(
@@ -3783,14 +3881,19 @@ impl Client {
     }
 
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PREPARE_TUNNEL3_PARAMS` (304).
+    ///
+    /// Opens a stream ([`crate::Upload`]; see [`crate::stream`] for its rules).
     pub async fn domain_migrate_prepare_tunnel3_params(
         &self,
         params: &[crate::proto::typed_param::TypedParam],
         cookie_in: &[u8],
         flags: u32,
-    ) -> Result<Vec<u8>> {
-        let ret: crate::remote::DomainMigratePrepareTunnel3ParamsRet = self
-            .call(
+    ) -> Result<(Vec<u8>, crate::stream::Upload)> {
+        let (ret, stream): (
+            crate::remote::DomainMigratePrepareTunnel3ParamsRet,
+            crate::stream::Upload,
+        ) = self
+            .open_upload_with(
                 crate::proc_num::DOMAIN_MIGRATE_PREPARE_TUNNEL3_PARAMS,
                 &(
                     crate::proto::xdr::Bounded(
@@ -3807,7 +3910,7 @@ impl Client {
             .await?;
         let map: fn(crate::remote::DomainMigratePrepareTunnel3ParamsRet) -> Vec<u8> =
             |r| r.cookie_out;
-        Ok(map(ret))
+        Ok((map(ret), stream))
     }
 
     /// `REMOTE_PROC_DOMAIN_MIGRATE_PERFORM3_PARAMS` (305).

@@ -395,6 +395,15 @@ bitflags! {
 }
 
 bitflags! {
+    /// `virDomainChannelFlags`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct DomainChannelFlags: u32 {
+        /// `VIR_DOMAIN_CHANNEL_FORCE`.
+        const FORCE = 1;
+    }
+}
+
+bitflags! {
     /// `virDomainCheckpointCreateFlags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct DomainCheckpointCreateFlags: u32 {
@@ -447,6 +456,17 @@ bitflags! {
         const NO_DOMAIN = 2;
         /// `VIR_DOMAIN_CHECKPOINT_XML_SIZE`.
         const SIZE = 4;
+    }
+}
+
+bitflags! {
+    /// `virDomainConsoleFlags`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct DomainConsoleFlags: u32 {
+        /// `VIR_DOMAIN_CONSOLE_FORCE`.
+        const FORCE = 1;
+        /// `VIR_DOMAIN_CONSOLE_SAFE`.
+        const SAFE = 2;
     }
 }
 
@@ -1142,10 +1162,12 @@ crate::flags::wire_flags!(
     DomainBlockPullFlags,
     DomainBlockRebaseFlags,
     DomainBlockResizeFlags,
+    DomainChannelFlags,
     DomainCheckpointCreateFlags,
     DomainCheckpointDeleteFlags,
     DomainCheckpointListFlags,
     DomainCheckpointXmlFlags,
+    DomainConsoleFlags,
     DomainCoreDumpFlags,
     DomainCreateFlags,
     DomainDefineFlags,

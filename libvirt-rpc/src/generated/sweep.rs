@@ -756,6 +756,12 @@ pub async fn sweep(c: &Client, s: &Samples) -> Vec<(&'static str, crate::Result<
             .map(drop),
     ));
     out.push((
+        "domain_open_console",
+        c.domain_open_console(&s.domain, None, crate::flags::DomainConsoleFlags::empty())
+            .await
+            .map(drop),
+    ));
+    out.push((
         "domain_is_updated",
         c.domain_is_updated(&s.domain).await.map(drop),
     ));
@@ -790,6 +796,12 @@ pub async fn sweep(c: &Client, s: &Samples) -> Vec<(&'static str, crate::Result<
     out.push((
         "domain_inject_nmi",
         c.domain_inject_nmi(&s.domain, crate::flags::NoFlags::empty())
+            .await
+            .map(drop),
+    ));
+    out.push((
+        "domain_screenshot",
+        c.domain_screenshot(&s.domain, 0, crate::flags::NoFlags::empty())
             .await
             .map(drop),
     ));
@@ -1263,6 +1275,12 @@ pub async fn sweep(c: &Client, s: &Samples) -> Vec<(&'static str, crate::Result<
     out.push((
         "domain_send_process_signal",
         c.domain_send_process_signal(&s.domain, 0, 0, crate::flags::NoFlags::empty())
+            .await
+            .map(drop),
+    ));
+    out.push((
+        "domain_open_channel",
+        c.domain_open_channel(&s.domain, None, crate::flags::DomainChannelFlags::empty())
             .await
             .map(drop),
     ));
@@ -2040,6 +2058,12 @@ pub async fn sweep(c: &Client, s: &Samples) -> Vec<(&'static str, crate::Result<
         c.secret_undefine(&s.secret).await.map(drop),
     ));
     out.push((
+        "domain_migrate_prepare_tunnel",
+        c.domain_migrate_prepare_tunnel(0, None, 0, "")
+            .await
+            .map(drop),
+    ));
+    out.push((
         "domain_migrate_set_max_downtime",
         c.domain_migrate_set_max_downtime(&s.domain, 0, crate::flags::NoFlags::empty())
             .await
@@ -2095,6 +2119,12 @@ pub async fn sweep(c: &Client, s: &Samples) -> Vec<(&'static str, crate::Result<
     out.push((
         "domain_migrate_prepare3",
         c.domain_migrate_prepare3(&[], None, 0, None, 0, "")
+            .await
+            .map(drop),
+    ));
+    out.push((
+        "domain_migrate_prepare_tunnel3",
+        c.domain_migrate_prepare_tunnel3(&[], 0, None, 0, "")
             .await
             .map(drop),
     ));

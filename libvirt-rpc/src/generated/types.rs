@@ -134,34 +134,6 @@ crate::xdr_struct! {
     }
 }
 
-crate::xdr_struct! {
-    /// `remote_error`.
-    pub struct Error {
-        /// `code`.
-        pub code: i32,
-        /// `domain`.
-        pub domain: i32,
-        /// `message`.
-        pub message: Option<String>,
-        /// `level`.
-        pub level: i32,
-        /// `dom`.
-        pub dom: Option<Domain>,
-        /// `str1`.
-        pub str1: Option<String>,
-        /// `str2`.
-        pub str2: Option<String>,
-        /// `str3`.
-        pub str3: Option<String>,
-        /// `int1`.
-        pub int1: i32,
-        /// `int2`.
-        pub int2: i32,
-        /// `net`.
-        pub net: Option<Network>,
-    }
-}
-
 // `enum remote_auth_type`: travels as an `int`.
 /// `REMOTE_AUTH_NONE`.
 pub const REMOTE_AUTH_NONE: i32 = 0;
@@ -7369,7 +7341,6 @@ macro_rules! __for_each_remote_type {
             $crate::remote::Secret,
             $crate::remote::DomainCheckpoint,
             $crate::remote::DomainSnapshot,
-            $crate::remote::Error,
             $crate::remote::VcpuInfo,
             $crate::remote::NodeGetCpuStats,
             $crate::remote::NodeGetMemoryStats,

@@ -23,35 +23,7 @@ use testkit::Descriptor;
 use testkit::names::unique;
 use testkit::virsh::Virsh;
 
-use crate::support;
-
-/// Runs virsh clean-up commands when dropped (also when a test fails).
-pub struct Cleanup {
-    virsh: Virsh,
-    commands: Vec<Vec<String>>,
-}
-
-impl Cleanup {
-    pub fn new(virsh: Virsh) -> Self {
-        Self {
-            virsh,
-            commands: Vec::new(),
-        }
-    }
-    fn push(&mut self, args: &[&str]) {
-        self.commands
-            .push(args.iter().map(|s| s.to_string()).collect());
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for c in self.commands.iter().rev() {
-            let args: Vec<&str> = c.iter().map(String::as_str).collect();
-            let _ = self.virsh.run(&args);
-        }
-    }
-}
+use crate::support::{self, Cleanup, define, qemu_xml};
 
 /// The next event of `sub` that `pick` accepts (others are skipped),
 /// within 60 s (QEMU under TCG on a loaded machine is slow to start).
@@ -74,26 +46,6 @@ async fn wait_for<T>(
 
 async fn subscribe(c: &Client, target: EventTarget) -> Subscription<Event> {
     c.subscribe(target).await.unwrap()
-}
-
-/// A QEMU domain that boots no OS, with the devices named in `devices`.
-fn qemu_xml(name: &str, devices: &str) -> String {
-    format!(
-        "<domain type='qemu'><name>{name}</name><memory unit='MiB'>32</memory>\
-         <vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os>\
-         <devices>{devices}</devices></domain>"
-    )
-}
-
-/// Defines `xml` on `qemu:///system`, with its clean-up.
-async fn define(c: &Client, cleanup: &mut Cleanup, name: &str, xml: &str) -> Domain {
-    let dom = c
-        .domain_define_xml_flags(xml, DomainDefineFlags::empty())
-        .await
-        .unwrap();
-    cleanup.push(&["undefine", name]);
-    cleanup.push(&["destroy", name]);
-    dom
 }
 
 /// The QEMU scenarios, one after another: QEMU under TCG is slow when

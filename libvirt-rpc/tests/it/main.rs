@@ -5,6 +5,7 @@
 
 mod connect_uri;
 mod daemon_failure;
+mod domain_streams;
 mod event_kinds;
 mod events;
 mod examples;

@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
-use libvirt_rpc::{Client, Config, ListDomainsFlags, OpenFlags};
+use libvirt_rpc::{Client, Config, Domain, DomainDefineFlags, ListDomainsFlags, OpenFlags};
 use testkit::Descriptor;
 use testkit::libvirtd::{POOL, PrivateLibvirtd, STORAGE_URI};
+use testkit::virsh::Virsh;
 
 /// A client of the sandbox daemon for `uri`, over `connect_unix` as callers
 /// on the daemon's host do (it also raises the socket's send buffer, so the
@@ -115,4 +116,54 @@ pub fn volume_xml(name: &str, bytes: u64) -> String {
         "<volume><name>{name}</name><capacity unit='bytes'>{bytes}</capacity>\
          <target><format type='raw'/></target></volume>"
     )
+}
+
+/// Runs virsh clean-up commands when dropped (also when a test fails).
+pub struct Cleanup {
+    virsh: Virsh,
+    commands: Vec<Vec<String>>,
+}
+
+impl Cleanup {
+    /// No commands yet.
+    pub fn new(virsh: Virsh) -> Self {
+        Self {
+            virsh,
+            commands: Vec::new(),
+        }
+    }
+    /// Runs `virsh args` at the drop (the last pushed first).
+    pub fn push(&mut self, args: &[&str]) {
+        self.commands
+            .push(args.iter().map(|s| s.to_string()).collect());
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for c in self.commands.iter().rev() {
+            let args: Vec<&str> = c.iter().map(String::as_str).collect();
+            let _ = self.virsh.run(&args);
+        }
+    }
+}
+
+/// A QEMU domain that boots no OS, with the devices named in `devices`.
+pub fn qemu_xml(name: &str, devices: &str) -> String {
+    format!(
+        "<domain type='qemu'><name>{name}</name><memory unit='MiB'>32</memory>\
+         <vcpu>1</vcpu><os><type arch='x86_64' machine='pc'>hvm</type></os>\
+         <devices>{devices}</devices></domain>"
+    )
+}
+
+/// Defines `xml` on `qemu:///system`, with its clean-up.
+pub async fn define(c: &Client, cleanup: &mut Cleanup, name: &str, xml: &str) -> Domain {
+    let dom = c
+        .domain_define_xml_flags(xml, DomainDefineFlags::empty())
+        .await
+        .unwrap();
+    cleanup.push(&["undefine", name]);
+    cleanup.push(&["destroy", name]);
+    dom
 }

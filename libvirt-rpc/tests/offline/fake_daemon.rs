@@ -424,3 +424,132 @@ async fn an_upload_source_longer_than_declared_sends_nothing_past_the_length() {
         uploads[0].data.len()
     );
 }
+
+/// The STREAM packets of `call`'s stream, with `status`.
+fn stream_header(call: &Header, status: Status) -> Header {
+    Header {
+        kind: MessageType::Stream,
+        status,
+        ..*call
+    }
+}
+
+/// A tunnelled migration's incoming side: the REPLY that opens the upload
+/// carries the destination's cookie, returned beside the stream; the
+/// stream then carries the data and finishes.
+#[tokio::test]
+async fn an_upload_whose_opening_reply_has_a_body_returns_both() {
+    let (io, mut fake) = DaemonEnd::pair();
+    let c = Client::new(io, Config::default());
+    let daemon = tokio::spawn(async move {
+        let call = fake.read().await.unwrap().unwrap();
+        assert_eq!(
+            call.header.procedure,
+            proc_num::DOMAIN_MIGRATE_PREPARE_TUNNEL3
+        );
+        let args: remote::DomainMigratePrepareTunnel3Args =
+            libvirt_rpc::proto::xdr::from_bytes(&call.payload).unwrap();
+        assert_eq!(
+            (&args.cookie_in[..], args.flags, args.dname.as_deref()),
+            (&b"cookie-in"[..], 7, Some("incoming"))
+        );
+        let ret = remote::DomainMigratePrepareTunnel3Ret {
+            cookie_out: b"cookie-out".to_vec(),
+        };
+        fake.reply(&call.header, &ret).await.unwrap();
+        let data = fake.read().await.unwrap().unwrap();
+        assert_eq!(
+            (data.header.status, &data.payload[..]),
+            (Status::Continue, &b"migration"[..])
+        );
+        let finish = fake.read().await.unwrap().unwrap();
+        assert_eq!(finish.header.status, Status::Ok);
+        fake.send_raw(&stream_header(&call.header, Status::Ok), b"")
+            .await
+            .unwrap();
+        fake
+    });
+    let (cookie, mut up) = tokio::time::timeout(
+        Duration::from_secs(5),
+        c.domain_migrate_prepare_tunnel3(b"cookie-in", 7, Some("incoming"), 0, "<domain/>"),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(cookie, b"cookie-out");
+    up.send(b"migration").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), up.finish())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(daemon.await.unwrap());
+}
+
+/// A console: what the guest writes while the client sends keystrokes is
+/// kept for the next `chunk` (an upload would take it for the daemon's
+/// verdict and fail); the daemon's error then ends the stream.
+#[tokio::test]
+async fn a_duplex_stream_keeps_what_arrives_while_sending() {
+    let (io, mut fake) = DaemonEnd::pair();
+    let c = Client::new(io, Config::default());
+    let dom = remote::Domain {
+        name: "guest".into(),
+        uuid: [1; 16],
+        id: 1,
+    };
+    let daemon = tokio::spawn(async move {
+        let call = fake.read().await.unwrap().unwrap();
+        assert_eq!(call.header.procedure, proc_num::DOMAIN_OPEN_CONSOLE);
+        fake.reply(&call.header, &()).await.unwrap();
+        fake.send_raw(&stream_header(&call.header, Status::Continue), b"login: ")
+            .await
+            .unwrap();
+        let keys = fake.read().await.unwrap().unwrap();
+        assert_eq!(&keys.payload[..], b"root\n");
+        fake.send_raw(&stream_header(&call.header, Status::Continue), b"# ")
+            .await
+            .unwrap();
+        let error = remote_error_payload();
+        fake.send_raw(&stream_header(&call.header, Status::Error), &error)
+            .await
+            .unwrap();
+        fake
+    });
+    let mut console = tokio::time::timeout(
+        Duration::from_secs(5),
+        c.domain_open_console(&dom, None, DomainConsoleFlags::empty()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    // Let "login: " arrive before sending.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    console.send(b"root\n").await.unwrap();
+    let mut got = Vec::new();
+    let err = loop {
+        match tokio::time::timeout(Duration::from_secs(5), console.chunk())
+            .await
+            .unwrap()
+        {
+            Ok(Some(data)) => got.extend_from_slice(&data),
+            Ok(None) => panic!("end of stream instead of the daemon's error"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(got, b"login: # ");
+    assert_eq!(err.code(), Some(ErrorCode::OperationFailed), "{err}");
+    assert_eq!((console.sent(), console.received()), (5, 9));
+    drop(daemon.await.unwrap());
+    // The connection goes on.
+    assert!(!c.is_closed());
+}
+
+/// An encoded `remote_error`: the console's pty went away.
+fn remote_error_payload() -> Vec<u8> {
+    let e = libvirt_rpc::proto::remote_error::WireError::new(
+        ErrorCode::OperationFailed.to_i32(),
+        10,
+        "console closed",
+    );
+    libvirt_rpc::proto::xdr::to_bytes(&e).unwrap().to_vec()
+}

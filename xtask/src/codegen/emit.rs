@@ -17,9 +17,13 @@
 //!   field is that field. `flags` are the bitflags type the API description
 //!   names for the C function's `flags`, [`NoFlags`] where it says they
 //!   are unused, else `u32`.
+//! - **Streams.** A stream procedure's method opens the stream and returns
+//!   it (`Upload` for `@writestream`, `Download` for `@readstream`,
+//!   `Duplex` where `overrides::STREAM_KINDS` says both ways), beside the
+//!   opening reply's body when it has one. Volume upload and download keep
+//!   their hand-written methods (`overrides::STREAM_METHODS`).
 //! - **No method** for event messages and event (de)registration (owned by
-//!   `Client::subscribe`), streams (the stream API; upload and download are
-//!   wired) and the procedures `overrides::NO_METHOD` lists.
+//!   `Client::subscribe`) and the procedures `overrides::NO_METHOD` lists.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -64,14 +68,45 @@ pub enum Status {
     Method(String),
     /// A stream, wired to this hand-written method.
     StreamMethod(String),
-    /// A stream with no method yet.
-    Stream,
+    /// A stream opened by a generated method of this name.
+    StreamCall(String, StreamKind),
     /// An event message the daemon sends (decoded by `crate::events`).
     EventMessage,
     /// Event (de)registration, done by `Client::subscribe`.
     EventRegistration,
     /// No method, for this reason.
     Unsupported(String),
+}
+
+/// Which way a stream's data flows, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    /// The client sends (`@writestream`): `crate::Upload`.
+    Upload,
+    /// The daemon sends (`@readstream`): `crate::Download`.
+    Download,
+    /// Both send (consoles, channels): `crate::Duplex`.
+    Duplex,
+}
+
+impl StreamKind {
+    fn parse(word: &str) -> Result<Self> {
+        Ok(match word {
+            "upload" => Self::Upload,
+            "download" => Self::Download,
+            "duplex" => Self::Duplex,
+            other => bail!("unknown stream kind {other}"),
+        })
+    }
+
+    /// The stream type and the `Client` function that opens it.
+    fn rust(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Upload => ("Upload", "open_upload"),
+            Self::Download => ("Download", "open_download"),
+            Self::Duplex => ("Duplex", "open_duplex"),
+        }
+    }
 }
 
 /// One procedure of a program.
@@ -344,12 +379,18 @@ impl<'a> Model<'a> {
                     .to_string();
                 let lower = short.to_ascii_lowercase();
                 let base = format!("{}{lower}", p.type_prefix());
+                let stream = match find(overrides::STREAM_KINDS, |r| r.0 == m.name) {
+                    Some((_, kind, _)) => Some(StreamKind::parse(kind)?),
+                    None if m.comment.contains("@writestream") => Some(StreamKind::Upload),
+                    None if m.comment.contains("@readstream") => Some(StreamKind::Download),
+                    None => None,
+                };
                 let status = if let Some((_, why)) = find(overrides::NO_METHOD, |r| r.0 == m.name) {
                     Status::Unsupported((*why).to_string())
-                } else if m.comment.contains("@readstream") || m.comment.contains("@writestream") {
+                } else if let Some(kind) = stream {
                     match find(overrides::STREAM_METHODS, |r| r.0 == m.name) {
                         Some((_, method)) => Status::StreamMethod((*method).to_string()),
-                        None => Status::Stream,
+                        None => Status::StreamCall(format!("{}{lower}", p.method_prefix()), kind),
                     }
                 } else if self.records.contains_key(&format!("{base}_msg")) {
                     Status::EventMessage
@@ -843,8 +884,8 @@ fn qualify(ty: &str) -> String {
 fn calls(m: &mut Model, procedures: &[Procedure]) -> Result<String> {
     let mut out = String::from(
         "//! A method on [`Client`] for every procedure of the remote and QEMU\n\
-         //! programs that is a plain call (see the crate's procedure table for\n\
-         //! the rest).\n\
+         //! programs that is a plain call or opens a stream (see the crate's\n\
+         //! procedure table for the rest).\n\
          //!\n\
          //! Every method has the same error and cancel behaviour:\n\
          //! [`crate::Error::Libvirt`] with the daemon's error code when it fails\n\
@@ -858,8 +899,10 @@ fn calls(m: &mut Model, procedures: &[Procedure]) -> Result<String> {
          impl Client {\n",
     );
     for p in procedures {
-        let Status::Method(name) = &p.status else {
-            continue;
+        let (name, stream) = match &p.status {
+            Status::Method(name) => (name, None),
+            Status::StreamCall(name, kind) => (name, Some(*kind)),
+            _ => continue,
         };
         let program = m
             .programs
@@ -896,30 +939,78 @@ fn calls(m: &mut Model, procedures: &[Procedure]) -> Result<String> {
         } else {
             format!("crate::proc_num::{}::{}", program.name, p.short_name)
         };
-        let call = if program.name == "remote" {
-            format!("self.call({number}, &{args})")
-        } else {
-            format!(
-                "self.call_program(crate::proto::limits::{}, crate::proto::limits::{}, {number}, &{args})",
-                program.constant("PROGRAM"),
-                program.constant("PROTOCOL_VERSION")
-            )
-        };
-        let body = match &mm.map {
-            Some(map) => format!(
-                "        let ret: {} = {call}.await?;\n        let map: fn({}) -> {} = {map};\n        Ok(map(ret))",
-                mm.ret_type, mm.ret_type, mm.out_type
-            ),
-            None => format!("        {call}.await"),
+        let (out_type, body) = match stream {
+            None => call_body(program, &number, &args, &mm),
+            Some(kind) => {
+                if program.name != "remote" {
+                    bail!("{}: a stream outside the remote program", p.full_name);
+                }
+                let _ = writeln!(
+                    out,
+                    "    ///\n    /// Opens a stream ([`crate::{}`]; see [`crate::stream`] for its rules).",
+                    kind.rust().0
+                );
+                stream_body(kind, &number, &args, &mm).with_context(|| p.full_name.clone())?
+            }
         };
         let _ = writeln!(
             out,
-            "    pub async fn {name}(&self{params}) -> Result<{}> {{\n{body}\n    }}\n",
-            mm.out_type
+            "    pub async fn {name}(&self{params}) -> Result<{out_type}> {{\n{body}\n    }}\n"
         );
     }
     out.push_str("}\n");
     Ok(out)
+}
+
+/// The return type and body of a plain call's method.
+fn call_body(program: &Program, number: &str, args: &str, mm: &Method) -> (String, String) {
+    let call = if program.name == "remote" {
+        format!("self.call({number}, &{args})")
+    } else {
+        format!(
+            "self.call_program(crate::proto::limits::{}, crate::proto::limits::{}, {number}, &{args})",
+            program.constant("PROGRAM"),
+            program.constant("PROTOCOL_VERSION")
+        )
+    };
+    let body = match &mm.map {
+        Some(map) => format!(
+            "        let ret: {} = {call}.await?;\n        let map: fn({}) -> {} = {map};\n        Ok(map(ret))",
+            mm.ret_type, mm.ret_type, mm.out_type
+        ),
+        None => format!("        {call}.await"),
+    };
+    (mm.out_type.clone(), body)
+}
+
+/// The return type and body of a stream's method: the stream, beside the
+/// opening reply's body when it has one.
+fn stream_body(
+    kind: StreamKind,
+    number: &str,
+    args: &str,
+    mm: &Method,
+) -> Result<(String, String)> {
+    let (stream, open) = kind.rust();
+    let stream = format!("crate::stream::{stream}");
+    if mm.ret_type == "()" {
+        return Ok((
+            stream,
+            format!("        self.{open}({number}, &{args}).await"),
+        ));
+    }
+    if kind == StreamKind::Duplex {
+        bail!("a duplex stream whose reply has a body");
+    }
+    let call = format!("self.{open}_with({number}, &{args})");
+    let body = match &mm.map {
+        Some(map) => format!(
+            "        let (ret, stream): ({}, {stream}) = {call}.await?;\n        let map: fn({}) -> {} = {map};\n        Ok((map(ret), stream))",
+            mm.ret_type, mm.ret_type, mm.out_type
+        ),
+        None => format!("        {call}.await"),
+    };
+    Ok((format!("({}, {stream})", mm.out_type), body))
 }
 
 /// The handle types a sweep has samples of (`testing::Samples`' fields).
@@ -1010,7 +1101,7 @@ fn sweep(m: &mut Model, procedures: &[Procedure]) -> Result<String> {
         .filter(|p| !last(p))
         .chain(procedures.iter().filter(|p| last(p)));
     for p in ordered {
-        let Status::Method(name) = &p.status else {
+        let (Status::Method(name) | Status::StreamCall(name, _)) = &p.status else {
             continue;
         };
         if NOT_SWEPT.contains(&p.full_name.as_str()) {
@@ -1073,7 +1164,7 @@ fn status_table(procedures: &[Procedure], swept: &BTreeMap<String, String>) -> S
     let mut out = "| Program | Number | Procedure | Status |\n|---|---|---|---|\n".to_string();
     for p in procedures {
         let status = match &p.status {
-            Status::Method(m) => {
+            Status::Method(m) | Status::StreamCall(m, _) => {
                 let outcome = match swept.get(m).map(String::as_str) {
                     Some("answered") => "; swept: answered by the test driver".to_string(),
                     Some(other) => format!(
@@ -1082,10 +1173,15 @@ fn status_table(procedures: &[Procedure], swept: &BTreeMap<String, String>) -> S
                     ),
                     None => "; not swept".to_string(),
                 };
-                format!("method [`Client::{m}`](crate::Client::{m}){outcome}")
+                let what = match &p.status {
+                    Status::StreamCall(_, kind) => {
+                        format!("stream ({}), method", kind.rust().0.to_ascii_lowercase())
+                    }
+                    _ => "method".to_string(),
+                };
+                format!("{what} [`Client::{m}`](crate::Client::{m}){outcome}")
             }
             Status::StreamMethod(m) => format!("stream, [`Client::{m}`](crate::Client::{m})"),
-            Status::Stream => "stream: not wired yet (no method)".into(),
             Status::EventMessage => "event message, decoded by [`crate::events`]".into(),
             Status::EventRegistration => {
                 "event registration, done by [`Client::subscribe`](crate::Client::subscribe)".into()

@@ -14,6 +14,11 @@ pub const HAND_TYPES: &[(&str, &str, &str)] = &[
         "crate::proto::typed_param::TypedParamValue",
         "`From` conversions from Rust values",
     ),
+    (
+        "remote_error",
+        "crate::proto::remote_error::WireError",
+        "the error payload every REPLY and STREAM may carry, read by the connection itself (`WireError::new` builds a stream's abort); one type, not two",
+    ),
 ];
 
 /// Generated types named other than the rule (`remote_x_y_ret` →
@@ -139,6 +144,27 @@ pub const NO_METHOD: &[(&str, &str)] = &[
     (
         "REMOTE_PROC_AUTH_SASL_STEP",
         "SASL authentication is not supported (`connect_uri` refuses it with a typed error)",
+    ),
+];
+
+/// Stream procedures whose direction the `.x` annotations do not tell
+/// (`@readstream` means the daemon sends, `@writestream` the client):
+/// procedure, `upload` / `download` / `duplex`, why.
+pub const STREAM_KINDS: &[(&str, &str, &str)] = &[
+    (
+        "REMOTE_PROC_DOMAIN_OPEN_CONSOLE",
+        "duplex",
+        "a console carries keystrokes to the guest as well; the `.x` annotates only the read side",
+    ),
+    (
+        "REMOTE_PROC_DOMAIN_OPEN_CHANNEL",
+        "duplex",
+        "a channel carries data both ways; the `.x` annotates only the read side",
+    ),
+    (
+        "REMOTE_PROC_DOMAIN_MIGRATE_PREPARE_TUNNEL3_PARAMS",
+        "upload",
+        "opens the same write stream as PREPARE_TUNNEL3, but libvirt writes its client side by hand (`@generate: none`) and the `.x` leaves it unannotated",
     ),
 ];
 
