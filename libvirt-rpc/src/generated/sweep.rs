@@ -8,2338 +8,3124 @@
 use crate::client::Client;
 use crate::testing::Samples;
 
-/// Calls every generated method once (in procedure order, those that
-/// end or remove objects last), with the
+/// Calls every generated method that `pick` accepts once (in
+/// procedure order, those that end or remove objects last), with the
 /// samples' handles, empty strings and lists, absent options, zero
-/// numbers and no flags; returns each method's name and outcome.
-/// Methods taking a parameter without a sample are left out.
-pub async fn sweep(c: &Client, s: &Samples) -> Vec<(&'static str, crate::Result<()>)> {
+/// numbers and no flags; returns each method's name and outcome (a
+/// stream a method opened is aborted at once). Methods taking a
+/// parameter without a sample are left out.
+pub async fn sweep(
+    c: &Client,
+    s: &Samples,
+    pick: &dyn Fn(&str) -> bool,
+) -> Vec<(&'static str, crate::Result<()>)> {
     let mut out = Vec::new();
-    out.push(("connect_get_type", c.connect_get_type().await.map(drop)));
-    out.push((
-        "connect_get_version",
-        c.connect_get_version().await.map(drop),
-    ));
-    out.push((
-        "connect_get_max_vcpus",
-        c.connect_get_max_vcpus(None).await.map(drop),
-    ));
-    out.push(("node_get_info", c.node_get_info().await.map(drop)));
-    out.push((
-        "connect_get_capabilities",
-        c.connect_get_capabilities().await.map(drop),
-    ));
-    out.push((
-        "domain_attach_device",
-        c.domain_attach_device(&s.domain, "").await.map(drop),
-    ));
-    out.push(("domain_create", c.domain_create(&s.domain).await.map(drop)));
-    out.push((
-        "domain_create_xml",
-        c.domain_create_xml("", crate::flags::DomainCreateFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push(("domain_define_xml", c.domain_define_xml("").await.map(drop)));
-    out.push((
-        "domain_detach_device",
-        c.domain_detach_device(&s.domain, "").await.map(drop),
-    ));
-    out.push((
-        "domain_get_xml_desc",
-        c.domain_get_xml_desc(&s.domain, crate::flags::DomainXmlFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_autostart",
-        c.domain_get_autostart(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_get_info",
-        c.domain_get_info(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_get_max_memory",
-        c.domain_get_max_memory(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_get_max_vcpus",
-        c.domain_get_max_vcpus(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_get_os_type",
-        c.domain_get_os_type(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_get_vcpus",
-        c.domain_get_vcpus(&s.domain, 0).await.map(drop),
-    ));
-    out.push((
-        "connect_list_defined_domains",
-        c.connect_list_defined_domains().await.map(drop),
-    ));
-    out.push((
-        "domain_lookup_by_id",
-        c.domain_lookup_by_id(0).await.map(drop),
-    ));
-    out.push((
-        "domain_lookup_by_name",
-        c.domain_lookup_by_name("").await.map(drop),
-    ));
-    out.push((
-        "domain_lookup_by_uuid",
-        c.domain_lookup_by_uuid(&[0; 16]).await.map(drop),
-    ));
-    out.push((
-        "connect_num_of_defined_domains",
-        c.connect_num_of_defined_domains().await.map(drop),
-    ));
-    out.push((
-        "domain_pin_vcpu",
-        c.domain_pin_vcpu(&s.domain, 0, &[]).await.map(drop),
-    ));
-    out.push(("domain_resume", c.domain_resume(&s.domain).await.map(drop)));
-    out.push((
-        "domain_set_autostart",
-        c.domain_set_autostart(&s.domain, 0).await.map(drop),
-    ));
-    out.push((
-        "domain_set_max_memory",
-        c.domain_set_max_memory(&s.domain, 0).await.map(drop),
-    ));
-    out.push((
-        "domain_set_memory",
-        c.domain_set_memory(&s.domain, 0).await.map(drop),
-    ));
-    out.push((
-        "domain_set_vcpus",
-        c.domain_set_vcpus(&s.domain, 0).await.map(drop),
-    ));
-    out.push((
-        "connect_list_defined_networks",
-        c.connect_list_defined_networks().await.map(drop),
-    ));
-    out.push((
-        "connect_list_domains",
-        c.connect_list_domains().await.map(drop),
-    ));
-    out.push((
-        "connect_list_networks",
-        c.connect_list_networks().await.map(drop),
-    ));
-    out.push((
-        "network_create",
-        c.network_create(&s.network).await.map(drop),
-    ));
-    out.push((
-        "network_create_xml",
-        c.network_create_xml("").await.map(drop),
-    ));
-    out.push((
-        "network_define_xml",
-        c.network_define_xml("").await.map(drop),
-    ));
-    out.push((
-        "network_get_xml_desc",
-        c.network_get_xml_desc(&s.network, crate::flags::NetworkXmlFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "network_get_autostart",
-        c.network_get_autostart(&s.network).await.map(drop),
-    ));
-    out.push((
-        "network_get_bridge_name",
-        c.network_get_bridge_name(&s.network).await.map(drop),
-    ));
-    out.push((
-        "network_lookup_by_name",
-        c.network_lookup_by_name("").await.map(drop),
-    ));
-    out.push((
-        "network_lookup_by_uuid",
-        c.network_lookup_by_uuid(&[0; 16]).await.map(drop),
-    ));
-    out.push((
-        "network_set_autostart",
-        c.network_set_autostart(&s.network, 0).await.map(drop),
-    ));
-    out.push((
-        "connect_num_of_defined_networks",
-        c.connect_num_of_defined_networks().await.map(drop),
-    ));
-    out.push((
-        "connect_num_of_domains",
-        c.connect_num_of_domains().await.map(drop),
-    ));
-    out.push((
-        "connect_num_of_networks",
-        c.connect_num_of_networks().await.map(drop),
-    ));
-    out.push(("domain_restore", c.domain_restore("").await.map(drop)));
-    out.push((
-        "domain_get_scheduler_type",
-        c.domain_get_scheduler_type(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_get_scheduler_parameters",
-        c.domain_get_scheduler_parameters(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_set_scheduler_parameters",
-        c.domain_set_scheduler_parameters(&s.domain, &[])
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_get_hostname",
-        c.connect_get_hostname().await.map(drop),
-    ));
-    out.push((
-        "connect_supports_feature",
-        c.connect_supports_feature(crate::domain_state::DrvFeature::from_wire(1))
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_block_stats",
-        c.domain_block_stats(&s.domain, "").await.map(drop),
-    ));
-    out.push((
-        "domain_interface_stats",
-        c.domain_interface_stats(&s.domain, "").await.map(drop),
-    ));
-    out.push(("auth_list", c.auth_list().await.map(drop)));
-    out.push((
-        "connect_num_of_storage_pools",
-        c.connect_num_of_storage_pools().await.map(drop),
-    ));
-    out.push((
-        "connect_list_storage_pools",
-        c.connect_list_storage_pools().await.map(drop),
-    ));
-    out.push((
-        "connect_num_of_defined_storage_pools",
-        c.connect_num_of_defined_storage_pools().await.map(drop),
-    ));
-    out.push((
-        "connect_list_defined_storage_pools",
-        c.connect_list_defined_storage_pools().await.map(drop),
-    ));
-    out.push((
-        "connect_find_storage_pool_sources",
-        c.connect_find_storage_pool_sources("", None, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_pool_create_xml",
-        c.storage_pool_create_xml("", crate::flags::StoragePoolCreateFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_pool_define_xml",
-        c.storage_pool_define_xml("", crate::flags::StoragePoolDefineFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_pool_create",
-        c.storage_pool_create(
-            &s.storage_pool,
-            crate::flags::StoragePoolCreateFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "storage_pool_build",
-        c.storage_pool_build(
-            &s.storage_pool,
-            crate::flags::StoragePoolBuildFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "storage_pool_refresh",
-        c.storage_pool_refresh(&s.storage_pool, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_pool_lookup_by_name",
-        c.storage_pool_lookup_by_name("").await.map(drop),
-    ));
-    out.push((
-        "storage_pool_lookup_by_uuid",
-        c.storage_pool_lookup_by_uuid(&[0; 16]).await.map(drop),
-    ));
-    out.push((
-        "storage_pool_lookup_by_volume",
-        c.storage_pool_lookup_by_volume(&s.storage_vol)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_pool_get_info",
-        c.storage_pool_get_info(&s.storage_pool).await.map(drop),
-    ));
-    out.push((
-        "storage_pool_get_xml_desc",
-        c.storage_pool_get_xml_desc(&s.storage_pool, crate::flags::StorageXmlFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_pool_get_autostart",
-        c.storage_pool_get_autostart(&s.storage_pool)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_pool_set_autostart",
-        c.storage_pool_set_autostart(&s.storage_pool, 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_pool_num_of_volumes",
-        c.storage_pool_num_of_volumes(&s.storage_pool)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_pool_list_volumes",
-        c.storage_pool_list_volumes(&s.storage_pool).await.map(drop),
-    ));
-    out.push((
-        "storage_vol_create_xml",
-        c.storage_vol_create_xml(
-            &s.storage_pool,
-            "",
-            crate::flags::StorageVolCreateFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "storage_vol_lookup_by_name",
-        c.storage_vol_lookup_by_name(&s.storage_pool, "")
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_vol_lookup_by_key",
-        c.storage_vol_lookup_by_key("").await.map(drop),
-    ));
-    out.push((
-        "storage_vol_lookup_by_path",
-        c.storage_vol_lookup_by_path("").await.map(drop),
-    ));
-    out.push((
-        "storage_vol_get_info",
-        c.storage_vol_get_info(&s.storage_vol).await.map(drop),
-    ));
-    out.push((
-        "storage_vol_get_xml_desc",
-        c.storage_vol_get_xml_desc(&s.storage_vol, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_vol_get_path",
-        c.storage_vol_get_path(&s.storage_vol).await.map(drop),
-    ));
-    out.push((
-        "node_get_cells_free_memory",
-        c.node_get_cells_free_memory(0).await.map(drop),
-    ));
-    out.push((
-        "node_get_free_memory",
-        c.node_get_free_memory().await.map(drop),
-    ));
-    out.push((
-        "domain_block_peek",
-        c.domain_block_peek(&s.domain, "", 0, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_memory_peek",
-        c.domain_memory_peek(&s.domain, 0, 0, crate::flags::DomainMemoryFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push(("connect_get_uri", c.connect_get_uri().await.map(drop)));
-    out.push((
-        "node_num_of_devices",
-        c.node_num_of_devices(None, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_list_devices",
-        c.node_list_devices(None, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_device_lookup_by_name",
-        c.node_device_lookup_by_name("").await.map(drop),
-    ));
-    out.push((
-        "node_device_get_xml_desc",
-        c.node_device_get_xml_desc("", crate::flags::NodeDeviceXmlFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_device_get_parent",
-        c.node_device_get_parent("").await.map(drop),
-    ));
-    out.push((
-        "node_device_num_of_caps",
-        c.node_device_num_of_caps("").await.map(drop),
-    ));
-    out.push((
-        "node_device_list_caps",
-        c.node_device_list_caps("").await.map(drop),
-    ));
-    out.push((
-        "node_device_dettach",
-        c.node_device_dettach("").await.map(drop),
-    ));
-    out.push((
-        "node_device_re_attach",
-        c.node_device_re_attach("").await.map(drop),
-    ));
-    out.push((
-        "domain_get_security_label",
-        c.domain_get_security_label(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "node_get_security_model",
-        c.node_get_security_model().await.map(drop),
-    ));
-    out.push((
-        "node_device_create_xml",
-        c.node_device_create_xml("", crate::flags::NodeDeviceCreateXmlFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_vol_create_xml_from",
-        c.storage_vol_create_xml_from(
-            &s.storage_pool,
-            "",
-            &s.storage_vol,
-            crate::flags::StorageVolCreateFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "connect_num_of_interfaces",
-        c.connect_num_of_interfaces().await.map(drop),
-    ));
-    out.push((
-        "connect_list_interfaces",
-        c.connect_list_interfaces().await.map(drop),
-    ));
-    out.push((
-        "interface_lookup_by_name",
-        c.interface_lookup_by_name("").await.map(drop),
-    ));
-    out.push((
-        "interface_lookup_by_mac_string",
-        c.interface_lookup_by_mac_string("").await.map(drop),
-    ));
-    out.push((
-        "interface_get_xml_desc",
-        c.interface_get_xml_desc(&s.interface, 0).await.map(drop),
-    ));
-    out.push((
-        "interface_define_xml",
-        c.interface_define_xml("", crate::flags::InterfaceDefineFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "interface_create",
-        c.interface_create(&s.interface, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_domain_xml_from_native",
-        c.connect_domain_xml_from_native("", "", crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_domain_xml_to_native",
-        c.connect_domain_xml_to_native("", "", crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_num_of_defined_interfaces",
-        c.connect_num_of_defined_interfaces().await.map(drop),
-    ));
-    out.push((
-        "connect_list_defined_interfaces",
-        c.connect_list_defined_interfaces().await.map(drop),
-    ));
-    out.push((
-        "connect_num_of_secrets",
-        c.connect_num_of_secrets().await.map(drop),
-    ));
-    out.push((
-        "connect_list_secrets",
-        c.connect_list_secrets().await.map(drop),
-    ));
-    out.push((
-        "secret_lookup_by_uuid",
-        c.secret_lookup_by_uuid(&[0; 16]).await.map(drop),
-    ));
-    out.push((
-        "secret_define_xml",
-        c.secret_define_xml("", crate::flags::SecretDefineFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "secret_get_xml_desc",
-        c.secret_get_xml_desc(&s.secret, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "secret_set_value",
-        c.secret_set_value(&s.secret, &[], crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "secret_get_value",
-        c.secret_get_value(&s.secret, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "secret_lookup_by_usage",
-        c.secret_lookup_by_usage(0, "").await.map(drop),
-    ));
-    out.push(("connect_is_secure", c.connect_is_secure().await.map(drop)));
-    out.push((
-        "domain_is_active",
-        c.domain_is_active(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_is_persistent",
-        c.domain_is_persistent(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "network_is_active",
-        c.network_is_active(&s.network).await.map(drop),
-    ));
-    out.push((
-        "network_is_persistent",
-        c.network_is_persistent(&s.network).await.map(drop),
-    ));
-    out.push((
-        "storage_pool_is_active",
-        c.storage_pool_is_active(&s.storage_pool).await.map(drop),
-    ));
-    out.push((
-        "storage_pool_is_persistent",
-        c.storage_pool_is_persistent(&s.storage_pool)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "interface_is_active",
-        c.interface_is_active(&s.interface).await.map(drop),
-    ));
-    out.push((
-        "connect_get_lib_version",
-        c.connect_get_lib_version().await.map(drop),
-    ));
-    out.push((
-        "connect_compare_cpu",
-        c.connect_compare_cpu("", crate::flags::ConnectCompareCpuFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_memory_stats",
-        c.domain_memory_stats(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_attach_device_flags",
-        c.domain_attach_device_flags(
-            &s.domain,
-            "",
-            crate::flags::DomainDeviceModifyFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_detach_device_flags",
-        c.domain_detach_device_flags(
-            &s.domain,
-            "",
-            crate::flags::DomainDeviceModifyFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "connect_baseline_cpu",
-        c.connect_baseline_cpu(&[], crate::flags::ConnectBaselineCpuFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_job_info",
-        c.domain_get_job_info(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_abort_job",
-        c.domain_abort_job(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "storage_vol_wipe",
-        c.storage_vol_wipe(&s.storage_vol, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_update_device_flags",
-        c.domain_update_device_flags(
-            &s.domain,
-            "",
-            crate::flags::DomainDeviceModifyFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "nwfilter_lookup_by_name",
-        c.nwfilter_lookup_by_name("").await.map(drop),
-    ));
-    out.push((
-        "nwfilter_lookup_by_uuid",
-        c.nwfilter_lookup_by_uuid(&[0; 16]).await.map(drop),
-    ));
-    out.push((
-        "nwfilter_get_xml_desc",
-        c.nwfilter_get_xml_desc(&s.nwfilter, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_num_of_nwfilters",
-        c.connect_num_of_nwfilters().await.map(drop),
-    ));
-    out.push((
-        "connect_list_nwfilters",
-        c.connect_list_nwfilters().await.map(drop),
-    ));
-    out.push((
-        "nwfilter_define_xml",
-        c.nwfilter_define_xml("").await.map(drop),
-    ));
-    out.push((
-        "domain_snapshot_create_xml",
-        c.domain_snapshot_create_xml(
-            &s.domain,
-            "",
-            crate::flags::DomainSnapshotCreateFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_get_xml_desc",
-        c.domain_snapshot_get_xml_desc(
-            &s.domain_snapshot,
-            crate::flags::DomainSnapshotXmlFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_num",
-        c.domain_snapshot_num(&s.domain, crate::flags::DomainSnapshotListFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_list_names",
-        c.domain_snapshot_list_names(&s.domain, crate::flags::DomainSnapshotListFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_lookup_by_name",
-        c.domain_snapshot_lookup_by_name(&s.domain, "", crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_has_current_snapshot",
-        c.domain_has_current_snapshot(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_current",
-        c.domain_snapshot_current(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_revert_to_snapshot",
-        c.domain_revert_to_snapshot(
-            &s.domain_snapshot,
-            crate::flags::DomainSnapshotRevertFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_block_info",
-        c.domain_get_block_info(&s.domain, "", crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_create_with_flags",
-        c.domain_create_with_flags(&s.domain, crate::flags::DomainCreateFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_memory_parameters",
-        c.domain_set_memory_parameters(
-            &s.domain,
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_memory_parameters",
-        c.domain_get_memory_parameters(&s.domain, crate::flags::DomainModificationImpact::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_vcpus_flags",
-        c.domain_set_vcpus_flags(&s.domain, 0, crate::flags::DomainVcpuFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_vcpus_flags",
-        c.domain_get_vcpus_flags(&s.domain, crate::flags::DomainVcpuFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_open_console",
-        c.domain_open_console(&s.domain, None, crate::flags::DomainConsoleFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_is_updated",
-        c.domain_is_updated(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "connect_get_sysinfo",
-        c.connect_get_sysinfo(crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_memory_flags",
-        c.domain_set_memory_flags(&s.domain, 0, crate::flags::DomainMemoryModFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_blkio_parameters",
-        c.domain_set_blkio_parameters(
-            &s.domain,
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_blkio_parameters",
-        c.domain_get_blkio_parameters(&s.domain, crate::flags::DomainModificationImpact::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_inject_nmi",
-        c.domain_inject_nmi(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_screenshot",
-        c.domain_screenshot(&s.domain, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_state",
-        c.domain_get_state(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_scheduler_parameters_flags",
-        c.domain_set_scheduler_parameters_flags(
-            &s.domain,
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "interface_change_begin",
-        c.interface_change_begin(crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "interface_change_commit",
-        c.interface_change_commit(crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "interface_change_rollback",
-        c.interface_change_rollback(crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_scheduler_parameters_flags",
-        c.domain_get_scheduler_parameters_flags(
-            &s.domain,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_pin_vcpu_flags",
-        c.domain_pin_vcpu_flags(
-            &s.domain,
-            0,
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_send_key",
-        c.domain_send_key(&s.domain, 0, 0, &[], crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_get_cpu_stats",
-        c.node_get_cpu_stats(0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_get_memory_stats",
-        c.node_get_memory_stats(0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_control_info",
-        c.domain_get_control_info(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_vcpu_pin_info",
-        c.domain_get_vcpu_pin_info(
-            &s.domain,
-            0,
-            0,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_restore_flags",
-        c.domain_restore_flags("", None, crate::flags::DomainSaveRestoreFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_block_job_abort",
-        c.domain_block_job_abort(
-            &s.domain,
-            "",
-            crate::flags::DomainBlockJobAbortFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_block_job_info",
-        c.domain_get_block_job_info(
-            &s.domain,
-            "",
-            crate::flags::DomainBlockJobInfoFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_block_job_set_speed",
-        c.domain_block_job_set_speed(
-            &s.domain,
-            "",
-            0,
-            crate::flags::DomainBlockJobSetSpeedFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_block_pull",
-        c.domain_block_pull(
-            &s.domain,
-            "",
-            0,
-            crate::flags::DomainBlockPullFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_block_stats_flags",
-        c.domain_block_stats_flags(&s.domain, "", crate::flags::TypedParameterFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_get_parent",
-        c.domain_snapshot_get_parent(&s.domain_snapshot, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_num_children",
-        c.domain_snapshot_num_children(
-            &s.domain_snapshot,
-            crate::flags::DomainSnapshotListFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_list_children_names",
-        c.domain_snapshot_list_children_names(
-            &s.domain_snapshot,
-            crate::flags::DomainSnapshotListFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_block_resize",
-        c.domain_block_resize(
-            &s.domain,
-            "",
-            0,
-            crate::flags::DomainBlockResizeFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_set_block_io_tune",
-        c.domain_set_block_io_tune(
-            &s.domain,
-            "",
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_block_io_tune",
-        c.domain_get_block_io_tune(
-            &s.domain,
-            None,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_set_numa_parameters",
-        c.domain_set_numa_parameters(
-            &s.domain,
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_numa_parameters",
-        c.domain_get_numa_parameters(&s.domain, crate::flags::DomainModificationImpact::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_interface_parameters",
-        c.domain_set_interface_parameters(
-            &s.domain,
-            "",
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_interface_parameters",
-        c.domain_get_interface_parameters(
-            &s.domain,
-            "",
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "storage_vol_wipe_pattern",
-        c.storage_vol_wipe_pattern(&s.storage_vol, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_vol_resize",
-        c.storage_vol_resize(
-            &s.storage_vol,
-            0,
-            crate::flags::StorageVolResizeFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_cpu_stats",
-        c.domain_get_cpu_stats(
-            &s.domain,
-            0,
-            0,
-            0,
-            crate::flags::TypedParameterFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_disk_errors",
-        c.domain_get_disk_errors(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_metadata",
-        c.domain_set_metadata(
-            &s.domain,
-            crate::flags::MetadataType::from_wire(0),
-            None,
-            None,
-            None,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_metadata",
-        c.domain_get_metadata(
-            &s.domain,
-            crate::flags::MetadataType::from_wire(0),
-            None,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_block_rebase",
-        c.domain_block_rebase(
-            &s.domain,
-            "",
-            None,
-            0,
-            crate::flags::DomainBlockRebaseFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_pm_wakeup",
-        c.domain_pm_wakeup(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_is_current",
-        c.domain_snapshot_is_current(&s.domain_snapshot, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_has_metadata",
-        c.domain_snapshot_has_metadata(&s.domain_snapshot, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_list_all_domains",
-        c.connect_list_all_domains(crate::flags::ConnectListAllDomainsFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_list_all_snapshots",
-        c.domain_list_all_snapshots(&s.domain, crate::flags::DomainSnapshotListFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_list_all_children",
-        c.domain_snapshot_list_all_children(
-            &s.domain_snapshot,
-            crate::flags::DomainSnapshotListFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_hostname",
-        c.domain_get_hostname(&s.domain, crate::flags::DomainGetHostnameFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_security_label_list",
-        c.domain_get_security_label_list(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_pin_emulator",
-        c.domain_pin_emulator(
-            &s.domain,
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_emulator_pin_info",
-        c.domain_get_emulator_pin_info(
-            &s.domain,
-            0,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "connect_list_all_storage_pools",
-        c.connect_list_all_storage_pools(crate::flags::ConnectListAllStoragePoolsFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_pool_list_all_volumes",
-        c.storage_pool_list_all_volumes(&s.storage_pool, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_list_all_networks",
-        c.connect_list_all_networks(crate::flags::ConnectListAllNetworksFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_list_all_interfaces",
-        c.connect_list_all_interfaces(crate::flags::ConnectListAllInterfacesFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_list_all_node_devices",
-        c.connect_list_all_node_devices(crate::flags::ConnectListAllNodeDeviceFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_list_all_nwfilters",
-        c.connect_list_all_nwfilters(crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_list_all_secrets",
-        c.connect_list_all_secrets(crate::flags::ConnectListAllSecretsFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_set_memory_parameters",
-        c.node_set_memory_parameters(&[], crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_get_memory_parameters",
-        c.node_get_memory_parameters(crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_block_commit",
-        c.domain_block_commit(
-            &s.domain,
-            "",
-            None,
-            None,
-            0,
-            crate::flags::DomainBlockCommitFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "network_update",
-        c.network_update(
-            &s.network,
-            0,
-            0,
-            0,
-            "",
-            crate::flags::NetworkUpdateFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "node_get_cpu_map",
-        c.node_get_cpu_map(0, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_fstrim",
-        c.domain_fstrim(&s.domain, None, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_send_process_signal",
-        c.domain_send_process_signal(&s.domain, 0, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_open_channel",
-        c.domain_open_channel(&s.domain, None, crate::flags::DomainChannelFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_device_lookup_scsi_host_by_wwn",
-        c.node_device_lookup_scsi_host_by_wwn("", "", crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_job_stats",
-        c.domain_get_job_stats(&s.domain, crate::flags::DomainGetJobStatsFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_device_detach_flags",
-        c.node_device_detach_flags("", None, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_memory_stats_period",
-        c.domain_set_memory_stats_period(&s.domain, 0, crate::flags::DomainMemoryModFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_create_xml_with_files",
-        c.domain_create_xml_with_files("", crate::flags::DomainCreateFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_create_with_files",
-        c.domain_create_with_files(&s.domain, crate::flags::DomainCreateFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_get_cpu_model_names",
-        c.connect_get_cpu_model_names("", crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_fsfreeze",
-        c.domain_fsfreeze(&s.domain, &[], crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_fsthaw",
-        c.domain_fsthaw(&s.domain, &[], crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_time",
-        c.domain_get_time(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_time",
-        c.domain_set_time(&s.domain, 0, 0, crate::flags::DomainSetTimeFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_get_free_pages",
-        c.node_get_free_pages(&[], 0, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "network_get_dhcp_leases",
-        c.network_get_dhcp_leases(&s.network, None, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_get_domain_capabilities",
-        c.connect_get_domain_capabilities(
-            None,
-            None,
-            None,
-            None,
-            crate::flags::ConnectGetDomainCapabilitiesFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "connect_get_all_domain_stats",
-        c.connect_get_all_domain_stats(
-            &[],
-            0,
-            crate::flags::ConnectGetAllDomainStatsFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_block_copy",
-        c.domain_block_copy(
-            &s.domain,
-            "",
-            "",
-            &[],
-            crate::flags::DomainBlockCopyFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "node_alloc_pages",
-        c.node_alloc_pages(&[], &[], 0, 0, crate::flags::NodeAllocPagesFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_fsinfo",
-        c.domain_get_fsinfo(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_define_xml_flags",
-        c.domain_define_xml_flags("", crate::flags::DomainDefineFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_iothread_info",
-        c.domain_get_iothread_info(&s.domain, crate::flags::DomainModificationImpact::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_pin_iothread",
-        c.domain_pin_iothread(
-            &s.domain,
-            0,
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_interface_addresses",
-        c.domain_interface_addresses(
-            &s.domain,
-            crate::flags::InterfaceAddressesSource::from_wire(0),
-            crate::flags::NoFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_add_iothread",
-        c.domain_add_iothread(
-            &s.domain,
-            0,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_del_iothread",
-        c.domain_del_iothread(
-            &s.domain,
-            0,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_set_user_password",
-        c.domain_set_user_password(
-            &s.domain,
-            None,
-            None,
-            crate::flags::DomainSetUserPasswordFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_rename",
-        c.domain_rename(&s.domain, None, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_register_close_callback",
-        c.connect_register_close_callback().await.map(drop),
-    ));
-    out.push((
-        "connect_unregister_close_callback",
-        c.connect_unregister_close_callback().await.map(drop),
-    ));
-    out.push((
-        "domain_get_perf_events",
-        c.domain_get_perf_events(&s.domain, crate::flags::DomainModificationImpact::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_perf_events",
-        c.domain_set_perf_events(
-            &s.domain,
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_guest_vcpus",
-        c.domain_get_guest_vcpus(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_guest_vcpus",
-        c.domain_set_guest_vcpus(&s.domain, "", 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "storage_vol_get_info_flags",
-        c.storage_vol_get_info_flags(&s.storage_vol, crate::flags::StorageVolInfoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_vcpu",
-        c.domain_set_vcpu(
-            &s.domain,
-            "",
-            0,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_set_block_threshold",
-        c.domain_set_block_threshold(&s.domain, "", 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_lifecycle_action",
-        c.domain_set_lifecycle_action(
-            &s.domain,
-            0,
-            0,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "storage_pool_lookup_by_target_path",
-        c.storage_pool_lookup_by_target_path("").await.map(drop),
-    ));
-    out.push((
-        "domain_detach_device_alias",
-        c.domain_detach_device_alias(
-            &s.domain,
-            "",
-            crate::flags::DomainDeviceModifyFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "connect_compare_hypervisor_cpu",
-        c.connect_compare_hypervisor_cpu(
-            None,
-            None,
-            None,
-            None,
-            "",
-            crate::flags::ConnectCompareCpuFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "connect_baseline_hypervisor_cpu",
-        c.connect_baseline_hypervisor_cpu(
-            None,
-            None,
-            None,
-            None,
-            &[],
-            crate::flags::ConnectBaselineCpuFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "node_get_sev_info",
-        c.node_get_sev_info(crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_launch_security_info",
-        c.domain_get_launch_security_info(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "nwfilter_binding_lookup_by_port_dev",
-        c.nwfilter_binding_lookup_by_port_dev("").await.map(drop),
-    ));
-    out.push((
-        "nwfilter_binding_get_xml_desc",
-        c.nwfilter_binding_get_xml_desc(&s.nwfilter_binding, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "nwfilter_binding_create_xml",
-        c.nwfilter_binding_create_xml("", crate::flags::NwFilterBindingCreateFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_list_all_nwfilter_bindings",
-        c.connect_list_all_nwfilter_bindings(crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_iothread_params",
-        c.domain_set_iothread_params(
-            &s.domain,
-            0,
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "connect_get_storage_pool_capabilities",
-        c.connect_get_storage_pool_capabilities(crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "network_list_all_ports",
-        c.network_list_all_ports(&s.network, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "network_port_lookup_by_uuid",
-        c.network_port_lookup_by_uuid(&s.network, &[0; 16])
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "network_port_create_xml",
-        c.network_port_create_xml(
-            &s.network,
-            "",
-            crate::flags::NetworkPortCreateFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "network_port_get_parameters",
-        c.network_port_get_parameters(&s.network_port, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "network_port_set_parameters",
-        c.network_port_set_parameters(&s.network_port, &[], crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "network_port_get_xml_desc",
-        c.network_port_get_xml_desc(&s.network_port, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_checkpoint_create_xml",
-        c.domain_checkpoint_create_xml(
-            &s.domain,
-            "",
-            crate::flags::DomainCheckpointCreateFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_checkpoint_get_xml_desc",
-        c.domain_checkpoint_get_xml_desc(
-            &s.domain_checkpoint,
-            crate::flags::DomainCheckpointXmlFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_list_all_checkpoints",
-        c.domain_list_all_checkpoints(&s.domain, crate::flags::DomainCheckpointListFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_checkpoint_list_all_children",
-        c.domain_checkpoint_list_all_children(
-            &s.domain_checkpoint,
-            crate::flags::DomainCheckpointListFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_checkpoint_lookup_by_name",
-        c.domain_checkpoint_lookup_by_name(&s.domain, "", crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_checkpoint_get_parent",
-        c.domain_checkpoint_get_parent(&s.domain_checkpoint, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_guest_info",
-        c.domain_get_guest_info(&s.domain, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "connect_set_identity",
-        c.connect_set_identity(&[], crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_agent_set_response_timeout",
-        c.domain_agent_set_response_timeout(&s.domain, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_backup_begin",
-        c.domain_backup_begin(
-            &s.domain,
-            "",
-            None,
-            crate::flags::DomainBackupBeginFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_backup_get_xml_desc",
-        c.domain_backup_get_xml_desc(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_authorized_ssh_keys_get",
-        c.domain_authorized_ssh_keys_get(&s.domain, "", crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_authorized_ssh_keys_set",
-        c.domain_authorized_ssh_keys_set(
-            &s.domain,
-            "",
-            &[],
-            crate::flags::DomainAuthorizedSshKeysSetFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_get_messages",
-        c.domain_get_messages(&s.domain, crate::flags::DomainMessageType::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_start_dirty_rate_calc",
-        c.domain_start_dirty_rate_calc(
-            &s.domain,
-            0,
-            crate::flags::DomainDirtyRateCalcFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "node_device_define_xml",
-        c.node_device_define_xml("", crate::flags::NodeDeviceDefineXmlFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_device_create",
-        c.node_device_create("", crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "nwfilter_define_xml_flags",
-        c.nwfilter_define_xml_flags("", crate::flags::NwFilterDefineFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "network_define_xml_flags",
-        c.network_define_xml_flags("", crate::flags::NetworkDefineFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_device_get_autostart",
-        c.node_device_get_autostart("").await.map(drop),
-    ));
-    out.push((
-        "node_device_set_autostart",
-        c.node_device_set_autostart("", 0).await.map(drop),
-    ));
-    out.push((
-        "node_device_is_persistent",
-        c.node_device_is_persistent("").await.map(drop),
-    ));
-    out.push((
-        "node_device_is_active",
-        c.node_device_is_active("").await.map(drop),
-    ));
-    out.push((
-        "network_create_xml_flags",
-        c.network_create_xml_flags("", crate::flags::NetworkCreateFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_set_launch_security_state",
-        c.domain_set_launch_security_state(&s.domain, &[], crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_restore_params",
-        c.domain_restore_params(&[], crate::flags::DomainSaveRestoreFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_abort_job_flags",
-        c.domain_abort_job_flags(&s.domain, crate::flags::DomainAbortJobFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "network_set_metadata",
-        c.network_set_metadata(
-            &s.network,
-            0,
-            None,
-            None,
-            None,
-            crate::flags::NetworkUpdateFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "network_get_metadata",
-        c.network_get_metadata(
-            &s.network,
-            0,
-            None,
-            crate::flags::NetworkUpdateFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "node_device_update",
-        c.node_device_update("", "", crate::flags::NodeDeviceUpdateFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_graphics_reload",
-        c.domain_graphics_reload(&s.domain, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_get_autostart_once",
-        c.domain_get_autostart_once(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_set_autostart_once",
-        c.domain_set_autostart_once(&s.domain, 0).await.map(drop),
-    ));
-    out.push((
-        "domain_set_throttle_group",
-        c.domain_set_throttle_group(
-            &s.domain,
-            "",
-            &[],
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_del_throttle_group",
-        c.domain_del_throttle_group(
-            &s.domain,
-            None,
-            crate::flags::DomainModificationImpact::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "qemu_domain_monitor_command",
-        c.qemu_domain_monitor_command(
-            &s.domain,
-            "",
-            crate::flags::DomainQemuMonitorCommandFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "qemu_domain_attach",
-        c.qemu_domain_attach(0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "qemu_domain_agent_command",
-        c.qemu_domain_agent_command(&s.domain, "", 0, 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "qemu_domain_monitor_command_with_files",
-        c.qemu_domain_monitor_command_with_files(
-            &s.domain,
-            "",
-            crate::flags::DomainQemuMonitorCommandFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_destroy",
-        c.domain_destroy(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_reboot",
-        c.domain_reboot(&s.domain, crate::flags::DomainRebootFlag::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_shutdown",
-        c.domain_shutdown(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_suspend",
-        c.domain_suspend(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "domain_undefine",
-        c.domain_undefine(&s.domain).await.map(drop),
-    ));
-    out.push((
-        "network_destroy",
-        c.network_destroy(&s.network).await.map(drop),
-    ));
-    out.push((
-        "network_undefine",
-        c.network_undefine(&s.network).await.map(drop),
-    ));
-    out.push((
-        "domain_core_dump",
-        c.domain_core_dump(&s.domain, "", crate::flags::DomainCoreDumpFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push(("domain_save", c.domain_save(&s.domain, "").await.map(drop)));
-    out.push((
-        "domain_migrate_prepare",
-        c.domain_migrate_prepare(None, 0, None, 0).await.map(drop),
-    ));
-    out.push((
-        "domain_migrate_perform",
-        c.domain_migrate_perform(&s.domain, &[], "", 0, None, 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_finish",
-        c.domain_migrate_finish("", &[], "", 0).await.map(drop),
-    ));
-    out.push((
-        "storage_pool_destroy",
-        c.storage_pool_destroy(&s.storage_pool).await.map(drop),
-    ));
-    out.push((
-        "storage_pool_delete",
-        c.storage_pool_delete(
-            &s.storage_pool,
-            crate::flags::StoragePoolDeleteFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "storage_pool_undefine",
-        c.storage_pool_undefine(&s.storage_pool).await.map(drop),
-    ));
-    out.push((
-        "storage_vol_delete",
-        c.storage_vol_delete(&s.storage_vol, crate::flags::StorageVolDeleteFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_prepare2",
-        c.domain_migrate_prepare2(None, 0, None, 0, "")
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_finish2",
-        c.domain_migrate_finish2("", &[], "", 0, 0).await.map(drop),
-    ));
-    out.push(("node_device_reset", c.node_device_reset("").await.map(drop)));
-    out.push((
-        "node_device_destroy",
-        c.node_device_destroy("").await.map(drop),
-    ));
-    out.push((
-        "interface_undefine",
-        c.interface_undefine(&s.interface).await.map(drop),
-    ));
-    out.push((
-        "interface_destroy",
-        c.interface_destroy(&s.interface, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "secret_undefine",
-        c.secret_undefine(&s.secret).await.map(drop),
-    ));
-    out.push((
-        "domain_migrate_prepare_tunnel",
-        c.domain_migrate_prepare_tunnel(0, None, 0, "")
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_set_max_downtime",
-        c.domain_migrate_set_max_downtime(&s.domain, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "nwfilter_undefine",
-        c.nwfilter_undefine(&s.nwfilter).await.map(drop),
-    ));
-    out.push((
-        "domain_managed_save",
-        c.domain_managed_save(&s.domain, crate::flags::DomainSaveRestoreFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_has_managed_save_image",
-        c.domain_has_managed_save_image(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_managed_save_remove",
-        c.domain_managed_save_remove(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_snapshot_delete",
-        c.domain_snapshot_delete(
-            &s.domain_snapshot,
-            crate::flags::DomainSnapshotDeleteFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_migrate_set_max_speed",
-        c.domain_migrate_set_max_speed(
-            &s.domain,
-            0,
-            crate::flags::DomainMigrateMaxSpeedFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_migrate_begin3",
-        c.domain_migrate_begin3(&s.domain, None, 0, None, 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_prepare3",
-        c.domain_migrate_prepare3(&[], None, 0, None, 0, "")
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_prepare_tunnel3",
-        c.domain_migrate_prepare_tunnel3(&[], 0, None, 0, "")
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_perform3",
-        c.domain_migrate_perform3(&s.domain, None, &[], None, None, 0, None, 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_finish3",
-        c.domain_migrate_finish3("", &[], None, None, 0, 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_confirm3",
-        c.domain_migrate_confirm3(&s.domain, &[], 0, 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_undefine_flags",
-        c.domain_undefine_flags(&s.domain, crate::flags::DomainUndefineFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_save_flags",
-        c.domain_save_flags(
-            &s.domain,
-            "",
-            None,
-            crate::flags::DomainSaveRestoreFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_destroy_flags",
-        c.domain_destroy_flags(&s.domain, crate::flags::DomainDestroyFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_save_image_get_xml_desc",
-        c.domain_save_image_get_xml_desc("", crate::flags::DomainSaveImageXmlFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_save_image_define_xml",
-        c.domain_save_image_define_xml("", "", crate::flags::DomainSaveRestoreFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_get_max_speed",
-        c.domain_migrate_get_max_speed(
-            &s.domain,
-            crate::flags::DomainMigrateMaxSpeedFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_reset",
-        c.domain_reset(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "node_suspend_for_duration",
-        c.node_suspend_for_duration(0, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_shutdown_flags",
-        c.domain_shutdown_flags(&s.domain, crate::flags::DomainShutdownFlag::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_pm_suspend_for_duration",
-        c.domain_pm_suspend_for_duration(&s.domain, 0, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_get_compression_cache",
-        c.domain_migrate_get_compression_cache(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_set_compression_cache",
-        c.domain_migrate_set_compression_cache(&s.domain, 0, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_begin3_params",
-        c.domain_migrate_begin3_params(&s.domain, &[], 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_prepare3_params",
-        c.domain_migrate_prepare3_params(&[], &[], 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_prepare_tunnel3_params",
-        c.domain_migrate_prepare_tunnel3_params(&[], &[], 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_perform3_params",
-        c.domain_migrate_perform3_params(&s.domain, None, &[], &[], 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_finish3_params",
-        c.domain_migrate_finish3_params(&[], &[], 0, 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_confirm3_params",
-        c.domain_migrate_confirm3_params(&s.domain, &[], &[], 0, 0)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_core_dump_with_format",
-        c.domain_core_dump_with_format(
-            &s.domain,
-            "",
-            0,
-            crate::flags::DomainCoreDumpFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_migrate_start_post_copy",
-        c.domain_migrate_start_post_copy(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_migrate_get_max_downtime",
-        c.domain_migrate_get_max_downtime(&s.domain, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_managed_save_get_xml_desc",
-        c.domain_managed_save_get_xml_desc(
-            &s.domain,
-            crate::flags::DomainSaveImageXmlFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "domain_managed_save_define_xml",
-        c.domain_managed_save_define_xml(
-            &s.domain,
-            None,
-            crate::flags::DomainSaveRestoreFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "nwfilter_binding_delete",
-        c.nwfilter_binding_delete(&s.nwfilter_binding)
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "network_port_delete",
-        c.network_port_delete(&s.network_port, crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_checkpoint_delete",
-        c.domain_checkpoint_delete(
-            &s.domain_checkpoint,
-            crate::flags::DomainCheckpointDeleteFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
-    out.push((
-        "node_device_undefine",
-        c.node_device_undefine("", crate::flags::NoFlags::empty())
-            .await
-            .map(drop),
-    ));
-    out.push((
-        "domain_save_params",
-        c.domain_save_params(
-            &s.domain,
-            &[],
-            crate::flags::DomainSaveRestoreFlags::empty(),
-        )
-        .await
-        .map(drop),
-    ));
+    if pick("connect_get_type") {
+        out.push(("connect_get_type", c.connect_get_type().await.map(drop)));
+    }
+    if pick("connect_get_version") {
+        out.push((
+            "connect_get_version",
+            c.connect_get_version().await.map(drop),
+        ));
+    }
+    if pick("connect_get_max_vcpus") {
+        out.push((
+            "connect_get_max_vcpus",
+            c.connect_get_max_vcpus(None).await.map(drop),
+        ));
+    }
+    if pick("node_get_info") {
+        out.push(("node_get_info", c.node_get_info().await.map(drop)));
+    }
+    if pick("connect_get_capabilities") {
+        out.push((
+            "connect_get_capabilities",
+            c.connect_get_capabilities().await.map(drop),
+        ));
+    }
+    if pick("domain_attach_device") {
+        out.push((
+            "domain_attach_device",
+            c.domain_attach_device(&s.domain, "").await.map(drop),
+        ));
+    }
+    if pick("domain_create") {
+        out.push(("domain_create", c.domain_create(&s.domain).await.map(drop)));
+    }
+    if pick("domain_create_xml") {
+        out.push((
+            "domain_create_xml",
+            c.domain_create_xml("", crate::flags::DomainCreateFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_define_xml") {
+        out.push(("domain_define_xml", c.domain_define_xml("").await.map(drop)));
+    }
+    if pick("domain_detach_device") {
+        out.push((
+            "domain_detach_device",
+            c.domain_detach_device(&s.domain, "").await.map(drop),
+        ));
+    }
+    if pick("domain_get_xml_desc") {
+        out.push((
+            "domain_get_xml_desc",
+            c.domain_get_xml_desc(&s.domain, crate::flags::DomainXmlFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_autostart") {
+        out.push((
+            "domain_get_autostart",
+            c.domain_get_autostart(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_get_info") {
+        out.push((
+            "domain_get_info",
+            c.domain_get_info(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_get_max_memory") {
+        out.push((
+            "domain_get_max_memory",
+            c.domain_get_max_memory(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_get_max_vcpus") {
+        out.push((
+            "domain_get_max_vcpus",
+            c.domain_get_max_vcpus(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_get_os_type") {
+        out.push((
+            "domain_get_os_type",
+            c.domain_get_os_type(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_get_vcpus") {
+        out.push((
+            "domain_get_vcpus",
+            c.domain_get_vcpus(&s.domain, 0).await.map(drop),
+        ));
+    }
+    if pick("connect_list_defined_domains") {
+        out.push((
+            "connect_list_defined_domains",
+            c.connect_list_defined_domains().await.map(drop),
+        ));
+    }
+    if pick("domain_lookup_by_id") {
+        out.push((
+            "domain_lookup_by_id",
+            c.domain_lookup_by_id(0).await.map(drop),
+        ));
+    }
+    if pick("domain_lookup_by_name") {
+        out.push((
+            "domain_lookup_by_name",
+            c.domain_lookup_by_name("").await.map(drop),
+        ));
+    }
+    if pick("domain_lookup_by_uuid") {
+        out.push((
+            "domain_lookup_by_uuid",
+            c.domain_lookup_by_uuid(&[0; 16]).await.map(drop),
+        ));
+    }
+    if pick("connect_num_of_defined_domains") {
+        out.push((
+            "connect_num_of_defined_domains",
+            c.connect_num_of_defined_domains().await.map(drop),
+        ));
+    }
+    if pick("domain_pin_vcpu") {
+        out.push((
+            "domain_pin_vcpu",
+            c.domain_pin_vcpu(&s.domain, 0, &[]).await.map(drop),
+        ));
+    }
+    if pick("domain_resume") {
+        out.push(("domain_resume", c.domain_resume(&s.domain).await.map(drop)));
+    }
+    if pick("domain_set_autostart") {
+        out.push((
+            "domain_set_autostart",
+            c.domain_set_autostart(&s.domain, 0).await.map(drop),
+        ));
+    }
+    if pick("domain_set_max_memory") {
+        out.push((
+            "domain_set_max_memory",
+            c.domain_set_max_memory(&s.domain, 0).await.map(drop),
+        ));
+    }
+    if pick("domain_set_memory") {
+        out.push((
+            "domain_set_memory",
+            c.domain_set_memory(&s.domain, 0).await.map(drop),
+        ));
+    }
+    if pick("domain_set_vcpus") {
+        out.push((
+            "domain_set_vcpus",
+            c.domain_set_vcpus(&s.domain, 0).await.map(drop),
+        ));
+    }
+    if pick("connect_list_defined_networks") {
+        out.push((
+            "connect_list_defined_networks",
+            c.connect_list_defined_networks().await.map(drop),
+        ));
+    }
+    if pick("connect_list_domains") {
+        out.push((
+            "connect_list_domains",
+            c.connect_list_domains().await.map(drop),
+        ));
+    }
+    if pick("connect_list_networks") {
+        out.push((
+            "connect_list_networks",
+            c.connect_list_networks().await.map(drop),
+        ));
+    }
+    if pick("network_create") {
+        out.push((
+            "network_create",
+            c.network_create(&s.network).await.map(drop),
+        ));
+    }
+    if pick("network_create_xml") {
+        out.push((
+            "network_create_xml",
+            c.network_create_xml("").await.map(drop),
+        ));
+    }
+    if pick("network_define_xml") {
+        out.push((
+            "network_define_xml",
+            c.network_define_xml("").await.map(drop),
+        ));
+    }
+    if pick("network_get_xml_desc") {
+        out.push((
+            "network_get_xml_desc",
+            c.network_get_xml_desc(&s.network, crate::flags::NetworkXmlFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("network_get_autostart") {
+        out.push((
+            "network_get_autostart",
+            c.network_get_autostart(&s.network).await.map(drop),
+        ));
+    }
+    if pick("network_get_bridge_name") {
+        out.push((
+            "network_get_bridge_name",
+            c.network_get_bridge_name(&s.network).await.map(drop),
+        ));
+    }
+    if pick("network_lookup_by_name") {
+        out.push((
+            "network_lookup_by_name",
+            c.network_lookup_by_name("").await.map(drop),
+        ));
+    }
+    if pick("network_lookup_by_uuid") {
+        out.push((
+            "network_lookup_by_uuid",
+            c.network_lookup_by_uuid(&[0; 16]).await.map(drop),
+        ));
+    }
+    if pick("network_set_autostart") {
+        out.push((
+            "network_set_autostart",
+            c.network_set_autostart(&s.network, 0).await.map(drop),
+        ));
+    }
+    if pick("connect_num_of_defined_networks") {
+        out.push((
+            "connect_num_of_defined_networks",
+            c.connect_num_of_defined_networks().await.map(drop),
+        ));
+    }
+    if pick("connect_num_of_domains") {
+        out.push((
+            "connect_num_of_domains",
+            c.connect_num_of_domains().await.map(drop),
+        ));
+    }
+    if pick("connect_num_of_networks") {
+        out.push((
+            "connect_num_of_networks",
+            c.connect_num_of_networks().await.map(drop),
+        ));
+    }
+    if pick("domain_restore") {
+        out.push(("domain_restore", c.domain_restore("").await.map(drop)));
+    }
+    if pick("domain_get_scheduler_type") {
+        out.push((
+            "domain_get_scheduler_type",
+            c.domain_get_scheduler_type(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_get_scheduler_parameters") {
+        out.push((
+            "domain_get_scheduler_parameters",
+            c.domain_get_scheduler_parameters(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_set_scheduler_parameters") {
+        out.push((
+            "domain_set_scheduler_parameters",
+            c.domain_set_scheduler_parameters(&s.domain, &[])
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_get_hostname") {
+        out.push((
+            "connect_get_hostname",
+            c.connect_get_hostname().await.map(drop),
+        ));
+    }
+    if pick("connect_supports_feature") {
+        out.push((
+            "connect_supports_feature",
+            c.connect_supports_feature(crate::domain_state::DrvFeature::from_wire(1))
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_block_stats") {
+        out.push((
+            "domain_block_stats",
+            c.domain_block_stats(&s.domain, "").await.map(drop),
+        ));
+    }
+    if pick("domain_interface_stats") {
+        out.push((
+            "domain_interface_stats",
+            c.domain_interface_stats(&s.domain, "").await.map(drop),
+        ));
+    }
+    if pick("auth_list") {
+        out.push(("auth_list", c.auth_list().await.map(drop)));
+    }
+    if pick("connect_num_of_storage_pools") {
+        out.push((
+            "connect_num_of_storage_pools",
+            c.connect_num_of_storage_pools().await.map(drop),
+        ));
+    }
+    if pick("connect_list_storage_pools") {
+        out.push((
+            "connect_list_storage_pools",
+            c.connect_list_storage_pools().await.map(drop),
+        ));
+    }
+    if pick("connect_num_of_defined_storage_pools") {
+        out.push((
+            "connect_num_of_defined_storage_pools",
+            c.connect_num_of_defined_storage_pools().await.map(drop),
+        ));
+    }
+    if pick("connect_list_defined_storage_pools") {
+        out.push((
+            "connect_list_defined_storage_pools",
+            c.connect_list_defined_storage_pools().await.map(drop),
+        ));
+    }
+    if pick("connect_find_storage_pool_sources") {
+        out.push((
+            "connect_find_storage_pool_sources",
+            c.connect_find_storage_pool_sources("", None, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_pool_create_xml") {
+        out.push((
+            "storage_pool_create_xml",
+            c.storage_pool_create_xml("", crate::flags::StoragePoolCreateFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_pool_define_xml") {
+        out.push((
+            "storage_pool_define_xml",
+            c.storage_pool_define_xml("", crate::flags::StoragePoolDefineFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_pool_create") {
+        out.push((
+            "storage_pool_create",
+            c.storage_pool_create(
+                &s.storage_pool,
+                crate::flags::StoragePoolCreateFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("storage_pool_build") {
+        out.push((
+            "storage_pool_build",
+            c.storage_pool_build(
+                &s.storage_pool,
+                crate::flags::StoragePoolBuildFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("storage_pool_refresh") {
+        out.push((
+            "storage_pool_refresh",
+            c.storage_pool_refresh(&s.storage_pool, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_pool_lookup_by_name") {
+        out.push((
+            "storage_pool_lookup_by_name",
+            c.storage_pool_lookup_by_name("").await.map(drop),
+        ));
+    }
+    if pick("storage_pool_lookup_by_uuid") {
+        out.push((
+            "storage_pool_lookup_by_uuid",
+            c.storage_pool_lookup_by_uuid(&[0; 16]).await.map(drop),
+        ));
+    }
+    if pick("storage_pool_lookup_by_volume") {
+        out.push((
+            "storage_pool_lookup_by_volume",
+            c.storage_pool_lookup_by_volume(&s.storage_vol)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_pool_get_info") {
+        out.push((
+            "storage_pool_get_info",
+            c.storage_pool_get_info(&s.storage_pool).await.map(drop),
+        ));
+    }
+    if pick("storage_pool_get_xml_desc") {
+        out.push((
+            "storage_pool_get_xml_desc",
+            c.storage_pool_get_xml_desc(&s.storage_pool, crate::flags::StorageXmlFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_pool_get_autostart") {
+        out.push((
+            "storage_pool_get_autostart",
+            c.storage_pool_get_autostart(&s.storage_pool)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_pool_set_autostart") {
+        out.push((
+            "storage_pool_set_autostart",
+            c.storage_pool_set_autostart(&s.storage_pool, 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_pool_num_of_volumes") {
+        out.push((
+            "storage_pool_num_of_volumes",
+            c.storage_pool_num_of_volumes(&s.storage_pool)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_pool_list_volumes") {
+        out.push((
+            "storage_pool_list_volumes",
+            c.storage_pool_list_volumes(&s.storage_pool).await.map(drop),
+        ));
+    }
+    if pick("storage_vol_create_xml") {
+        out.push((
+            "storage_vol_create_xml",
+            c.storage_vol_create_xml(
+                &s.storage_pool,
+                "",
+                crate::flags::StorageVolCreateFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("storage_vol_lookup_by_name") {
+        out.push((
+            "storage_vol_lookup_by_name",
+            c.storage_vol_lookup_by_name(&s.storage_pool, "")
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_vol_lookup_by_key") {
+        out.push((
+            "storage_vol_lookup_by_key",
+            c.storage_vol_lookup_by_key("").await.map(drop),
+        ));
+    }
+    if pick("storage_vol_lookup_by_path") {
+        out.push((
+            "storage_vol_lookup_by_path",
+            c.storage_vol_lookup_by_path("").await.map(drop),
+        ));
+    }
+    if pick("storage_vol_get_info") {
+        out.push((
+            "storage_vol_get_info",
+            c.storage_vol_get_info(&s.storage_vol).await.map(drop),
+        ));
+    }
+    if pick("storage_vol_get_xml_desc") {
+        out.push((
+            "storage_vol_get_xml_desc",
+            c.storage_vol_get_xml_desc(&s.storage_vol, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_vol_get_path") {
+        out.push((
+            "storage_vol_get_path",
+            c.storage_vol_get_path(&s.storage_vol).await.map(drop),
+        ));
+    }
+    if pick("node_get_cells_free_memory") {
+        out.push((
+            "node_get_cells_free_memory",
+            c.node_get_cells_free_memory(0).await.map(drop),
+        ));
+    }
+    if pick("node_get_free_memory") {
+        out.push((
+            "node_get_free_memory",
+            c.node_get_free_memory().await.map(drop),
+        ));
+    }
+    if pick("domain_block_peek") {
+        out.push((
+            "domain_block_peek",
+            c.domain_block_peek(&s.domain, "", 0, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_memory_peek") {
+        out.push((
+            "domain_memory_peek",
+            c.domain_memory_peek(&s.domain, 0, 0, crate::flags::DomainMemoryFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_get_uri") {
+        out.push(("connect_get_uri", c.connect_get_uri().await.map(drop)));
+    }
+    if pick("node_num_of_devices") {
+        out.push((
+            "node_num_of_devices",
+            c.node_num_of_devices(None, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_list_devices") {
+        out.push((
+            "node_list_devices",
+            c.node_list_devices(None, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_device_lookup_by_name") {
+        out.push((
+            "node_device_lookup_by_name",
+            c.node_device_lookup_by_name("").await.map(drop),
+        ));
+    }
+    if pick("node_device_get_xml_desc") {
+        out.push((
+            "node_device_get_xml_desc",
+            c.node_device_get_xml_desc("", crate::flags::NodeDeviceXmlFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_device_get_parent") {
+        out.push((
+            "node_device_get_parent",
+            c.node_device_get_parent("").await.map(drop),
+        ));
+    }
+    if pick("node_device_num_of_caps") {
+        out.push((
+            "node_device_num_of_caps",
+            c.node_device_num_of_caps("").await.map(drop),
+        ));
+    }
+    if pick("node_device_list_caps") {
+        out.push((
+            "node_device_list_caps",
+            c.node_device_list_caps("").await.map(drop),
+        ));
+    }
+    if pick("node_device_dettach") {
+        out.push((
+            "node_device_dettach",
+            c.node_device_dettach("").await.map(drop),
+        ));
+    }
+    if pick("node_device_re_attach") {
+        out.push((
+            "node_device_re_attach",
+            c.node_device_re_attach("").await.map(drop),
+        ));
+    }
+    if pick("domain_get_security_label") {
+        out.push((
+            "domain_get_security_label",
+            c.domain_get_security_label(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("node_get_security_model") {
+        out.push((
+            "node_get_security_model",
+            c.node_get_security_model().await.map(drop),
+        ));
+    }
+    if pick("node_device_create_xml") {
+        out.push((
+            "node_device_create_xml",
+            c.node_device_create_xml("", crate::flags::NodeDeviceCreateXmlFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_vol_create_xml_from") {
+        out.push((
+            "storage_vol_create_xml_from",
+            c.storage_vol_create_xml_from(
+                &s.storage_pool,
+                "",
+                &s.storage_vol,
+                crate::flags::StorageVolCreateFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("connect_num_of_interfaces") {
+        out.push((
+            "connect_num_of_interfaces",
+            c.connect_num_of_interfaces().await.map(drop),
+        ));
+    }
+    if pick("connect_list_interfaces") {
+        out.push((
+            "connect_list_interfaces",
+            c.connect_list_interfaces().await.map(drop),
+        ));
+    }
+    if pick("interface_lookup_by_name") {
+        out.push((
+            "interface_lookup_by_name",
+            c.interface_lookup_by_name("").await.map(drop),
+        ));
+    }
+    if pick("interface_lookup_by_mac_string") {
+        out.push((
+            "interface_lookup_by_mac_string",
+            c.interface_lookup_by_mac_string("").await.map(drop),
+        ));
+    }
+    if pick("interface_get_xml_desc") {
+        out.push((
+            "interface_get_xml_desc",
+            c.interface_get_xml_desc(&s.interface, 0).await.map(drop),
+        ));
+    }
+    if pick("interface_define_xml") {
+        out.push((
+            "interface_define_xml",
+            c.interface_define_xml("", crate::flags::InterfaceDefineFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("interface_create") {
+        out.push((
+            "interface_create",
+            c.interface_create(&s.interface, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_domain_xml_from_native") {
+        out.push((
+            "connect_domain_xml_from_native",
+            c.connect_domain_xml_from_native("", "", crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_domain_xml_to_native") {
+        out.push((
+            "connect_domain_xml_to_native",
+            c.connect_domain_xml_to_native("", "", crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_num_of_defined_interfaces") {
+        out.push((
+            "connect_num_of_defined_interfaces",
+            c.connect_num_of_defined_interfaces().await.map(drop),
+        ));
+    }
+    if pick("connect_list_defined_interfaces") {
+        out.push((
+            "connect_list_defined_interfaces",
+            c.connect_list_defined_interfaces().await.map(drop),
+        ));
+    }
+    if pick("connect_num_of_secrets") {
+        out.push((
+            "connect_num_of_secrets",
+            c.connect_num_of_secrets().await.map(drop),
+        ));
+    }
+    if pick("connect_list_secrets") {
+        out.push((
+            "connect_list_secrets",
+            c.connect_list_secrets().await.map(drop),
+        ));
+    }
+    if pick("secret_lookup_by_uuid") {
+        out.push((
+            "secret_lookup_by_uuid",
+            c.secret_lookup_by_uuid(&[0; 16]).await.map(drop),
+        ));
+    }
+    if pick("secret_define_xml") {
+        out.push((
+            "secret_define_xml",
+            c.secret_define_xml("", crate::flags::SecretDefineFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("secret_get_xml_desc") {
+        out.push((
+            "secret_get_xml_desc",
+            c.secret_get_xml_desc(&s.secret, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("secret_set_value") {
+        out.push((
+            "secret_set_value",
+            c.secret_set_value(&s.secret, &[], crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("secret_get_value") {
+        out.push((
+            "secret_get_value",
+            c.secret_get_value(&s.secret, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("secret_lookup_by_usage") {
+        out.push((
+            "secret_lookup_by_usage",
+            c.secret_lookup_by_usage(0, "").await.map(drop),
+        ));
+    }
+    if pick("connect_is_secure") {
+        out.push(("connect_is_secure", c.connect_is_secure().await.map(drop)));
+    }
+    if pick("domain_is_active") {
+        out.push((
+            "domain_is_active",
+            c.domain_is_active(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_is_persistent") {
+        out.push((
+            "domain_is_persistent",
+            c.domain_is_persistent(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("network_is_active") {
+        out.push((
+            "network_is_active",
+            c.network_is_active(&s.network).await.map(drop),
+        ));
+    }
+    if pick("network_is_persistent") {
+        out.push((
+            "network_is_persistent",
+            c.network_is_persistent(&s.network).await.map(drop),
+        ));
+    }
+    if pick("storage_pool_is_active") {
+        out.push((
+            "storage_pool_is_active",
+            c.storage_pool_is_active(&s.storage_pool).await.map(drop),
+        ));
+    }
+    if pick("storage_pool_is_persistent") {
+        out.push((
+            "storage_pool_is_persistent",
+            c.storage_pool_is_persistent(&s.storage_pool)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("interface_is_active") {
+        out.push((
+            "interface_is_active",
+            c.interface_is_active(&s.interface).await.map(drop),
+        ));
+    }
+    if pick("connect_get_lib_version") {
+        out.push((
+            "connect_get_lib_version",
+            c.connect_get_lib_version().await.map(drop),
+        ));
+    }
+    if pick("connect_compare_cpu") {
+        out.push((
+            "connect_compare_cpu",
+            c.connect_compare_cpu("", crate::flags::ConnectCompareCpuFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_memory_stats") {
+        out.push((
+            "domain_memory_stats",
+            c.domain_memory_stats(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_attach_device_flags") {
+        out.push((
+            "domain_attach_device_flags",
+            c.domain_attach_device_flags(
+                &s.domain,
+                "",
+                crate::flags::DomainDeviceModifyFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_detach_device_flags") {
+        out.push((
+            "domain_detach_device_flags",
+            c.domain_detach_device_flags(
+                &s.domain,
+                "",
+                crate::flags::DomainDeviceModifyFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("connect_baseline_cpu") {
+        out.push((
+            "connect_baseline_cpu",
+            c.connect_baseline_cpu(&[], crate::flags::ConnectBaselineCpuFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_job_info") {
+        out.push((
+            "domain_get_job_info",
+            c.domain_get_job_info(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_abort_job") {
+        out.push((
+            "domain_abort_job",
+            c.domain_abort_job(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("storage_vol_wipe") {
+        out.push((
+            "storage_vol_wipe",
+            c.storage_vol_wipe(&s.storage_vol, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_update_device_flags") {
+        out.push((
+            "domain_update_device_flags",
+            c.domain_update_device_flags(
+                &s.domain,
+                "",
+                crate::flags::DomainDeviceModifyFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("nwfilter_lookup_by_name") {
+        out.push((
+            "nwfilter_lookup_by_name",
+            c.nwfilter_lookup_by_name("").await.map(drop),
+        ));
+    }
+    if pick("nwfilter_lookup_by_uuid") {
+        out.push((
+            "nwfilter_lookup_by_uuid",
+            c.nwfilter_lookup_by_uuid(&[0; 16]).await.map(drop),
+        ));
+    }
+    if pick("nwfilter_get_xml_desc") {
+        out.push((
+            "nwfilter_get_xml_desc",
+            c.nwfilter_get_xml_desc(&s.nwfilter, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_num_of_nwfilters") {
+        out.push((
+            "connect_num_of_nwfilters",
+            c.connect_num_of_nwfilters().await.map(drop),
+        ));
+    }
+    if pick("connect_list_nwfilters") {
+        out.push((
+            "connect_list_nwfilters",
+            c.connect_list_nwfilters().await.map(drop),
+        ));
+    }
+    if pick("nwfilter_define_xml") {
+        out.push((
+            "nwfilter_define_xml",
+            c.nwfilter_define_xml("").await.map(drop),
+        ));
+    }
+    if pick("domain_snapshot_create_xml") {
+        out.push((
+            "domain_snapshot_create_xml",
+            c.domain_snapshot_create_xml(
+                &s.domain,
+                "",
+                crate::flags::DomainSnapshotCreateFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_get_xml_desc") {
+        out.push((
+            "domain_snapshot_get_xml_desc",
+            c.domain_snapshot_get_xml_desc(
+                &s.domain_snapshot,
+                crate::flags::DomainSnapshotXmlFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_num") {
+        out.push((
+            "domain_snapshot_num",
+            c.domain_snapshot_num(&s.domain, crate::flags::DomainSnapshotListFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_list_names") {
+        out.push((
+            "domain_snapshot_list_names",
+            c.domain_snapshot_list_names(&s.domain, crate::flags::DomainSnapshotListFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_lookup_by_name") {
+        out.push((
+            "domain_snapshot_lookup_by_name",
+            c.domain_snapshot_lookup_by_name(&s.domain, "", crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_has_current_snapshot") {
+        out.push((
+            "domain_has_current_snapshot",
+            c.domain_has_current_snapshot(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_current") {
+        out.push((
+            "domain_snapshot_current",
+            c.domain_snapshot_current(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_revert_to_snapshot") {
+        out.push((
+            "domain_revert_to_snapshot",
+            c.domain_revert_to_snapshot(
+                &s.domain_snapshot,
+                crate::flags::DomainSnapshotRevertFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_block_info") {
+        out.push((
+            "domain_get_block_info",
+            c.domain_get_block_info(&s.domain, "", crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_create_with_flags") {
+        out.push((
+            "domain_create_with_flags",
+            c.domain_create_with_flags(&s.domain, crate::flags::DomainCreateFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_memory_parameters") {
+        out.push((
+            "domain_set_memory_parameters",
+            c.domain_set_memory_parameters(
+                &s.domain,
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_memory_parameters") {
+        out.push((
+            "domain_get_memory_parameters",
+            c.domain_get_memory_parameters(
+                &s.domain,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_set_vcpus_flags") {
+        out.push((
+            "domain_set_vcpus_flags",
+            c.domain_set_vcpus_flags(&s.domain, 0, crate::flags::DomainVcpuFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_vcpus_flags") {
+        out.push((
+            "domain_get_vcpus_flags",
+            c.domain_get_vcpus_flags(&s.domain, crate::flags::DomainVcpuFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_open_console") {
+        out.push((
+            "domain_open_console",
+            c.domain_open_console(&s.domain, None, crate::flags::DomainConsoleFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_is_updated") {
+        out.push((
+            "domain_is_updated",
+            c.domain_is_updated(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("connect_get_sysinfo") {
+        out.push((
+            "connect_get_sysinfo",
+            c.connect_get_sysinfo(crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_memory_flags") {
+        out.push((
+            "domain_set_memory_flags",
+            c.domain_set_memory_flags(&s.domain, 0, crate::flags::DomainMemoryModFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_blkio_parameters") {
+        out.push((
+            "domain_set_blkio_parameters",
+            c.domain_set_blkio_parameters(
+                &s.domain,
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_blkio_parameters") {
+        out.push((
+            "domain_get_blkio_parameters",
+            c.domain_get_blkio_parameters(
+                &s.domain,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_inject_nmi") {
+        out.push((
+            "domain_inject_nmi",
+            c.domain_inject_nmi(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_screenshot") {
+        out.push((
+            "domain_screenshot",
+            c.domain_screenshot(&s.domain, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_state") {
+        out.push((
+            "domain_get_state",
+            c.domain_get_state(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_scheduler_parameters_flags") {
+        out.push((
+            "domain_set_scheduler_parameters_flags",
+            c.domain_set_scheduler_parameters_flags(
+                &s.domain,
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("interface_change_begin") {
+        out.push((
+            "interface_change_begin",
+            c.interface_change_begin(crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("interface_change_commit") {
+        out.push((
+            "interface_change_commit",
+            c.interface_change_commit(crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("interface_change_rollback") {
+        out.push((
+            "interface_change_rollback",
+            c.interface_change_rollback(crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_scheduler_parameters_flags") {
+        out.push((
+            "domain_get_scheduler_parameters_flags",
+            c.domain_get_scheduler_parameters_flags(
+                &s.domain,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_pin_vcpu_flags") {
+        out.push((
+            "domain_pin_vcpu_flags",
+            c.domain_pin_vcpu_flags(
+                &s.domain,
+                0,
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_send_key") {
+        out.push((
+            "domain_send_key",
+            c.domain_send_key(&s.domain, 0, 0, &[], crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_get_cpu_stats") {
+        out.push((
+            "node_get_cpu_stats",
+            c.node_get_cpu_stats(0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_get_memory_stats") {
+        out.push((
+            "node_get_memory_stats",
+            c.node_get_memory_stats(0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_control_info") {
+        out.push((
+            "domain_get_control_info",
+            c.domain_get_control_info(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_vcpu_pin_info") {
+        out.push((
+            "domain_get_vcpu_pin_info",
+            c.domain_get_vcpu_pin_info(
+                &s.domain,
+                0,
+                0,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_restore_flags") {
+        out.push((
+            "domain_restore_flags",
+            c.domain_restore_flags("", None, crate::flags::DomainSaveRestoreFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_block_job_abort") {
+        out.push((
+            "domain_block_job_abort",
+            c.domain_block_job_abort(
+                &s.domain,
+                "",
+                crate::flags::DomainBlockJobAbortFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_block_job_info") {
+        out.push((
+            "domain_get_block_job_info",
+            c.domain_get_block_job_info(
+                &s.domain,
+                "",
+                crate::flags::DomainBlockJobInfoFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_block_job_set_speed") {
+        out.push((
+            "domain_block_job_set_speed",
+            c.domain_block_job_set_speed(
+                &s.domain,
+                "",
+                0,
+                crate::flags::DomainBlockJobSetSpeedFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_block_pull") {
+        out.push((
+            "domain_block_pull",
+            c.domain_block_pull(
+                &s.domain,
+                "",
+                0,
+                crate::flags::DomainBlockPullFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_block_stats_flags") {
+        out.push((
+            "domain_block_stats_flags",
+            c.domain_block_stats_flags(&s.domain, "", crate::flags::TypedParameterFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_get_parent") {
+        out.push((
+            "domain_snapshot_get_parent",
+            c.domain_snapshot_get_parent(&s.domain_snapshot, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_num_children") {
+        out.push((
+            "domain_snapshot_num_children",
+            c.domain_snapshot_num_children(
+                &s.domain_snapshot,
+                crate::flags::DomainSnapshotListFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_list_children_names") {
+        out.push((
+            "domain_snapshot_list_children_names",
+            c.domain_snapshot_list_children_names(
+                &s.domain_snapshot,
+                crate::flags::DomainSnapshotListFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_block_resize") {
+        out.push((
+            "domain_block_resize",
+            c.domain_block_resize(
+                &s.domain,
+                "",
+                0,
+                crate::flags::DomainBlockResizeFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_set_block_io_tune") {
+        out.push((
+            "domain_set_block_io_tune",
+            c.domain_set_block_io_tune(
+                &s.domain,
+                "",
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_block_io_tune") {
+        out.push((
+            "domain_get_block_io_tune",
+            c.domain_get_block_io_tune(
+                &s.domain,
+                None,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_set_numa_parameters") {
+        out.push((
+            "domain_set_numa_parameters",
+            c.domain_set_numa_parameters(
+                &s.domain,
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_numa_parameters") {
+        out.push((
+            "domain_get_numa_parameters",
+            c.domain_get_numa_parameters(
+                &s.domain,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_set_interface_parameters") {
+        out.push((
+            "domain_set_interface_parameters",
+            c.domain_set_interface_parameters(
+                &s.domain,
+                "",
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_interface_parameters") {
+        out.push((
+            "domain_get_interface_parameters",
+            c.domain_get_interface_parameters(
+                &s.domain,
+                "",
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("storage_vol_wipe_pattern") {
+        out.push((
+            "storage_vol_wipe_pattern",
+            c.storage_vol_wipe_pattern(&s.storage_vol, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_vol_resize") {
+        out.push((
+            "storage_vol_resize",
+            c.storage_vol_resize(
+                &s.storage_vol,
+                0,
+                crate::flags::StorageVolResizeFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_cpu_stats") {
+        out.push((
+            "domain_get_cpu_stats",
+            c.domain_get_cpu_stats(
+                &s.domain,
+                0,
+                0,
+                0,
+                crate::flags::TypedParameterFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_disk_errors") {
+        out.push((
+            "domain_get_disk_errors",
+            c.domain_get_disk_errors(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_metadata") {
+        out.push((
+            "domain_set_metadata",
+            c.domain_set_metadata(
+                &s.domain,
+                crate::flags::MetadataType::from_wire(0),
+                None,
+                None,
+                None,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_metadata") {
+        out.push((
+            "domain_get_metadata",
+            c.domain_get_metadata(
+                &s.domain,
+                crate::flags::MetadataType::from_wire(0),
+                None,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_block_rebase") {
+        out.push((
+            "domain_block_rebase",
+            c.domain_block_rebase(
+                &s.domain,
+                "",
+                None,
+                0,
+                crate::flags::DomainBlockRebaseFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_pm_wakeup") {
+        out.push((
+            "domain_pm_wakeup",
+            c.domain_pm_wakeup(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_is_current") {
+        out.push((
+            "domain_snapshot_is_current",
+            c.domain_snapshot_is_current(&s.domain_snapshot, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_has_metadata") {
+        out.push((
+            "domain_snapshot_has_metadata",
+            c.domain_snapshot_has_metadata(&s.domain_snapshot, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_list_all_domains") {
+        out.push((
+            "connect_list_all_domains",
+            c.connect_list_all_domains(crate::flags::ConnectListAllDomainsFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_list_all_snapshots") {
+        out.push((
+            "domain_list_all_snapshots",
+            c.domain_list_all_snapshots(&s.domain, crate::flags::DomainSnapshotListFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_list_all_children") {
+        out.push((
+            "domain_snapshot_list_all_children",
+            c.domain_snapshot_list_all_children(
+                &s.domain_snapshot,
+                crate::flags::DomainSnapshotListFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_hostname") {
+        out.push((
+            "domain_get_hostname",
+            c.domain_get_hostname(&s.domain, crate::flags::DomainGetHostnameFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_security_label_list") {
+        out.push((
+            "domain_get_security_label_list",
+            c.domain_get_security_label_list(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_pin_emulator") {
+        out.push((
+            "domain_pin_emulator",
+            c.domain_pin_emulator(
+                &s.domain,
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_emulator_pin_info") {
+        out.push((
+            "domain_get_emulator_pin_info",
+            c.domain_get_emulator_pin_info(
+                &s.domain,
+                0,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("connect_list_all_storage_pools") {
+        out.push(
+            (
+                "connect_list_all_storage_pools",
+                c.connect_list_all_storage_pools(
+                    crate::flags::ConnectListAllStoragePoolsFlags::empty(),
+                )
+                .await
+                .map(drop),
+            ),
+        );
+    }
+    if pick("storage_pool_list_all_volumes") {
+        out.push((
+            "storage_pool_list_all_volumes",
+            c.storage_pool_list_all_volumes(&s.storage_pool, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_list_all_networks") {
+        out.push((
+            "connect_list_all_networks",
+            c.connect_list_all_networks(crate::flags::ConnectListAllNetworksFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_list_all_interfaces") {
+        out.push((
+            "connect_list_all_interfaces",
+            c.connect_list_all_interfaces(crate::flags::ConnectListAllInterfacesFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_list_all_node_devices") {
+        out.push((
+            "connect_list_all_node_devices",
+            c.connect_list_all_node_devices(crate::flags::ConnectListAllNodeDeviceFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_list_all_nwfilters") {
+        out.push((
+            "connect_list_all_nwfilters",
+            c.connect_list_all_nwfilters(crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_list_all_secrets") {
+        out.push((
+            "connect_list_all_secrets",
+            c.connect_list_all_secrets(crate::flags::ConnectListAllSecretsFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_set_memory_parameters") {
+        out.push((
+            "node_set_memory_parameters",
+            c.node_set_memory_parameters(&[], crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_get_memory_parameters") {
+        out.push((
+            "node_get_memory_parameters",
+            c.node_get_memory_parameters(crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_block_commit") {
+        out.push((
+            "domain_block_commit",
+            c.domain_block_commit(
+                &s.domain,
+                "",
+                None,
+                None,
+                0,
+                crate::flags::DomainBlockCommitFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("network_update") {
+        out.push((
+            "network_update",
+            c.network_update(
+                &s.network,
+                0,
+                0,
+                0,
+                "",
+                crate::flags::NetworkUpdateFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("node_get_cpu_map") {
+        out.push((
+            "node_get_cpu_map",
+            c.node_get_cpu_map(0, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_fstrim") {
+        out.push((
+            "domain_fstrim",
+            c.domain_fstrim(&s.domain, None, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_send_process_signal") {
+        out.push((
+            "domain_send_process_signal",
+            c.domain_send_process_signal(&s.domain, 0, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_open_channel") {
+        out.push((
+            "domain_open_channel",
+            c.domain_open_channel(&s.domain, None, crate::flags::DomainChannelFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_device_lookup_scsi_host_by_wwn") {
+        out.push((
+            "node_device_lookup_scsi_host_by_wwn",
+            c.node_device_lookup_scsi_host_by_wwn("", "", crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_job_stats") {
+        out.push((
+            "domain_get_job_stats",
+            c.domain_get_job_stats(&s.domain, crate::flags::DomainGetJobStatsFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_device_detach_flags") {
+        out.push((
+            "node_device_detach_flags",
+            c.node_device_detach_flags("", None, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_memory_stats_period") {
+        out.push((
+            "domain_set_memory_stats_period",
+            c.domain_set_memory_stats_period(
+                &s.domain,
+                0,
+                crate::flags::DomainMemoryModFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_create_xml_with_files") {
+        out.push((
+            "domain_create_xml_with_files",
+            c.domain_create_xml_with_files("", crate::flags::DomainCreateFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_create_with_files") {
+        out.push((
+            "domain_create_with_files",
+            c.domain_create_with_files(&s.domain, crate::flags::DomainCreateFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_get_cpu_model_names") {
+        out.push((
+            "connect_get_cpu_model_names",
+            c.connect_get_cpu_model_names("", crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_fsfreeze") {
+        out.push((
+            "domain_fsfreeze",
+            c.domain_fsfreeze(&s.domain, &[], crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_fsthaw") {
+        out.push((
+            "domain_fsthaw",
+            c.domain_fsthaw(&s.domain, &[], crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_time") {
+        out.push((
+            "domain_get_time",
+            c.domain_get_time(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_time") {
+        out.push((
+            "domain_set_time",
+            c.domain_set_time(&s.domain, 0, 0, crate::flags::DomainSetTimeFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_get_free_pages") {
+        out.push((
+            "node_get_free_pages",
+            c.node_get_free_pages(&[], 0, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("network_get_dhcp_leases") {
+        out.push((
+            "network_get_dhcp_leases",
+            c.network_get_dhcp_leases(&s.network, None, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_get_domain_capabilities") {
+        out.push((
+            "connect_get_domain_capabilities",
+            c.connect_get_domain_capabilities(
+                None,
+                None,
+                None,
+                None,
+                crate::flags::ConnectGetDomainCapabilitiesFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("connect_get_all_domain_stats") {
+        out.push((
+            "connect_get_all_domain_stats",
+            c.connect_get_all_domain_stats(
+                &[],
+                0,
+                crate::flags::ConnectGetAllDomainStatsFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_block_copy") {
+        out.push((
+            "domain_block_copy",
+            c.domain_block_copy(
+                &s.domain,
+                "",
+                "",
+                &[],
+                crate::flags::DomainBlockCopyFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("node_alloc_pages") {
+        out.push((
+            "node_alloc_pages",
+            c.node_alloc_pages(&[], &[], 0, 0, crate::flags::NodeAllocPagesFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_fsinfo") {
+        out.push((
+            "domain_get_fsinfo",
+            c.domain_get_fsinfo(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_define_xml_flags") {
+        out.push((
+            "domain_define_xml_flags",
+            c.domain_define_xml_flags("", crate::flags::DomainDefineFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_iothread_info") {
+        out.push((
+            "domain_get_iothread_info",
+            c.domain_get_iothread_info(&s.domain, crate::flags::DomainModificationImpact::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_pin_iothread") {
+        out.push((
+            "domain_pin_iothread",
+            c.domain_pin_iothread(
+                &s.domain,
+                0,
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_interface_addresses") {
+        out.push((
+            "domain_interface_addresses",
+            c.domain_interface_addresses(
+                &s.domain,
+                crate::flags::InterfaceAddressesSource::from_wire(0),
+                crate::flags::NoFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_add_iothread") {
+        out.push((
+            "domain_add_iothread",
+            c.domain_add_iothread(
+                &s.domain,
+                0,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_del_iothread") {
+        out.push((
+            "domain_del_iothread",
+            c.domain_del_iothread(
+                &s.domain,
+                0,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_set_user_password") {
+        out.push((
+            "domain_set_user_password",
+            c.domain_set_user_password(
+                &s.domain,
+                None,
+                None,
+                crate::flags::DomainSetUserPasswordFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_rename") {
+        out.push((
+            "domain_rename",
+            c.domain_rename(&s.domain, None, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_register_close_callback") {
+        out.push((
+            "connect_register_close_callback",
+            c.connect_register_close_callback().await.map(drop),
+        ));
+    }
+    if pick("connect_unregister_close_callback") {
+        out.push((
+            "connect_unregister_close_callback",
+            c.connect_unregister_close_callback().await.map(drop),
+        ));
+    }
+    if pick("domain_get_perf_events") {
+        out.push((
+            "domain_get_perf_events",
+            c.domain_get_perf_events(&s.domain, crate::flags::DomainModificationImpact::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_perf_events") {
+        out.push((
+            "domain_set_perf_events",
+            c.domain_set_perf_events(
+                &s.domain,
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_guest_vcpus") {
+        out.push((
+            "domain_get_guest_vcpus",
+            c.domain_get_guest_vcpus(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_guest_vcpus") {
+        out.push((
+            "domain_set_guest_vcpus",
+            c.domain_set_guest_vcpus(&s.domain, "", 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("storage_vol_get_info_flags") {
+        out.push((
+            "storage_vol_get_info_flags",
+            c.storage_vol_get_info_flags(
+                &s.storage_vol,
+                crate::flags::StorageVolInfoFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_set_vcpu") {
+        out.push((
+            "domain_set_vcpu",
+            c.domain_set_vcpu(
+                &s.domain,
+                "",
+                0,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_set_block_threshold") {
+        out.push((
+            "domain_set_block_threshold",
+            c.domain_set_block_threshold(&s.domain, "", 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_lifecycle_action") {
+        out.push((
+            "domain_set_lifecycle_action",
+            c.domain_set_lifecycle_action(
+                &s.domain,
+                0,
+                0,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("storage_pool_lookup_by_target_path") {
+        out.push((
+            "storage_pool_lookup_by_target_path",
+            c.storage_pool_lookup_by_target_path("").await.map(drop),
+        ));
+    }
+    if pick("domain_detach_device_alias") {
+        out.push((
+            "domain_detach_device_alias",
+            c.domain_detach_device_alias(
+                &s.domain,
+                "",
+                crate::flags::DomainDeviceModifyFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("connect_compare_hypervisor_cpu") {
+        out.push((
+            "connect_compare_hypervisor_cpu",
+            c.connect_compare_hypervisor_cpu(
+                None,
+                None,
+                None,
+                None,
+                "",
+                crate::flags::ConnectCompareCpuFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("connect_baseline_hypervisor_cpu") {
+        out.push((
+            "connect_baseline_hypervisor_cpu",
+            c.connect_baseline_hypervisor_cpu(
+                None,
+                None,
+                None,
+                None,
+                &[],
+                crate::flags::ConnectBaselineCpuFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("node_get_sev_info") {
+        out.push((
+            "node_get_sev_info",
+            c.node_get_sev_info(crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_launch_security_info") {
+        out.push((
+            "domain_get_launch_security_info",
+            c.domain_get_launch_security_info(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("nwfilter_binding_lookup_by_port_dev") {
+        out.push((
+            "nwfilter_binding_lookup_by_port_dev",
+            c.nwfilter_binding_lookup_by_port_dev("").await.map(drop),
+        ));
+    }
+    if pick("nwfilter_binding_get_xml_desc") {
+        out.push((
+            "nwfilter_binding_get_xml_desc",
+            c.nwfilter_binding_get_xml_desc(&s.nwfilter_binding, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("nwfilter_binding_create_xml") {
+        out.push((
+            "nwfilter_binding_create_xml",
+            c.nwfilter_binding_create_xml("", crate::flags::NwFilterBindingCreateFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_list_all_nwfilter_bindings") {
+        out.push((
+            "connect_list_all_nwfilter_bindings",
+            c.connect_list_all_nwfilter_bindings(crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_iothread_params") {
+        out.push((
+            "domain_set_iothread_params",
+            c.domain_set_iothread_params(
+                &s.domain,
+                0,
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("connect_get_storage_pool_capabilities") {
+        out.push((
+            "connect_get_storage_pool_capabilities",
+            c.connect_get_storage_pool_capabilities(crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("network_list_all_ports") {
+        out.push((
+            "network_list_all_ports",
+            c.network_list_all_ports(&s.network, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("network_port_lookup_by_uuid") {
+        out.push((
+            "network_port_lookup_by_uuid",
+            c.network_port_lookup_by_uuid(&s.network, &[0; 16])
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("network_port_create_xml") {
+        out.push((
+            "network_port_create_xml",
+            c.network_port_create_xml(
+                &s.network,
+                "",
+                crate::flags::NetworkPortCreateFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("network_port_get_parameters") {
+        out.push((
+            "network_port_get_parameters",
+            c.network_port_get_parameters(&s.network_port, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("network_port_set_parameters") {
+        out.push((
+            "network_port_set_parameters",
+            c.network_port_set_parameters(&s.network_port, &[], crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("network_port_get_xml_desc") {
+        out.push((
+            "network_port_get_xml_desc",
+            c.network_port_get_xml_desc(&s.network_port, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_checkpoint_create_xml") {
+        out.push((
+            "domain_checkpoint_create_xml",
+            c.domain_checkpoint_create_xml(
+                &s.domain,
+                "",
+                crate::flags::DomainCheckpointCreateFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_checkpoint_get_xml_desc") {
+        out.push((
+            "domain_checkpoint_get_xml_desc",
+            c.domain_checkpoint_get_xml_desc(
+                &s.domain_checkpoint,
+                crate::flags::DomainCheckpointXmlFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_list_all_checkpoints") {
+        out.push((
+            "domain_list_all_checkpoints",
+            c.domain_list_all_checkpoints(
+                &s.domain,
+                crate::flags::DomainCheckpointListFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_checkpoint_list_all_children") {
+        out.push((
+            "domain_checkpoint_list_all_children",
+            c.domain_checkpoint_list_all_children(
+                &s.domain_checkpoint,
+                crate::flags::DomainCheckpointListFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_checkpoint_lookup_by_name") {
+        out.push((
+            "domain_checkpoint_lookup_by_name",
+            c.domain_checkpoint_lookup_by_name(&s.domain, "", crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_checkpoint_get_parent") {
+        out.push((
+            "domain_checkpoint_get_parent",
+            c.domain_checkpoint_get_parent(&s.domain_checkpoint, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_guest_info") {
+        out.push((
+            "domain_get_guest_info",
+            c.domain_get_guest_info(&s.domain, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("connect_set_identity") {
+        out.push((
+            "connect_set_identity",
+            c.connect_set_identity(&[], crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_agent_set_response_timeout") {
+        out.push((
+            "domain_agent_set_response_timeout",
+            c.domain_agent_set_response_timeout(&s.domain, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_backup_begin") {
+        out.push((
+            "domain_backup_begin",
+            c.domain_backup_begin(
+                &s.domain,
+                "",
+                None,
+                crate::flags::DomainBackupBeginFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_backup_get_xml_desc") {
+        out.push((
+            "domain_backup_get_xml_desc",
+            c.domain_backup_get_xml_desc(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_authorized_ssh_keys_get") {
+        out.push((
+            "domain_authorized_ssh_keys_get",
+            c.domain_authorized_ssh_keys_get(&s.domain, "", crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_authorized_ssh_keys_set") {
+        out.push((
+            "domain_authorized_ssh_keys_set",
+            c.domain_authorized_ssh_keys_set(
+                &s.domain,
+                "",
+                &[],
+                crate::flags::DomainAuthorizedSshKeysSetFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_get_messages") {
+        out.push((
+            "domain_get_messages",
+            c.domain_get_messages(&s.domain, crate::flags::DomainMessageType::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_start_dirty_rate_calc") {
+        out.push((
+            "domain_start_dirty_rate_calc",
+            c.domain_start_dirty_rate_calc(
+                &s.domain,
+                0,
+                crate::flags::DomainDirtyRateCalcFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("node_device_define_xml") {
+        out.push((
+            "node_device_define_xml",
+            c.node_device_define_xml("", crate::flags::NodeDeviceDefineXmlFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_device_create") {
+        out.push((
+            "node_device_create",
+            c.node_device_create("", crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("nwfilter_define_xml_flags") {
+        out.push((
+            "nwfilter_define_xml_flags",
+            c.nwfilter_define_xml_flags("", crate::flags::NwFilterDefineFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("network_define_xml_flags") {
+        out.push((
+            "network_define_xml_flags",
+            c.network_define_xml_flags("", crate::flags::NetworkDefineFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_device_get_autostart") {
+        out.push((
+            "node_device_get_autostart",
+            c.node_device_get_autostart("").await.map(drop),
+        ));
+    }
+    if pick("node_device_set_autostart") {
+        out.push((
+            "node_device_set_autostart",
+            c.node_device_set_autostart("", 0).await.map(drop),
+        ));
+    }
+    if pick("node_device_is_persistent") {
+        out.push((
+            "node_device_is_persistent",
+            c.node_device_is_persistent("").await.map(drop),
+        ));
+    }
+    if pick("node_device_is_active") {
+        out.push((
+            "node_device_is_active",
+            c.node_device_is_active("").await.map(drop),
+        ));
+    }
+    if pick("network_create_xml_flags") {
+        out.push((
+            "network_create_xml_flags",
+            c.network_create_xml_flags("", crate::flags::NetworkCreateFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_set_launch_security_state") {
+        out.push((
+            "domain_set_launch_security_state",
+            c.domain_set_launch_security_state(&s.domain, &[], crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_restore_params") {
+        out.push((
+            "domain_restore_params",
+            c.domain_restore_params(&[], crate::flags::DomainSaveRestoreFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_abort_job_flags") {
+        out.push((
+            "domain_abort_job_flags",
+            c.domain_abort_job_flags(&s.domain, crate::flags::DomainAbortJobFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("network_set_metadata") {
+        out.push((
+            "network_set_metadata",
+            c.network_set_metadata(
+                &s.network,
+                0,
+                None,
+                None,
+                None,
+                crate::flags::NetworkUpdateFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("network_get_metadata") {
+        out.push((
+            "network_get_metadata",
+            c.network_get_metadata(
+                &s.network,
+                0,
+                None,
+                crate::flags::NetworkUpdateFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("node_device_update") {
+        out.push((
+            "node_device_update",
+            c.node_device_update("", "", crate::flags::NodeDeviceUpdateFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_graphics_reload") {
+        out.push((
+            "domain_graphics_reload",
+            c.domain_graphics_reload(&s.domain, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_get_autostart_once") {
+        out.push((
+            "domain_get_autostart_once",
+            c.domain_get_autostart_once(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_set_autostart_once") {
+        out.push((
+            "domain_set_autostart_once",
+            c.domain_set_autostart_once(&s.domain, 0).await.map(drop),
+        ));
+    }
+    if pick("domain_set_throttle_group") {
+        out.push((
+            "domain_set_throttle_group",
+            c.domain_set_throttle_group(
+                &s.domain,
+                "",
+                &[],
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_del_throttle_group") {
+        out.push((
+            "domain_del_throttle_group",
+            c.domain_del_throttle_group(
+                &s.domain,
+                None,
+                crate::flags::DomainModificationImpact::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("qemu_domain_monitor_command") {
+        out.push((
+            "qemu_domain_monitor_command",
+            c.qemu_domain_monitor_command(
+                &s.domain,
+                "",
+                crate::flags::DomainQemuMonitorCommandFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("qemu_domain_attach") {
+        out.push((
+            "qemu_domain_attach",
+            c.qemu_domain_attach(0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("qemu_domain_agent_command") {
+        out.push((
+            "qemu_domain_agent_command",
+            c.qemu_domain_agent_command(&s.domain, "", 0, 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("qemu_domain_monitor_command_with_files") {
+        out.push((
+            "qemu_domain_monitor_command_with_files",
+            c.qemu_domain_monitor_command_with_files(
+                &s.domain,
+                "",
+                crate::flags::DomainQemuMonitorCommandFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_destroy") {
+        out.push((
+            "domain_destroy",
+            c.domain_destroy(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_reboot") {
+        out.push((
+            "domain_reboot",
+            c.domain_reboot(&s.domain, crate::flags::DomainRebootFlag::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_shutdown") {
+        out.push((
+            "domain_shutdown",
+            c.domain_shutdown(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_suspend") {
+        out.push((
+            "domain_suspend",
+            c.domain_suspend(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("domain_undefine") {
+        out.push((
+            "domain_undefine",
+            c.domain_undefine(&s.domain).await.map(drop),
+        ));
+    }
+    if pick("network_destroy") {
+        out.push((
+            "network_destroy",
+            c.network_destroy(&s.network).await.map(drop),
+        ));
+    }
+    if pick("network_undefine") {
+        out.push((
+            "network_undefine",
+            c.network_undefine(&s.network).await.map(drop),
+        ));
+    }
+    if pick("domain_core_dump") {
+        out.push((
+            "domain_core_dump",
+            c.domain_core_dump(&s.domain, "", crate::flags::DomainCoreDumpFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_save") {
+        out.push(("domain_save", c.domain_save(&s.domain, "").await.map(drop)));
+    }
+    if pick("domain_migrate_prepare") {
+        out.push((
+            "domain_migrate_prepare",
+            c.domain_migrate_prepare(None, 0, None, 0).await.map(drop),
+        ));
+    }
+    if pick("domain_migrate_perform") {
+        out.push((
+            "domain_migrate_perform",
+            c.domain_migrate_perform(&s.domain, &[], "", 0, None, 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_finish") {
+        out.push((
+            "domain_migrate_finish",
+            c.domain_migrate_finish("", &[], "", 0).await.map(drop),
+        ));
+    }
+    if pick("storage_pool_destroy") {
+        out.push((
+            "storage_pool_destroy",
+            c.storage_pool_destroy(&s.storage_pool).await.map(drop),
+        ));
+    }
+    if pick("storage_pool_delete") {
+        out.push((
+            "storage_pool_delete",
+            c.storage_pool_delete(
+                &s.storage_pool,
+                crate::flags::StoragePoolDeleteFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("storage_pool_undefine") {
+        out.push((
+            "storage_pool_undefine",
+            c.storage_pool_undefine(&s.storage_pool).await.map(drop),
+        ));
+    }
+    if pick("storage_vol_delete") {
+        out.push((
+            "storage_vol_delete",
+            c.storage_vol_delete(&s.storage_vol, crate::flags::StorageVolDeleteFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_prepare2") {
+        out.push((
+            "domain_migrate_prepare2",
+            c.domain_migrate_prepare2(None, 0, None, 0, "")
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_finish2") {
+        out.push((
+            "domain_migrate_finish2",
+            c.domain_migrate_finish2("", &[], "", 0, 0).await.map(drop),
+        ));
+    }
+    if pick("node_device_reset") {
+        out.push(("node_device_reset", c.node_device_reset("").await.map(drop)));
+    }
+    if pick("node_device_destroy") {
+        out.push((
+            "node_device_destroy",
+            c.node_device_destroy("").await.map(drop),
+        ));
+    }
+    if pick("interface_undefine") {
+        out.push((
+            "interface_undefine",
+            c.interface_undefine(&s.interface).await.map(drop),
+        ));
+    }
+    if pick("interface_destroy") {
+        out.push((
+            "interface_destroy",
+            c.interface_destroy(&s.interface, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("secret_undefine") {
+        out.push((
+            "secret_undefine",
+            c.secret_undefine(&s.secret).await.map(drop),
+        ));
+    }
+    if pick("domain_migrate_prepare_tunnel") {
+        out.push((
+            "domain_migrate_prepare_tunnel",
+            c.domain_migrate_prepare_tunnel(0, None, 0, "")
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_set_max_downtime") {
+        out.push((
+            "domain_migrate_set_max_downtime",
+            c.domain_migrate_set_max_downtime(&s.domain, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("nwfilter_undefine") {
+        out.push((
+            "nwfilter_undefine",
+            c.nwfilter_undefine(&s.nwfilter).await.map(drop),
+        ));
+    }
+    if pick("domain_managed_save") {
+        out.push((
+            "domain_managed_save",
+            c.domain_managed_save(&s.domain, crate::flags::DomainSaveRestoreFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_has_managed_save_image") {
+        out.push((
+            "domain_has_managed_save_image",
+            c.domain_has_managed_save_image(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_managed_save_remove") {
+        out.push((
+            "domain_managed_save_remove",
+            c.domain_managed_save_remove(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_snapshot_delete") {
+        out.push((
+            "domain_snapshot_delete",
+            c.domain_snapshot_delete(
+                &s.domain_snapshot,
+                crate::flags::DomainSnapshotDeleteFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_migrate_set_max_speed") {
+        out.push((
+            "domain_migrate_set_max_speed",
+            c.domain_migrate_set_max_speed(
+                &s.domain,
+                0,
+                crate::flags::DomainMigrateMaxSpeedFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_migrate_begin3") {
+        out.push((
+            "domain_migrate_begin3",
+            c.domain_migrate_begin3(&s.domain, None, 0, None, 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_prepare3") {
+        out.push((
+            "domain_migrate_prepare3",
+            c.domain_migrate_prepare3(&[], None, 0, None, 0, "")
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_prepare_tunnel3") {
+        out.push((
+            "domain_migrate_prepare_tunnel3",
+            c.domain_migrate_prepare_tunnel3(&[], 0, None, 0, "")
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_perform3") {
+        out.push((
+            "domain_migrate_perform3",
+            c.domain_migrate_perform3(&s.domain, None, &[], None, None, 0, None, 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_finish3") {
+        out.push((
+            "domain_migrate_finish3",
+            c.domain_migrate_finish3("", &[], None, None, 0, 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_confirm3") {
+        out.push((
+            "domain_migrate_confirm3",
+            c.domain_migrate_confirm3(&s.domain, &[], 0, 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_undefine_flags") {
+        out.push((
+            "domain_undefine_flags",
+            c.domain_undefine_flags(&s.domain, crate::flags::DomainUndefineFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_save_flags") {
+        out.push((
+            "domain_save_flags",
+            c.domain_save_flags(
+                &s.domain,
+                "",
+                None,
+                crate::flags::DomainSaveRestoreFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_destroy_flags") {
+        out.push((
+            "domain_destroy_flags",
+            c.domain_destroy_flags(&s.domain, crate::flags::DomainDestroyFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_save_image_get_xml_desc") {
+        out.push((
+            "domain_save_image_get_xml_desc",
+            c.domain_save_image_get_xml_desc("", crate::flags::DomainSaveImageXmlFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_save_image_define_xml") {
+        out.push((
+            "domain_save_image_define_xml",
+            c.domain_save_image_define_xml("", "", crate::flags::DomainSaveRestoreFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_get_max_speed") {
+        out.push((
+            "domain_migrate_get_max_speed",
+            c.domain_migrate_get_max_speed(
+                &s.domain,
+                crate::flags::DomainMigrateMaxSpeedFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_reset") {
+        out.push((
+            "domain_reset",
+            c.domain_reset(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("node_suspend_for_duration") {
+        out.push((
+            "node_suspend_for_duration",
+            c.node_suspend_for_duration(0, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_shutdown_flags") {
+        out.push((
+            "domain_shutdown_flags",
+            c.domain_shutdown_flags(&s.domain, crate::flags::DomainShutdownFlag::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_pm_suspend_for_duration") {
+        out.push((
+            "domain_pm_suspend_for_duration",
+            c.domain_pm_suspend_for_duration(&s.domain, 0, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_get_compression_cache") {
+        out.push((
+            "domain_migrate_get_compression_cache",
+            c.domain_migrate_get_compression_cache(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_set_compression_cache") {
+        out.push((
+            "domain_migrate_set_compression_cache",
+            c.domain_migrate_set_compression_cache(&s.domain, 0, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_begin3_params") {
+        out.push((
+            "domain_migrate_begin3_params",
+            c.domain_migrate_begin3_params(&s.domain, &[], 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_prepare3_params") {
+        out.push((
+            "domain_migrate_prepare3_params",
+            c.domain_migrate_prepare3_params(&[], &[], 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_prepare_tunnel3_params") {
+        out.push((
+            "domain_migrate_prepare_tunnel3_params",
+            c.domain_migrate_prepare_tunnel3_params(&[], &[], 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_perform3_params") {
+        out.push((
+            "domain_migrate_perform3_params",
+            c.domain_migrate_perform3_params(&s.domain, None, &[], &[], 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_finish3_params") {
+        out.push((
+            "domain_migrate_finish3_params",
+            c.domain_migrate_finish3_params(&[], &[], 0, 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_confirm3_params") {
+        out.push((
+            "domain_migrate_confirm3_params",
+            c.domain_migrate_confirm3_params(&s.domain, &[], &[], 0, 0)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_core_dump_with_format") {
+        out.push((
+            "domain_core_dump_with_format",
+            c.domain_core_dump_with_format(
+                &s.domain,
+                "",
+                0,
+                crate::flags::DomainCoreDumpFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_migrate_start_post_copy") {
+        out.push((
+            "domain_migrate_start_post_copy",
+            c.domain_migrate_start_post_copy(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_migrate_get_max_downtime") {
+        out.push((
+            "domain_migrate_get_max_downtime",
+            c.domain_migrate_get_max_downtime(&s.domain, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_managed_save_get_xml_desc") {
+        out.push((
+            "domain_managed_save_get_xml_desc",
+            c.domain_managed_save_get_xml_desc(
+                &s.domain,
+                crate::flags::DomainSaveImageXmlFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("domain_managed_save_define_xml") {
+        out.push((
+            "domain_managed_save_define_xml",
+            c.domain_managed_save_define_xml(
+                &s.domain,
+                None,
+                crate::flags::DomainSaveRestoreFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("nwfilter_binding_delete") {
+        out.push((
+            "nwfilter_binding_delete",
+            c.nwfilter_binding_delete(&s.nwfilter_binding)
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("network_port_delete") {
+        out.push((
+            "network_port_delete",
+            c.network_port_delete(&s.network_port, crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_checkpoint_delete") {
+        out.push((
+            "domain_checkpoint_delete",
+            c.domain_checkpoint_delete(
+                &s.domain_checkpoint,
+                crate::flags::DomainCheckpointDeleteFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
+    if pick("node_device_undefine") {
+        out.push((
+            "node_device_undefine",
+            c.node_device_undefine("", crate::flags::NoFlags::empty())
+                .await
+                .map(drop),
+        ));
+    }
+    if pick("domain_save_params") {
+        out.push((
+            "domain_save_params",
+            c.domain_save_params(
+                &s.domain,
+                &[],
+                crate::flags::DomainSaveRestoreFlags::empty(),
+            )
+            .await
+            .map(drop),
+        ));
+    }
     out
 }

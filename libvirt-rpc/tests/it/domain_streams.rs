@@ -119,7 +119,7 @@ async fn screenshot_refused_by_the_driver_opens_nothing_and_the_client_goes_on()
 /// Console, channel and migration in one test, one QEMU at a time: TCG on
 /// a small machine is slow when several start together.
 #[tokio::test]
-async fn qemu_console_channel_and_tunnelled_migration() {
+async fn qemu_console_and_channel_carry_data_and_a_refused_migration_opens_nothing() {
     let d = Descriptor::require();
     console_carries_the_bios_output(&d).await;
     channel_opens_takes_data_and_finishes(&d).await;

@@ -443,14 +443,21 @@ impl<'a> Model<'a> {
     }
 }
 
-/// The generated files: path under `libvirt-rpc/src/generated/` → text.
-/// `swept`: the sweep test's pinned outcomes (method → `answered` or
+/// The sweep tests' pinned outcomes (method → `answered` or
 /// `libvirt <ErrorCode>`), for the status table.
+pub struct Swept {
+    /// Every method, on a private test-driver instance.
+    pub test_driver: BTreeMap<String, String>,
+    /// A chosen set, on `qemu:///system`.
+    pub qemu: BTreeMap<String, String>,
+}
+
+/// The generated files: path under `libvirt-rpc/src/generated/` → text.
 pub fn generate(
     programs: &[Program],
     api: &Api,
     version: &str,
-    swept: &BTreeMap<String, String>,
+    swept: &Swept,
 ) -> Result<BTreeMap<String, String>> {
     let mut model = Model::new(programs, api)?;
     let procedures = model.procedures()?;
@@ -1069,12 +1076,17 @@ fn sweep(m: &mut Model, procedures: &[Procedure]) -> Result<String> {
          //! sweep test's driver; see `crate::testing::Samples`).\n\n\
          use crate::client::Client;\n\
          use crate::testing::Samples;\n\n\
-         /// Calls every generated method once (in procedure order, those that\n\
-         /// end or remove objects last), with the\n\
+         /// Calls every generated method that `pick` accepts once (in\n\
+         /// procedure order, those that end or remove objects last), with the\n\
          /// samples' handles, empty strings and lists, absent options, zero\n\
-         /// numbers and no flags; returns each method's name and outcome.\n\
-         /// Methods taking a parameter without a sample are left out.\n\
-         pub async fn sweep(c: &Client, s: &Samples) -> Vec<(&'static str, crate::Result<()>)> {\n\
+         /// numbers and no flags; returns each method's name and outcome (a\n\
+         /// stream a method opened is aborted at once). Methods taking a\n\
+         /// parameter without a sample are left out.\n\
+         pub async fn sweep(\n\
+             c: &Client,\n\
+             s: &Samples,\n\
+             pick: &dyn Fn(&str) -> bool,\n\
+         ) -> Vec<(&'static str, crate::Result<()>)> {\n\
          let mut out = Vec::new();\n",
     );
     // What ends or removes the samples goes last, so the rest meet them.
@@ -1119,7 +1131,7 @@ fn sweep(m: &mut Model, procedures: &[Procedure]) -> Result<String> {
         };
         let _ = writeln!(
             out,
-            "out.push((\"{name}\", c.{name}({}).await.map(drop)));",
+            "if pick(\"{name}\") {{ out.push((\"{name}\", c.{name}({}).await.map(drop))); }}",
             args.join(", ")
         );
     }
@@ -1160,12 +1172,12 @@ fn flags(m: &Model) -> Result<String> {
     Ok(out)
 }
 
-fn status_table(procedures: &[Procedure], swept: &BTreeMap<String, String>) -> String {
+fn status_table(procedures: &[Procedure], swept: &Swept) -> String {
     let mut out = "| Program | Number | Procedure | Status |\n|---|---|---|---|\n".to_string();
     for p in procedures {
         let status = match &p.status {
             Status::Method(m) | Status::StreamCall(m, _) => {
-                let outcome = match swept.get(m).map(String::as_str) {
+                let mut outcome = match swept.test_driver.get(m).map(String::as_str) {
                     Some("answered") => "; swept: answered by the test driver".to_string(),
                     Some(other) => format!(
                         "; swept: the test driver says {}",
@@ -1173,6 +1185,17 @@ fn status_table(procedures: &[Procedure], swept: &BTreeMap<String, String>) -> S
                     ),
                     None => "; not swept".to_string(),
                 };
+                match swept.qemu.get(m).map(String::as_str) {
+                    Some("answered") => outcome.push_str("; answered on `qemu:///system`"),
+                    Some(other) => {
+                        let _ = write!(
+                            outcome,
+                            "; `qemu:///system` says {}",
+                            other.trim_start_matches("libvirt ")
+                        );
+                    }
+                    None => {}
+                }
                 let what = match &p.status {
                     Status::StreamCall(_, kind) => {
                         format!("stream ({}), method", kind.rust().0.to_ascii_lowercase())

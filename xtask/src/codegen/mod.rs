@@ -22,6 +22,8 @@ use crate::cmd::{cmd, run as run_cmd};
 
 /// The sweep test's pinned outcomes, which the status table reports.
 const SWEPT: &str = "libvirt-rpc/tests/it/sweep_test_driver.txt";
+/// The same for the chosen set swept on `qemu:///system`.
+const SWEPT_QEMU: &str = "libvirt-rpc/tests/it/sweep_qemu.txt";
 
 /// `cargo xtask codegen ...`.
 pub fn run(args: &[&str]) -> Result<ExitCode> {
@@ -104,15 +106,24 @@ fn generate() -> Result<BTreeMap<String, String>> {
         texts.push(sources::read(&inputs, &format!("api/{base}"))?);
     }
     let api = api_xml::Api::parse(&texts.iter().map(String::as_str).collect::<Vec<_>>())?;
-    let swept_file = crate::demo::workspace().join(SWEPT);
-    let swept = std::fs::read_to_string(&swept_file)
-        .with_context(|| format!("cannot read {}", swept_file.display()))?
+    let swept = emit::Swept {
+        test_driver: pinned(SWEPT)?,
+        qemu: pinned(SWEPT_QEMU)?,
+    };
+    let files = emit::generate(&programs, &api, sources::LIBVIRT_VERSION, &swept)?;
+    format(files)
+}
+
+/// A sweep test's pinned outcomes: method → `answered` or
+/// `libvirt <ErrorCode>`.
+fn pinned(file: &str) -> Result<BTreeMap<String, String>> {
+    let path = crate::demo::workspace().join(file);
+    Ok(std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?
         .lines()
         .filter_map(|l| l.split_once(' '))
         .map(|(m, o)| (m.to_string(), o.to_string()))
-        .collect();
-    let files = emit::generate(&programs, &api, sources::LIBVIRT_VERSION, &swept)?;
-    format(files)
+        .collect())
 }
 
 /// Runs rustfmt over the Rust files (in a scratch directory), so the
