@@ -185,12 +185,14 @@ async fn chosen_methods_on_qemu_get_an_answer_or_a_libvirt_error() {
     let name = unique("sweep");
     cleanup.push(&["destroy", &name]);
     let xml = support::qemu_xml(&name, "<video><model type='vga'/></video>");
-    let mut s = Samples::default();
-    s.domain = c
-        .domain_create_xml(&xml, DomainCreateFlags::START_PAUSED)
-        .await
-        .unwrap();
-    s.storage_pool = c.storage_pool_lookup_by_name(&d.pool.name).await.unwrap();
+    let s = Samples {
+        domain: c
+            .domain_create_xml(&xml, DomainCreateFlags::START_PAUSED)
+            .await
+            .unwrap(),
+        storage_pool: c.storage_pool_lookup_by_name(&d.pool.name).await.unwrap(),
+        ..Samples::default()
+    };
     let outcomes = sweep(&c, &s, &|m| QEMU_CHOSEN.contains(&m)).await;
     let swept: Vec<&str> = outcomes.iter().map(|(m, _)| *m).collect();
     let missing: Vec<&&str> = QEMU_CHOSEN.iter().filter(|m| !swept.contains(m)).collect();
