@@ -210,12 +210,7 @@ impl Peer<'_> {
                 .to_owned()
         };
         // The MAC is chosen here, as an admin would, to find the lease.
-        let mac = format!(
-            "52:54:00:{:02x}:{:02x}:{:02x}",
-            name.as_str().len(),
-            rand_byte(name.as_str(), 1),
-            rand_byte(name.as_str(), 2)
-        );
+        let mac = mac_of(name.as_str());
         let xml = render(&DomainSpec {
             memory: MemoryMib::new(MEMORY_MIB).unwrap(),
             mac: Some(MacAddress::parse(&mac).unwrap()),
@@ -242,10 +237,16 @@ impl Peer<'_> {
             .map(|i| Identifier::parse(&format!("kbp{tag}-{i}")).unwrap())
             .collect();
         let macs: Vec<String> = names.iter().map(|n| self.create(n, dir.path())).collect();
-        let jobs = macs.iter().map(|mac| async move {
+        let jobs = names.iter().zip(&macs).map(|(name, mac)| async move {
             let ip = loop {
                 let leases = self.d.guest_net.leases().unwrap_or_default();
-                if let Some(l) = leases.iter().find(|l| l.mac == *mac) {
+                // This guest's lease: its MAC and the hostname it sent (its
+                // name). dnsmasq keeps the leases of guests already gone,
+                // and an address from one of those never answers.
+                let ours = leases
+                    .iter()
+                    .find(|l| l.mac == *mac && l.hostname.as_deref() == Some(name.as_str()));
+                if let Some(l) = ours {
                     break l.ip;
                 }
                 assert!(started.elapsed() < BUDGET, "no lease for {mac}");
@@ -275,9 +276,15 @@ impl Peer<'_> {
     }
 }
 
-fn rand_byte(s: &str, salt: u8) -> u8 {
-    s.bytes()
-        .fold(salt.wrapping_mul(31), |h, b| h.wrapping_mul(33) ^ b)
+/// A MAC for the guest `name`: three bytes of its name's hash. Names carry
+/// the round's tag, so each guest of a run has its own (with a weak hash,
+/// two rounds' guests once shared one).
+fn mac_of(name: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    let [a, b, c, ..] = h.finish().to_be_bytes();
+    format!("52:54:00:{a:02x}:{b:02x}:{c:02x}")
 }
 
 fn main() {
