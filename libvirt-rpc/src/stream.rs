@@ -59,6 +59,15 @@
 //! bytes sent, with no error (pinned by the test
 //! `upload_finished_short_is_accepted_by_libvirtd`). That is why
 //! [`Client::storage_vol_upload`] aborts instead when its source ends early.
+//!
+//! ## What libvirtd 11.3 does with a tunnelled migration's empty cookie
+//! It dies: `PREPARE_TUNNEL3` with `VIR_MIGRATE_TUNNELLED` and an empty
+//! `cookie_in` makes its QEMU driver dereference NULL (`segfault at 0 ...
+//! in libvirt_driver_qemu.so`, reproduced twice). libvirt's own daemons
+//! always pass the cookie `MIGRATE_BEGIN3` returned on the source; pass
+//! that one to [`Client::domain_migrate_prepare_tunnel3`] too. A cookie
+//! that is not NUL-terminated gets `InternalError` ("Migration cookie was
+//! not NULL terminated").
 
 use std::collections::VecDeque;
 use std::future::Future;

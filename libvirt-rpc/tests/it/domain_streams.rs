@@ -5,10 +5,10 @@
 //! to open (its REPLY is the error; nothing is left open).
 //!
 //! A tunnelled migration's incoming side is opened against the fake daemon
-//! only (`tests/offline/fake_daemon.rs`): libvirtd 11.3 crashed (a NULL
+//! only (`tests/offline/fake_daemon.rs`): libvirtd 11.3 dies (a NULL
 //! dereference in its QEMU driver) when sent `PREPARE_TUNNEL3` with the
-//! TUNNELLED flag and an empty cookie, and a test must not take the shared
-//! daemon down.
+//! TUNNELLED flag and an empty cookie (see `libvirt_rpc::stream`), and a
+//! test must not take the shared daemon down.
 
 use std::time::Duration;
 
