@@ -190,11 +190,7 @@ async fn download_data_ahead_of_its_reply_is_kept_in_order() {
     let daemon = tokio::spawn(async move {
         let call = fake.read().await.unwrap().unwrap();
         assert_eq!(call.header.procedure, proc_num::STORAGE_VOL_DOWNLOAD);
-        let data = |status| Header {
-            kind: MessageType::Stream,
-            status,
-            ..call.header
-        };
+        let data = |status| stream_header(&call.header, status);
         fake.send_raw(&data(Status::Continue), b"early ")
             .await
             .unwrap();
