@@ -68,6 +68,24 @@ bitflags! {
 
 wire_flags!(OpenFlags, StorageVolStreamFlags, NoFlags);
 
+/// `VIR_TYPED_PARAM_STRING_OKAY`: the caller takes string-valued typed
+/// parameters. libvirtd serializes a typed-parameter getter's reply with the
+/// caller's flags and leaves strings out without this bit.
+pub(crate) const TYPED_PARAM_STRING_OKAY: u32 = 1 << 2;
+
+/// A call's flags as they go on the wire with
+/// [`TYPED_PARAM_STRING_OKAY`] added, as libvirt's C library adds it to
+/// the getters whose replies may hold strings (the generator finds which in
+/// libvirt's client sources). Every libvirtd since 0.9.7 supports the bit.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StringOkay(pub u32);
+
+impl Encode for StringOkay {
+    fn encode(&self, out: &mut BytesMut) -> Result<(), XdrError> {
+        (self.0 | TYPED_PARAM_STRING_OKAY).encode(out)
+    }
+}
+
 macro_rules! wire_enum {
     ($(#[$m:meta])* $name:ident : $repr:ty { $($(#[$vm:meta])* $v:ident = $n:literal,)* }) => {
         $(#[$m])*

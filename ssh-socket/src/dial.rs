@@ -192,7 +192,9 @@ async fn handshake(
 ) -> Result<Handle<ClientHandler>, Error> {
     let refusal: Refusal = Arc::new(Mutex::new(None));
     let handler = ClientHandler::new(link, host_check, Arc::clone(&refusal));
-    let handshake = russh::client::connect_stream(russh_config(config), stream, handler).await;
+    let offered = host_key_order(&handler);
+    let handshake =
+        russh::client::connect_stream(russh_config(config, offered), stream, handler).await;
     let take_refusal = || {
         refusal
             .lock()
@@ -284,8 +286,23 @@ async fn open_channel(
         })
 }
 
-/// russh's settings for one dial.
-fn russh_config(config: &SshConfig) -> Arc<russh::client::Config> {
+/// The host key algorithms to offer: russh's default order, with those of
+/// the keys known_hosts lists for the host first (invariant: a host OpenSSH
+/// reaches with the same known_hosts is reached here too).
+fn host_key_order(handler: &ClientHandler) -> Vec<russh::keys::Algorithm> {
+    let offered = &russh::Preferred::DEFAULT.key;
+    match handler.known_hosts() {
+        Some((text, host_entry)) => known_hosts::preferred_algorithms(text, host_entry, offered),
+        None => offered.to_vec(),
+    }
+}
+
+/// russh's settings for one dial, offering host key algorithms in the
+/// order `host_keys`.
+fn russh_config(
+    config: &SshConfig,
+    host_keys: Vec<russh::keys::Algorithm>,
+) -> Arc<russh::client::Config> {
     let keepalive = config.keepalive;
     Arc::new(russh::client::Config {
         keepalive_interval: Some(keepalive.effective_interval()),
@@ -304,6 +321,7 @@ fn russh_config(config: &SshConfig) -> Arc<russh::client::Config> {
                 russh::cipher::AES_256_CTR,
                 russh::cipher::AES_128_CTR,
             ]),
+            key: std::borrow::Cow::Owned(host_keys),
             ..russh::Preferred::DEFAULT
         },
         ..Default::default()

@@ -45,6 +45,19 @@ impl ClientHandler {
         }
     }
 
+    /// The known_hosts text and the name the host is listed under, when
+    /// the dial checks host keys against a file that exists.
+    pub(crate) fn known_hosts(&self) -> Option<(&str, &str)> {
+        match &self.host_check {
+            HostCheck::KnownHosts {
+                text: Some(text),
+                host_entry,
+                ..
+            } => Some((text, host_entry)),
+            _ => None,
+        }
+    }
+
     fn refuse(&self, error: Error) -> Result<bool, russh::Error> {
         tracing::warn!(error = %error, "refusing SSH host key");
         *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);

@@ -9,7 +9,7 @@
 //! merely unknown). Lines that do not parse are skipped, as OpenSSH does.
 
 use russh::keys::ssh_key::known_hosts::{HostPatterns, Marker};
-use russh::keys::{HashAlg, PublicKey};
+use russh::keys::{Algorithm, HashAlg, PublicKey};
 
 /// What the known_hosts file says about a server key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +97,34 @@ pub(crate) fn verify(text: &str, host_entry: &str, key: &PublicKey) -> Verdict {
     } else {
         Verdict::Unknown { other_algorithms }
     }
+}
+
+/// The host key algorithms to offer, most preferred first: `offered` in
+/// its order, with the algorithms of the keys known_hosts lists for
+/// `host_entry` moved to the front (OpenSSH's `order_hostkeyalgs`). A server
+/// with several host keys then answers with one the file can check, instead
+/// of one it does not list (a file made by `ssh-keyscan -t rsa`, or from
+/// before the server gained an ed25519 key). A listed RSA key brings every
+/// RSA signature algorithm forward; `@revoked` and `@cert-authority` lines
+/// bring nothing.
+pub(crate) fn preferred_algorithms(
+    text: &str,
+    host_entry: &str,
+    offered: &[Algorithm],
+) -> Vec<Algorithm> {
+    let listed: Vec<Algorithm> = text
+        .lines()
+        .filter_map(parse_line)
+        .filter(|e| e.marker.is_none() && e.matches(host_entry))
+        .map(|e| e.key.algorithm())
+        .collect();
+    // `Algorithm::is_rsa` takes its receiver by value (and is not `Copy`).
+    let is_rsa = |a: &Algorithm| matches!(a, Algorithm::Rsa { .. });
+    let is_listed = |a: &Algorithm| listed.iter().any(|l| l == a || (is_rsa(l) && is_rsa(a)));
+    let (mut first, rest): (Vec<Algorithm>, Vec<Algorithm>) =
+        offered.iter().cloned().partition(is_listed);
+    first.extend(rest);
+    first
 }
 
 /// One parsed known_hosts line.
@@ -194,6 +222,44 @@ mod tests {
 
     fn key(text: &str) -> PublicKey {
         PublicKey::from_openssh(text).unwrap()
+    }
+
+    const RSA: &str = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQDRPbBvtHTxXtUURfOGeWhFk4JqFhkWmJOv60J9D+kbS7jOmz7tkrmuYEGpoH84Zll6tm6Ra/W0zxXkkt20BGYFs2poBa9EmvH/2Xu1TNxhdZV9sWB1ymm27qZbp1jf1q7ytaxaqDusHV3bXR3v3LDPP4nNc3FJxnh+xtkaYID9nw==";
+
+    fn offered() -> Vec<Algorithm> {
+        russh::Preferred::DEFAULT.key.to_vec()
+    }
+
+    fn names(algorithms: &[Algorithm]) -> Vec<String> {
+        algorithms.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn listed_algorithms_are_offered_first() {
+        let text = format!("other {ED_A}\nhost {ECDSA}\n");
+        let order = preferred_algorithms(&text, "host", &offered());
+        assert_eq!(order[0], key(ECDSA).algorithm());
+        assert_eq!(order[1], Algorithm::Ed25519, "the rest keep their order");
+        assert_eq!(order.len(), offered().len(), "nothing dropped");
+    }
+
+    #[test]
+    fn a_listed_rsa_key_brings_every_rsa_signature_forward() {
+        let text = format!("[host]:2222 {RSA}\n");
+        let order = names(&preferred_algorithms(&text, "[host]:2222", &offered()));
+        assert_eq!(
+            &order[..3],
+            ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"],
+            "{order:?}"
+        );
+        assert_eq!(order[3], "ssh-ed25519");
+    }
+
+    #[test]
+    fn unlisted_hosts_and_marked_lines_change_nothing() {
+        let text = format!("other {RSA}\n@revoked host {ECDSA}\n@cert-authority host {RSA}\n");
+        assert_eq!(preferred_algorithms(&text, "host", &offered()), offered());
+        assert_eq!(preferred_algorithms("", "host", &offered()), offered());
     }
 
     #[test]

@@ -2245,6 +2245,9 @@ impl Client {
 
     /// [`virDomainGetMemoryParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetMemoryParameters), through
     /// `REMOTE_PROC_DOMAIN_GET_MEMORY_PARAMETERS` (198).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn domain_get_memory_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -2256,7 +2259,7 @@ impl Client {
                 &(
                     dom,
                     crate::proto::limits::REMOTE_DOMAIN_MEMORY_PARAMETERS_MAX as i32,
-                    flags,
+                    crate::flags::StringOkay(flags.bits()),
                 ),
             )
             .await?;
@@ -2371,6 +2374,9 @@ impl Client {
 
     /// [`virDomainGetBlkioParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetBlkioParameters), through
     /// `REMOTE_PROC_DOMAIN_GET_BLKIO_PARAMETERS` (206).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn domain_get_blkio_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -2382,7 +2388,7 @@ impl Client {
                 &(
                     dom,
                     crate::proto::limits::REMOTE_DOMAIN_BLKIO_PARAMETERS_MAX as i32,
-                    flags,
+                    crate::flags::StringOkay(flags.bits()),
                 ),
             )
             .await?;
@@ -2651,6 +2657,9 @@ impl Client {
 
     /// [`virDomainGetSchedulerParametersFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetSchedulerParametersFlags), through
     /// `REMOTE_PROC_DOMAIN_GET_SCHEDULER_PARAMETERS_FLAGS` (223).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn domain_get_scheduler_parameters_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -2662,7 +2671,7 @@ impl Client {
                 &(
                     dom,
                     crate::proto::limits::REMOTE_DOMAIN_SCHEDULER_PARAMETERS_MAX as i32,
-                    flags,
+                    crate::flags::StringOkay(flags.bits()),
                 ),
             )
             .await?;
@@ -2945,6 +2954,9 @@ impl Client {
 
     /// [`virDomainBlockStatsFlags`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainBlockStatsFlags), through
     /// `REMOTE_PROC_DOMAIN_BLOCK_STATS_FLAGS` (243).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn domain_block_stats_flags(
         &self,
         dom: &crate::remote::Domain,
@@ -2958,7 +2970,7 @@ impl Client {
                     dom,
                     path,
                     crate::proto::limits::REMOTE_DOMAIN_BLOCK_STATS_PARAMETERS_MAX as i32,
-                    flags,
+                    crate::flags::StringOkay(flags.bits()),
                 ),
             )
             .await?;
@@ -3089,6 +3101,9 @@ impl Client {
 
     /// [`virDomainGetBlockIoTune`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetBlockIoTune), through
     /// `REMOTE_PROC_DOMAIN_GET_BLOCK_IO_TUNE` (253).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn domain_get_block_io_tune(
         &self,
         dom: &crate::remote::Domain,
@@ -3102,7 +3117,7 @@ impl Client {
                     dom,
                     disk,
                     crate::proto::limits::REMOTE_DOMAIN_BLOCK_IO_TUNE_PARAMETERS_MAX as i32,
-                    flags,
+                    crate::flags::StringOkay(flags.bits()),
                 ),
             )
             .await?;
@@ -3136,6 +3151,9 @@ impl Client {
 
     /// [`virDomainGetNumaParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetNumaParameters), through
     /// `REMOTE_PROC_DOMAIN_GET_NUMA_PARAMETERS` (255).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn domain_get_numa_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -3147,7 +3165,7 @@ impl Client {
                 &(
                     dom,
                     crate::proto::limits::REMOTE_DOMAIN_NUMA_PARAMETERS_MAX as i32,
-                    flags,
+                    crate::flags::StringOkay(flags.bits()),
                 ),
             )
             .await?;
@@ -3183,6 +3201,9 @@ impl Client {
 
     /// [`virDomainGetInterfaceParameters`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetInterfaceParameters), through
     /// `REMOTE_PROC_DOMAIN_GET_INTERFACE_PARAMETERS` (257).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn domain_get_interface_parameters(
         &self,
         dom: &crate::remote::Domain,
@@ -3196,7 +3217,7 @@ impl Client {
                     dom,
                     device,
                     crate::proto::limits::REMOTE_DOMAIN_INTERFACE_PARAMETERS_MAX as i32,
-                    flags,
+                    crate::flags::StringOkay(flags.bits()),
                 ),
             )
             .await?;
@@ -3262,6 +3283,9 @@ impl Client {
 
     /// [`virDomainGetCPUStats`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetCPUStats), through
     /// `REMOTE_PROC_DOMAIN_GET_CPU_STATS` (262).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn domain_get_cpu_stats(
         &self,
         dom: &crate::remote::Domain,
@@ -3273,7 +3297,13 @@ impl Client {
         let ret: crate::remote::DomainGetCpuStatsRet = self
             .call(
                 crate::proc_num::DOMAIN_GET_CPU_STATS,
-                &(dom, nparams, start_cpu, ncpus, flags),
+                &(
+                    dom,
+                    nparams,
+                    start_cpu,
+                    ncpus,
+                    crate::flags::StringOkay(flags.bits()),
+                ),
             )
             .await?;
         let map: fn(
@@ -3642,6 +3672,9 @@ impl Client {
 
     /// [`virNodeGetMemoryParameters`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetMemoryParameters), through
     /// `REMOTE_PROC_NODE_GET_MEMORY_PARAMETERS` (289).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn node_get_memory_parameters(
         &self,
         flags: crate::flags::NoFlags,
@@ -3651,7 +3684,7 @@ impl Client {
                 crate::proc_num::NODE_GET_MEMORY_PARAMETERS,
                 &(
                     crate::proto::limits::REMOTE_NODE_MEMORY_PARAMETERS_MAX as i32,
-                    flags,
+                    crate::flags::StringOkay(flags.bits()),
                 ),
             )
             .await?;
@@ -4740,6 +4773,9 @@ impl Client {
 
     /// [`virNodeGetSEVInfo`](https://libvirt.org/html/libvirt-libvirt-host.html#virNodeGetSEVInfo), through
     /// `REMOTE_PROC_NODE_GET_SEV_INFO` (395).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn node_get_sev_info(
         &self,
         flags: crate::flags::NoFlags,
@@ -4747,7 +4783,10 @@ impl Client {
         let ret: crate::remote::NodeGetSevInfoRet = self
             .call(
                 crate::proc_num::NODE_GET_SEV_INFO,
-                &(crate::proto::limits::REMOTE_NODE_SEV_INFO_MAX as i32, flags),
+                &(
+                    crate::proto::limits::REMOTE_NODE_SEV_INFO_MAX as i32,
+                    crate::flags::StringOkay(flags.bits()),
+                ),
             )
             .await?;
         let map: fn(
@@ -4758,6 +4797,9 @@ impl Client {
 
     /// [`virDomainGetLaunchSecurityInfo`](https://libvirt.org/html/libvirt-libvirt-domain.html#virDomainGetLaunchSecurityInfo), through
     /// `REMOTE_PROC_DOMAIN_GET_LAUNCH_SECURITY_INFO` (396).
+    ///
+    /// Sends `VIR_TYPED_PARAM_STRING_OKAY` beside `flags`, as libvirt's C
+    /// library does, so the reply keeps its string-valued parameters.
     pub async fn domain_get_launch_security_info(
         &self,
         dom: &crate::remote::Domain,
@@ -4766,7 +4808,7 @@ impl Client {
         let ret: crate::remote::DomainGetLaunchSecurityInfoRet = self
             .call(
                 crate::proc_num::DOMAIN_GET_LAUNCH_SECURITY_INFO,
-                &(dom, flags),
+                &(dom, crate::flags::StringOkay(flags.bits())),
             )
             .await?;
         let map: fn(

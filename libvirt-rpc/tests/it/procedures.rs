@@ -329,3 +329,62 @@ async fn volume_info_flags_and_path_in_a_dir_pool() {
     );
     c.close().await;
 }
+
+/// The typed-parameter getters whose replies libvirtd serializes with the
+/// caller's flags keep their string-valued parameters: the generated calls
+/// send `VIR_TYPED_PARAM_STRING_OKAY` as libvirt's C library does
+/// (without it the daemon leaves every string out, silently).
+#[tokio::test]
+async fn typed_param_getters_keep_string_parameters() {
+    let c = support::test_driver().await;
+    let name = unique("lvrpc-strings");
+    let xml = format!(
+        "<domain type='test'><name>{name}</name><memory unit='KiB'>65536</memory>\
+         <blkiotune><weight>500</weight><device><path>/dev/sda</path><weight>100</weight></device></blkiotune>\
+         <numatune><memory mode='strict' nodeset='0'/></numatune>\
+         <os><type arch='x86_64'>hvm</type></os><devices>\
+         <disk type='file' device='disk'><source file='/var/lib/lvrpc-none.img'/><target dev='vda' bus='virtio'/>\
+         <iotune><total_bytes_sec>1000000</total_bytes_sec><group_name>lvrpc-group</group_name></iotune></disk>\
+         </devices></domain>"
+    );
+    let dom = c
+        .domain_define_xml_flags(&xml, DomainDefineFlags::empty())
+        .await
+        .unwrap();
+    let string = |params: &[TypedParam], field: &str| -> Option<String> {
+        params
+            .iter()
+            .find(|p| p.field == field)
+            .map(|p| match &p.value {
+                TypedParamValue::String(s) => s.clone(),
+                other => panic!("{field} is not a string: {other:?}"),
+            })
+    };
+    let config = DomainModificationImpact::CONFIG;
+
+    let blkio = c.domain_get_blkio_parameters(&dom, config).await.unwrap();
+    assert_eq!(
+        string(&blkio, "device_weight").as_deref(),
+        Some("/dev/sda,100"),
+        "{blkio:?}"
+    );
+    let numa = c.domain_get_numa_parameters(&dom, config).await.unwrap();
+    assert_eq!(
+        string(&numa, "numa_nodeset").as_deref(),
+        Some("0"),
+        "{numa:?}"
+    );
+    let iotune = c
+        .domain_get_block_io_tune(&dom, Some("vda"), config)
+        .await
+        .unwrap();
+    assert_eq!(
+        string(&iotune, "group_name").as_deref(),
+        Some("lvrpc-group"),
+        "{iotune:?}"
+    );
+    c.domain_undefine_flags(&dom, DomainUndefineFlags::empty())
+        .await
+        .unwrap();
+    c.close().await;
+}

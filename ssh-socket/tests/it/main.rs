@@ -4,6 +4,7 @@
 
 mod dial_errors;
 mod forward;
+mod host_key_order;
 mod libvirt;
 mod package;
 mod support;

@@ -6,6 +6,7 @@
 //! from a fresh run (CI runs it).
 
 mod api_xml;
+mod client_c;
 mod emit;
 mod names;
 mod overrides;
@@ -106,11 +107,25 @@ fn generate() -> Result<BTreeMap<String, String>> {
         texts.push(sources::read(&inputs, &format!("api/{base}"))?);
     }
     let api = api_xml::Api::parse(&texts.iter().map(String::as_str).collect::<Vec<_>>())?;
+    let mut string_okay = std::collections::BTreeSet::new();
+    for (name, text) in sources::client_sources(&inputs)? {
+        let found = client_c::string_okay_functions(&text);
+        if !found.is_empty() {
+            eprintln!("codegen: {name} adds VIR_TYPED_PARAM_STRING_OKAY in {found:?}");
+        }
+        string_okay.extend(found);
+    }
     let swept = emit::Swept {
         test_driver: pinned(SWEPT)?,
         qemu: pinned(SWEPT_QEMU)?,
     };
-    let files = emit::generate(&programs, &api, sources::LIBVIRT_VERSION, &swept)?;
+    let files = emit::generate(
+        &programs,
+        &api,
+        &string_okay,
+        sources::LIBVIRT_VERSION,
+        &swept,
+    )?;
     format(files)
 }
 

@@ -1,7 +1,7 @@
 //! The generator's inputs, from Debian (not vendored into the repository):
 //! libvirt's upstream tarball as Debian's source package ships it (the
-//! `.x` protocol files) and the `libvirt-dev` package (the API
-//! descriptions). Both are pinned by sha256, downloaded once into the cache
+//! `.x` protocol files and the client library's C sources) and the
+//! `libvirt-dev` package (the API descriptions). Both are pinned by sha256, downloaded once into the cache
 //! outside the work tree, and unpacked into a directory named by the pin.
 
 use std::path::{Path, PathBuf};
@@ -32,6 +32,13 @@ pub const PROTOCOLS: [&str; 3] = [
     "src/remote/qemu_protocol.x",
     "src/remote/lxc_protocol.x",
 ];
+/// The client library's sources, inside the tarball (a `tar` pattern):
+/// read for what the C library does to a call's flags before sending it.
+const CLIENT_SOURCES: &str = "src/libvirt*.c";
+/// Names the layout of the unpacked cache directory; changed whenever
+/// `ensure` unpacks other files, so an older cache is not taken for
+/// complete.
+const LAYOUT: &str = "v2";
 /// The API descriptions, inside the package.
 pub const APIS: [&str; 3] = [
     "usr/share/libvirt/api/libvirt-api.xml",
@@ -40,9 +47,13 @@ pub const APIS: [&str; 3] = [
 ];
 
 /// Where the inputs are unpacked (downloading and unpacking them first
-/// when needed): `protocol/<file>.x` and `api/<file>.xml`.
+/// when needed): `protocol/<file>.x`, `client/libvirt-*.c` and
+/// `api/<file>.xml`.
 pub fn ensure() -> Result<PathBuf> {
-    let dir = PathBuf::from(CACHE).join(format!("libvirt-{LIBVIRT_VERSION}-{}", &TARBALL.1[..16]));
+    let dir = PathBuf::from(CACHE).join(format!(
+        "libvirt-{LIBVIRT_VERSION}-{}-{LAYOUT}",
+        &TARBALL.1[..16]
+    ));
     let done = dir.join(".complete");
     if done.exists() {
         return Ok(dir);
@@ -60,6 +71,15 @@ pub fn ensure() -> Result<PathBuf> {
         .arg(scratch.join("protocol"))
         .arg("--strip-components=3")
         .args(PROTOCOLS.iter().map(|p| format!("{top}/{p}")));
+    run(tar)?;
+    std::fs::create_dir_all(scratch.join("client"))?;
+    let mut tar = cmd("tar", ["-xJf"]);
+    tar.arg(&tarball)
+        .arg("-C")
+        .arg(scratch.join("client"))
+        .arg("--strip-components=2")
+        .arg("--wildcards")
+        .arg(format!("{top}/{CLIENT_SOURCES}"));
     run(tar)?;
     let mut deb_x = cmd("dpkg-deb", ["-x"]);
     deb_x.arg(&deb).arg(scratch.join("deb"));
@@ -102,6 +122,25 @@ fn download((name, digest): (&str, &str)) -> Result<PathBuf> {
         bail!("{} has sha256 {got}, expected {digest}", path.display());
     }
     Ok(path)
+}
+
+/// The client library's C files, unpacked: name → text.
+pub fn client_sources(dir: &Path) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let client = dir.join("client");
+    for entry in
+        std::fs::read_dir(&client).with_context(|| format!("cannot list {}", client.display()))?
+    {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".c") {
+            out.push((name.clone(), read(dir, &format!("client/{name}"))?));
+        }
+    }
+    out.sort();
+    if out.is_empty() {
+        bail!("no client sources under {}", client.display());
+    }
+    Ok(out)
 }
 
 /// The text of an unpacked input.
