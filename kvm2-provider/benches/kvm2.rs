@@ -53,9 +53,9 @@ use kvm2_provider::{Kvm2Provider, ProviderOptions};
 use libvirt_rpc::{Config as RpcConfig, StorageVolCreateFlags, StorageVolStreamFlags};
 use provider_api::Identifier;
 use provider_api::config::Kvm2Config;
+use testkit::Descriptor;
 use testkit::bench::median;
 use testkit::providers_yaml::{Image, ProvidersYaml};
-use xtask::Descriptor;
 
 const IMAGE_BYTES: usize = 256 << 20;
 const IMAGE_KEY: &str = "bench";

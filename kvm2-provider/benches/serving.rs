@@ -45,9 +45,9 @@ use kvm2_provider::{Kvm2Provider, ProviderOptions};
 use provider_api::config::Cidr;
 use provider_api::config::values::BridgeName;
 use provider_api::{CreateRequest, Identifier, InstanceState, ObjectName, OwnerUid, Provider};
+use testkit::Descriptor;
 use testkit::bench::median;
 use testkit::providers_yaml::{Host, Image, ProvidersYaml};
-use xtask::Descriptor;
 
 const GUESTS: usize = 5;
 const POLL: Duration = Duration::from_secs(1);

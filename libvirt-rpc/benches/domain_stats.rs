@@ -21,8 +21,8 @@ use std::time::Instant;
 use libvirt_rpc::proto::xdr::{from_bytes, to_bytes};
 use libvirt_rpc::remote::ConnectGetAllDomainStatsRet;
 use libvirt_rpc::{Client, Config, ConnectGetAllDomainStatsFlags, OpenFlags};
+use testkit::Descriptor;
 use testkit::bench::{median, ratio_summary, runtime};
-use xtask::Descriptor;
 
 const DOMAINS: usize = 100;
 const CALLS: usize = 200;

@@ -58,8 +58,8 @@ use libvirt_rpc::{
     Client, Config, Domain, OpenFlags, StorageVolCreateFlags, StorageVolDeleteFlags,
     StorageVolStreamFlags,
 };
+use testkit::Descriptor;
 use testkit::bench::{concurrent_rate, median, ratio_summary};
-use xtask::Descriptor;
 
 const UPLOAD: u64 = 256 << 20;
 const SEQ_CALLS: usize = 5_000;

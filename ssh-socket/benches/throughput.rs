@@ -119,7 +119,7 @@ async fn run_ours(
 }
 
 async fn run_openssh(
-    d: &xtask::Descriptor,
+    d: &testkit::Descriptor,
     remote: &Path,
     local: &Path,
     done: &mpsc::Receiver<(u64, Duration)>,
@@ -207,7 +207,7 @@ fn median(mut v: Vec<Run>) -> Run {
 }
 
 fn main() {
-    let d = xtask::Descriptor::require();
+    let d = testkit::Descriptor::require();
     let dir = tempfile::tempdir().unwrap();
     let remote: PathBuf = dir.path().join("sink.sock");
     let local: PathBuf = dir.path().join("local.sock");

@@ -7,31 +7,17 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use crate::cmd::{cmd, status};
+use crate::flags::FuzzTarget;
+use crate::util::{cmd, status};
 
-/// Runs the fuzzer of `args[0]` for `--seconds N` (default 60).
-pub fn run(args: &[&str]) -> Result<ExitCode> {
-    let (krate, rest) = match args {
-        [krate, rest @ ..] => (*krate, rest),
-        [] => bail!("usage: cargo xtask fuzz CRATE [--seconds N]"),
-    };
-    let mut seconds = "60".to_owned();
-    let mut it = rest.iter();
-    while let Some(a) = it.next() {
-        match *a {
-            "--seconds" => match it.next() {
-                Some(n) if n.parse::<u64>().is_ok() => seconds = (*n).to_owned(),
-                _ => bail!("--seconds needs a number"),
-            },
-            other => bail!("unknown fuzz argument {other}"),
-        }
-    }
+/// Runs the fuzzer of `krate` for `seconds`.
+pub fn run(krate: FuzzTarget, seconds: u64) -> Result<ExitCode> {
+    let seconds = seconds.to_string();
     // (package, binary): the fuzzers live in unpublished crates.
     let (package, bin) = match krate {
-        "libvirt-rpc" => ("libvirt-rpc-probes", "fuzz_decode"),
-        other => bail!("no fuzzer for crate {other} (known: libvirt-rpc)"),
+        FuzzTarget::LibvirtRpc => ("libvirt-rpc-probes", "fuzz_decode"),
     };
     let mut c = cmd(
         "cargo",

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use crate::provider_env::{Env, Image};
 use kvm2_provider::Kvm2Provider;
 use provider_api::{Instance, InstanceState, Placement, Provider, ProviderId};
-use xtask::GuestImage;
+use testkit::GuestImage;
 
 /// Every guest wait is bounded by this (the measured boot is far shorter;
 /// see docs/kvm2-provider.md).
@@ -278,7 +278,7 @@ async fn a_real_proxy_guest_from_create_to_delete() {
     assert!(add.success());
     let (bridge, ns) = (net.bridge.clone(), net.netns.clone());
     env.on_teardown(move || {
-        let _ = xtask::command_in(&ns, "ip")
+        let _ = testkit::command_in(&ns, "ip")
             .args([
                 "addr",
                 "del",

@@ -85,7 +85,7 @@ async fn the_sample_config_with_its_steps_done_creates_a_vm() {
 }
 
 /// What a user does to the sample before its first Create.
-fn sample_with_steps_done(sample: &str, env: &Env, image: &xtask::GuestImage) -> String {
+fn sample_with_steps_done(sample: &str, env: &Env, image: &testkit::GuestImage) -> String {
     let replace_once = |text: &str, from: &str, to: &str| {
         assert_eq!(text.matches(from).count(), 1, "the sample changed: {from}");
         text.replacen(from, to, 1)

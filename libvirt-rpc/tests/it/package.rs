@@ -50,7 +50,7 @@ fn packaged_crate_holds_the_library_and_no_workspace_only_target() {
 fn packaged_crate_builds_and_passes_its_tests_on_its_own() {
     let unpacked = Unpacked::new(CRATE, env!("CARGO_PKG_VERSION"));
     let manifest = unpacked.manifest();
-    for workspace_only in ["xtask", "testkit", "ssh-socket"] {
+    for workspace_only in ["sandbox-kit", "testkit", "ssh-socket"] {
         assert!(!manifest.contains(workspace_only), "{manifest}");
     }
     // Users get the library's tokio features, not the workspace's.

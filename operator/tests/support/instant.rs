@@ -29,8 +29,8 @@ use provider_api::{
 };
 use serde_json::{Value, json};
 use testkit::providers_yaml::{Host, Image, ProvidersYaml};
+use testkit::{Descriptor, KubeService};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use xtask::{Descriptor, KubeService};
 
 /// Set in the child's environment: run as the operator.
 const CHILD: &str = "OPERATOR_INSTANT_CHILD";

@@ -26,7 +26,7 @@ fn packaged_crate_holds_the_library_its_readme_and_licence_only() {
 fn packaged_crate_builds_and_passes_its_tests_on_its_own() {
     let unpacked = Unpacked::new(CRATE, env!("CARGO_PKG_VERSION"));
     let manifest = unpacked.manifest();
-    for workspace_only in ["xtask", "testkit", "libvirt-rpc"] {
+    for workspace_only in ["sandbox-kit", "testkit", "libvirt-rpc"] {
         assert!(!manifest.contains(workspace_only), "{manifest}");
     }
     for metadata in [

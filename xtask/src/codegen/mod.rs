@@ -17,24 +17,21 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
-use crate::cmd::{cmd, run as run_cmd};
+use crate::flags::CodegenTarget;
+use crate::util::{cmd, run as run_cmd};
 
 /// The sweep test's pinned outcomes, which the status table reports.
 const SWEPT: &str = "libvirt-rpc/tests/it/sweep_test_driver.txt";
 /// The same for the chosen set swept on `qemu:///system`.
 const SWEPT_QEMU: &str = "libvirt-rpc/tests/it/sweep_qemu.txt";
 
-/// `cargo xtask codegen ...`.
-pub fn run(args: &[&str]) -> Result<ExitCode> {
-    let check = match args {
-        ["libvirt-rpc"] => false,
-        ["libvirt-rpc", "--check"] => true,
-        _ => bail!("usage: cargo xtask codegen libvirt-rpc [--check]"),
-    };
+/// `cargo xtask codegen TARGET [--check]`.
+pub fn run(target: CodegenTarget, check: bool) -> Result<ExitCode> {
+    let CodegenTarget::LibvirtRpc = target;
     let files = generate()?;
-    let dir = crate::demo::workspace().join("libvirt-rpc/src/generated");
+    let dir = crate::util::workspace().join("libvirt-rpc/src/generated");
     if check {
         let stale: Vec<&String> = files
             .iter()
@@ -132,7 +129,7 @@ fn generate() -> Result<BTreeMap<String, String>> {
 /// A sweep test's pinned outcomes: method → `answered` or
 /// `libvirt <ErrorCode>`.
 fn pinned(file: &str) -> Result<BTreeMap<String, String>> {
-    let path = crate::demo::workspace().join(file);
+    let path = crate::util::workspace().join(file);
     Ok(std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?
         .lines()
@@ -155,7 +152,7 @@ fn format(files: BTreeMap<String, String>) -> Result<BTreeMap<String, String>> {
         }
     }
     let mut fmt = cmd("rustfmt", ["--edition", "2024", "--config-path"]);
-    fmt.arg(crate::demo::workspace().join("rustfmt.toml"))
+    fmt.arg(crate::util::workspace().join("rustfmt.toml"))
         .args(&rust);
     let result = run_cmd(fmt);
     let mut out = BTreeMap::new();

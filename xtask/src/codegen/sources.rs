@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::cmd::{cmd, run, sha256_file};
-use crate::kube_build::CACHE;
+use crate::util::CACHE;
+use crate::util::{cmd, run, sha256_file};
 
 /// The libvirt release the generated code describes (the sandbox's
 /// libvirtd, from bookworm-backports).

@@ -23,39 +23,25 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-use xtask::Descriptor;
+use anyhow::{Result, bail};
+use sandbox_kit::Descriptor;
 
-use super::target::{Flags, Target};
+use super::target::Target;
 use super::world::{World, serving};
-use super::{TO_SERVING, remove_base, runner, workspace};
-use crate::cmd::{cmd, output};
+use super::{TO_SERVING, remove_base, runner};
+use crate::sandbox::Session;
+use crate::util::workspace;
+use crate::util::{cmd, output};
 
 const COUNTS: [usize; 2] = [1, 5];
 
-/// `cargo xtask bench demo [--rounds N]`.
-pub fn run(args: &[&str]) -> Result<ExitCode> {
-    let flags = Flags::parse(args, &["rounds"])?;
-    let rounds: usize = flags
-        .get("rounds")
-        .map(str::parse)
-        .transpose()
-        .context("--rounds N")?
-        .unwrap_or(1);
-    if crate::setup::needed() {
-        crate::setup::setup()?;
-    }
-    let was_up = crate::sandbox::current();
-    let path = match &was_up {
-        Some(p) => p.clone(),
-        None => crate::sandbox::up()?,
-    };
-    let result = Descriptor::load(&path)
-        .map_err(anyhow::Error::from)
-        .and_then(|d| bench(&d, &path, rounds));
-    if was_up.is_none() && !flags.keep {
-        crate::sandbox::down()?;
-    }
+/// `cargo xtask bench demo [--rounds N] [--keep]`.
+pub fn run(rounds: usize, keep: bool) -> Result<ExitCode> {
+    let session = Session::start(keep)?;
+    let result = session
+        .descriptor()
+        .and_then(|d| bench(&d, session.path(), rounds));
+    session.finish()?;
     result.map(|()| ExitCode::SUCCESS)
 }
 
@@ -98,7 +84,7 @@ fn bench(d: &Descriptor, descriptor: &std::path::Path, rounds: usize) -> Result<
         "cargo",
         ["bench", "-p", "kvm2-provider", "--bench", "serving"],
     );
-    c.env(xtask::ENV_VAR, descriptor)
+    c.env(sandbox_kit::ENV_VAR, descriptor)
         .env("KVM2_BENCH_ONLY", "serving")
         .env("KVM2_BENCH_SERVING_PEER", counts.join(","));
     let out = output(c)?;

@@ -18,67 +18,50 @@
 //! on the sandbox or the user's kubeconfig on their cluster (whose nodes
 //! cannot pull an image built here).
 
-mod bench;
+pub mod bench;
 mod pod;
+pub mod report;
 mod target;
 mod world;
-
-pub use bench::run as run_bench;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use crate::demo::report::Report;
 use anyhow::{Context, Result, bail};
+use sandbox_kit::Descriptor;
 use serde_json::Value;
-use xtask::Descriptor;
-use xtask::report::Report;
 
-use crate::cmd::{cmd, run};
-use target::{Flags, Kill, Target};
+use crate::util::{cmd, run, workspace};
+use target::{Kill, Target};
+
+use crate::flags::IntegrationArgs;
+use crate::sandbox::Session;
 use world::{Runner, World, condition, domain_of, message, serving};
 
 const PROXIES: [&str; 2] = ["demo-a", "demo-b"];
 /// Two guests booting at once under TCG, image fetch included.
 pub(crate) const TO_SERVING: Duration = Duration::from_secs(900);
-/// `cargo xtask integration`'s flags (docs/integration.md).
-const INTEGRATION_FLAGS: [&str; 13] = [
-    "host",
-    "key",
-    "known-hosts",
-    "bridge",
-    "pool",
-    "socket",
-    "image-url",
-    "image-sha256",
-    "domain-type",
-    "allowed-clients",
-    "probe-target",
-    "probe-netns",
-    "kubeconfig",
-];
-
 /// `cargo xtask demo [--keep]`.
-pub fn run_demo(args: &[&str]) -> Result<ExitCode> {
-    let flags = Flags::parse(args, &[])?;
-    on_sandbox(flags.keep, "demo", Operator::Pod, |sandbox| {
+pub fn run_demo(keep: bool) -> Result<ExitCode> {
+    on_sandbox(keep, "demo", Operator::Pod, |sandbox| {
         Target::sandbox(sandbox, "egress-demo")
     })
 }
 
 /// `cargo xtask integration [--host ... | (the sandbox)] [--keep]`.
-pub fn run_integration(args: &[&str]) -> Result<ExitCode> {
-    let flags = Flags::parse(args, &INTEGRATION_FLAGS)?;
+pub fn run_integration(args: &IntegrationArgs) -> Result<ExitCode> {
     let tag = format!("egress-it-{:08x}", std::process::id() ^ now_micros());
-    if flags.is_empty() {
-        return on_sandbox(flags.keep, "integration", Operator::Process, |sandbox| {
+    if args.host.is_none() {
+        return on_sandbox(args.keep, "integration", Operator::Process, |sandbox| {
             Target::sandbox(sandbox, &tag)
         });
     }
-    let target = Target::from_flags(&flags, &tag)?;
+    let target = Target::from_flags(args, &tag)?;
     let dir = std::env::temp_dir().join(&tag);
-    finish(suite(target, dir, None, flags.keep)?)
+    finish(suite(target, dir, None, args.keep)?)
 }
 
 fn now_micros() -> u32 {
@@ -106,47 +89,24 @@ enum Operator {
     Process,
 }
 
-/// Runs the suite on the local sandbox (started and stopped here unless it
-/// was up, or `keep`).
+/// Runs the suite on the local sandbox, in a [`Session`].
 fn on_sandbox(
     keep: bool,
     what: &str,
     operator: Operator,
     target: impl FnOnce(&Descriptor) -> Result<Target>,
 ) -> Result<ExitCode> {
-    if crate::setup::needed() {
-        println!("demo: installing what is missing first (cargo xtask setup)");
-        crate::setup::setup()?;
-    }
-    let was_up = crate::sandbox::current();
-    let descriptor = match &was_up {
-        Some(path) => path.clone(),
-        None => {
-            println!("demo: starting the sandbox (first time: builds the guest image, ~2 min)");
-            crate::sandbox::up()?
-        }
-    };
-    let result = Descriptor::load(&descriptor)
-        .map_err(anyhow::Error::from)
-        .and_then(|sandbox| {
-            let dir = sandbox.state_dir.join(what);
-            let node = match operator {
-                Operator::Pod => Some(crate::node::ensure(&sandbox)?),
-                Operator::Process => None,
-            };
-            suite(target(&sandbox)?, dir, node, keep)
-        });
-    if !keep && was_up.is_none() {
-        crate::sandbox::down()?;
-    }
+    let session = Session::start(keep)?;
+    let result = session.descriptor().and_then(|sandbox| {
+        let dir = sandbox.state_dir.join(what);
+        let node = match operator {
+            Operator::Pod => Some(crate::node::ensure(&sandbox)?),
+            Operator::Process => None,
+        };
+        suite(target(&sandbox)?, dir, node, keep)
+    });
+    session.finish()?;
     finish(result?)
-}
-
-pub(crate) fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
 }
 
 /// The validation rows against `target`; the operator's files in `dir`;
@@ -579,7 +539,7 @@ fn kill_row(w: &World, report: &mut Report) -> Result<()> {
 /// ID, which a new start changes too.
 fn qemu_pid(w: &World, domain: &str) -> String {
     match w.target.kill {
-        Kill::Process => crate::cmd::read(cmd("pgrep", ["-f", &format!("guest={domain},")]))
+        Kill::Process => crate::util::read(cmd("pgrep", ["-f", &format!("guest={domain},")]))
             .unwrap_or_default()
             .lines()
             .next()

@@ -20,16 +20,16 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::image::oci::{self, Config, Layer};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use xtask::oci_image::{self, Config, Layer};
 
 use super::target::Target;
 use super::world::OPERATOR_NS;
-use crate::cmd::{cmd, read, run};
 use crate::node::{self, Node};
-use crate::sandbox::free_port;
+use crate::util::free_port;
+use crate::util::{cmd, read, run};
 
 /// deploy/'s Deployment.
 const DEPLOYMENT: &str = "egress-proxies-operator";
@@ -244,7 +244,7 @@ fn image(node: &Node, dir: &Path, binary: &Path) -> Result<String> {
         },
         Layer::Dir("tmp".into()),
     ];
-    for lib in oci_image::shared_libraries(binary)? {
+    for lib in oci::shared_libraries(binary)? {
         layers.push(Layer::File {
             to: lib.strip_prefix("/").unwrap_or(&lib).to_owned(),
             from: lib,
@@ -259,7 +259,7 @@ fn image(node: &Node, dir: &Path, binary: &Path) -> Result<String> {
     }
     let tarball = dir.join("operator-image.tar");
     println!("demo: building image {reference} and importing it into the node");
-    oci_image::build(
+    oci::build(
         &dir.join("image-work"),
         &reference,
         &layers,

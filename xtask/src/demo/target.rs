@@ -4,8 +4,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
-use xtask::{Descriptor, KubeService};
+use anyhow::{Context, Result};
+use sandbox_kit::{Descriptor, KubeService};
+
+use crate::flags::IntegrationArgs;
 
 /// How a guest's QEMU is made to die for the replacement row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,13 +120,11 @@ impl Target {
     /// --key F --known-hosts F --bridge B --pool P --image-url U
     /// --image-sha256 H --kubeconfig K [--socket S] [--domain-type kvm|qemu]
     /// [--allowed-clients CIDR] [--probe-target host:port] [--probe-netns NS]`.
-    pub fn from_flags(flags: &Flags, tag: &str) -> Result<Target> {
-        let need = |name: &str| {
-            flags
-                .get(name)
-                .with_context(|| format!("--host needs --{name} (see docs/integration.md)"))
-        };
-        let host = need("host")?;
+    pub fn from_flags(flags: &IntegrationArgs, tag: &str) -> Result<Target> {
+        fn need<'a, T: ?Sized>(value: Option<&'a T>, name: &str) -> Result<&'a T> {
+            value.with_context(|| format!("--host needs --{name} (see docs/integration.md)"))
+        }
+        let host = need(flags.host.as_deref(), "host")?;
         let (user, addr) = host
             .split_once('@')
             .context("--host is user@address[:port]")?;
@@ -132,28 +132,26 @@ impl Target {
             Some((a, p)) => (a, p.parse::<u16>().context("--host's port")?),
             None => (addr, 22),
         };
-        let key = need("key")?;
-        let known_hosts = need("known-hosts")?;
-        let bridge = need("bridge")?;
-        let pool = need("pool")?;
-        let url = need("image-url")?;
-        let sha = need("image-sha256")?;
-        let kubeconfig = need("kubeconfig")?;
-        let socket = flags
-            .get("socket")
-            .unwrap_or("/var/run/libvirt/libvirt-sock");
-        let domain_type = flags.get("domain-type").unwrap_or("kvm");
-        let allowed = flags
-            .get("allowed-clients")
-            .unwrap_or("10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16");
+        let key = need(flags.key.as_deref(), "key")?.display().to_string();
+        let known_hosts = need(flags.known_hosts.as_deref(), "known-hosts")?
+            .display()
+            .to_string();
+        let bridge = need(flags.bridge.as_deref(), "bridge")?;
+        let pool = need(flags.pool.as_deref(), "pool")?;
+        let url = need(flags.image_url.as_deref(), "image-url")?;
+        let sha = need(flags.image_sha256.as_deref(), "image-sha256")?;
+        let kubeconfig = need(flags.kubeconfig.as_deref(), "kubeconfig")?;
+        let socket = flags.socket.as_str();
+        let domain_type = flags.domain_type.as_str();
+        let allowed = flags.allowed_clients.as_str();
         let entry = tag.to_owned();
         let host_yaml = format!(
             "        - name: host1\n          address: {addr}\n          port: {port}\n          bridge: {bridge}\n          pool: {pool}\n          socket: {socket}\n"
         );
         let ssh = Ssh {
             user: user.to_owned(),
-            key: key.to_owned(),
-            known_hosts: known_hosts.to_owned(),
+            key: key.clone(),
+            known_hosts: known_hosts.clone(),
         };
         Ok(Target {
             provider: ProviderConfig {
@@ -174,11 +172,8 @@ impl Target {
             ),
             pool: pool.to_owned(),
             pool_dir: None,
-            probe_target: flags
-                .get("probe-target")
-                .unwrap_or("deb.debian.org:443")
-                .to_owned(),
-            probe_netns: flags.get("probe-netns").map(str::to_owned),
+            probe_target: flags.probe_target.clone(),
+            probe_netns: flags.probe_netns.clone(),
             admin_kubeconfig: PathBuf::from(kubeconfig),
             identity: Identity::Kubeconfig(PathBuf::from(kubeconfig)),
             kill: Kill::Destroy,
@@ -247,55 +242,5 @@ impl Target {
             Identity::ServiceAccount(kube) => Some(&kube.server),
             Identity::Kubeconfig(_) => None,
         }
-    }
-}
-
-/// `--name value` flags (and `--keep`).
-#[derive(Debug, Default)]
-pub struct Flags {
-    values: Vec<(String, String)>,
-    /// `--keep` was given.
-    pub keep: bool,
-}
-
-impl Flags {
-    /// Parses `--name value` pairs; `allowed` lists the names.
-    pub fn parse(args: &[&str], allowed: &[&str]) -> Result<Flags> {
-        let mut flags = Flags::default();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let Some(name) = a.strip_prefix("--") else {
-                bail!("unexpected argument {a:?}");
-            };
-            if name == "keep" {
-                flags.keep = true;
-                continue;
-            }
-            if !allowed.contains(&name) {
-                bail!(
-                    "unknown flag --{name}; known: --keep, --{}",
-                    allowed.join(", --")
-                );
-            }
-            let value = it
-                .next()
-                .with_context(|| format!("--{name} needs a value"))?;
-            flags.values.push((name.to_owned(), (*value).to_owned()));
-        }
-        Ok(flags)
-    }
-
-    /// The value of `--name`.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.values
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Whether no `--name value` was given.
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
     }
 }

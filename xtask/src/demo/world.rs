@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::pod::Deployment;
 use super::target::{Identity, Target};
-use crate::cmd::{cmd, read};
+use crate::util::{cmd, read};
 
 /// Where the operator's Lease and ServiceAccount live (deploy/).
 pub const OPERATOR_NS: &str = "egress-proxies-system";

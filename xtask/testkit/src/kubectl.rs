@@ -1,6 +1,6 @@
 //! `kubectl` against the sandbox's API server, as its admin.
 
-use xtask::KubeService;
+use sandbox_kit::KubeService;
 
 /// Runs `kubectl --kubeconfig <admin> ARGS` and returns its standard
 /// output.

@@ -1,8 +1,10 @@
 //! The workspace's test support, one module per idea, shared by every
 //! crate's integration tests (a dev-dependency only; never published).
 //!
-//! - [`Descriptor`]: the sandbox's services, from xtask's library
-//!   (`Descriptor::require()` fails a test when no sandbox is up).
+//! - [`Descriptor`]: the sandbox's services (`Descriptor::require()` fails
+//!   a test when no sandbox is up), and the doors into the guests' network
+//!   namespace ([`connect_in`], [`in_netns`], [`command_in`]) — from
+//!   `sandbox-kit`, which xtask shares; tests reach it only through here.
 //! - [`providers_yaml`]: the providers config of one kvm2 entry on the
 //!   sandbox, rendered from the descriptor and parsed by provider-api.
 //! - [`relay`]: one TCP or unix relay that forwards, freezes (sockets open,
@@ -46,4 +48,7 @@ pub mod tasks;
 pub mod virsh;
 mod wait;
 
-pub use xtask::{Descriptor, KubeService};
+pub use sandbox_kit::{
+    Descriptor, ENV_VAR, GuestImage, GuestNet, KubeService, command_in, connect_in, in_netns,
+    netns_path,
+};

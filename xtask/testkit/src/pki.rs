@@ -1,4 +1,4 @@
-//! Certificates for TLS tests, made by xtask's [`pki`](xtask::pki) (the
+//! Certificates for TLS tests, made by xtask's [`pki`](sandbox_kit::pki) (the
 //! sandbox's own, OpenSSL's command line, installed by `cargo xtask
 //! setup`): a CA, server and client certificates it signs (ECDSA P-256,
 //! with the extensions libvirt's certificate checks want, valid 30 days,
@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-pub use xtask::pki::CertPair;
-use xtask::pki::{Serial, Usage, self_signed, sign};
+pub use sandbox_kit::pki::CertPair;
+use sandbox_kit::pki::{Serial, Usage, self_signed, sign};
 
 /// A self-signed CA in a directory of its own.
 #[derive(Debug, Clone)]

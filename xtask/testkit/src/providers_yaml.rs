@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use provider_api::ProvidersConfig;
 use provider_api::config::Kvm2Config;
-use xtask::Descriptor;
+use sandbox_kit::Descriptor;
 
 /// The sha256 of zero bytes: a valid digest for an image nothing fetches.
 pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";

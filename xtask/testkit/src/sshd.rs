@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use xtask::Descriptor;
+use sandbox_kit::Descriptor;
 
 /// Writes a key pair of `kind` (`ed25519`, `rsa`...) at `path` and
 /// `path.pub`, replacing any.

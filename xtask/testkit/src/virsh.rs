@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output, Stdio};
 
-use xtask::Descriptor;
+use sandbox_kit::Descriptor;
 
 /// `virsh -c URI ...` runs.
 #[derive(Clone, Debug)]

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use testkit::virsh::Virsh;
-use xtask::{Descriptor, GuestNet};
+use testkit::{Descriptor, GuestNet};
 
 fn run(mut c: Command) -> Output {
     c.stdin(Stdio::null()).output().expect("command runs")
@@ -117,7 +117,7 @@ fn descriptor_describes_the_guest_network() {
 fn libvirtd_runs_inside_the_guest_namespace() {
     let sandbox = Descriptor::require();
     let pid = std::fs::read_to_string(&sandbox.libvirt.pid_file).unwrap();
-    let ns = ns_id(xtask::netns_path(&sandbox.guest_net.netns));
+    let ns = ns_id(testkit::netns_path(&sandbox.guest_net.netns));
     assert_eq!(ns_id(format!("/proc/{}/ns/net", pid.trim())), ns);
     assert_ne!(
         ns_id("/proc/self/ns/net"),
@@ -183,7 +183,7 @@ fn domain_nic_joins_the_bridge_in_the_namespace_and_gets_a_lease() {
     let pid = std::fs::read_to_string(format!("/run/libvirt/qemu/{name}.pid")).unwrap();
     assert_eq!(
         ns_id(format!("/proc/{}/ns/net", pid.trim())),
-        ns_id(xtask::netns_path(&net.netns))
+        ns_id(testkit::netns_path(&net.netns))
     );
     // Its tap is a port of the namespace's bridge, and absent from the host.
     let iflist = virsh(&["domiflist", &name]);
@@ -280,7 +280,7 @@ fn dhcp_leases_an_address_in_range_to_a_client_on_the_bridge() {
     let mac = client.mac();
     // busybox's udhcpc: -q quit once leased, -n fail if none; at most 5
     // discovers 2 s apart; the no-op script leaves the interface alone.
-    let mut c = xtask::command_in(&client.netns, "timeout");
+    let mut c = testkit::command_in(&client.netns, "timeout");
     c.args(["30", "busybox", "udhcpc", "-f", "-q", "-n", "-i", "eth0"])
         .args(["-t", "5", "-T", "2", "-s", "/bin/true"]);
     let out = run(c);
@@ -379,10 +379,10 @@ fn connect_in_opens_sockets_inside_the_namespace() {
     }
 
     // The namespace has a loopback of its own.
-    let listener = xtask::in_netns(&net.netns, || TcpListener::bind("127.0.0.1:0")).unwrap();
+    let listener = testkit::in_netns(&net.netns, || TcpListener::bind("127.0.0.1:0")).unwrap();
     let port = listener.local_addr().unwrap().port();
     let inside = SocketAddr::from(([127, 0, 0, 1], port));
-    let stream = xtask::connect_in(&net.netns, inside, Duration::from_secs(5)).unwrap();
+    let stream = testkit::connect_in(&net.netns, inside, Duration::from_secs(5)).unwrap();
     let (accepted, _) = listener.accept().unwrap();
     assert_eq!(accepted.peer_addr().unwrap(), stream.local_addr().unwrap());
     let from_host = TcpStream::connect_timeout(&inside, Duration::from_secs(5));
@@ -393,12 +393,12 @@ fn connect_in_opens_sockets_inside_the_namespace() {
     );
 
     // And command_in runs programs there.
-    let mut c = xtask::command_in(&net.netns, "ip");
+    let mut c = testkit::command_in(&net.netns, "ip");
     c.args(["-o", "link", "show"]);
     let links = ok(c);
     assert!(links.contains(&format!(": {}:", net.bridge)), "{links}");
 
-    let missing = xtask::connect_in("kvm2-no-such-ns", inside, Duration::from_secs(1));
+    let missing = testkit::connect_in("kvm2-no-such-ns", inside, Duration::from_secs(1));
     assert_eq!(
         missing.map_err(|e| e.kind()).err(),
         Some(ErrorKind::NotFound)

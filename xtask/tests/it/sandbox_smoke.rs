@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use testkit::Descriptor;
 use testkit::names::unique;
 use testkit::virsh::Virsh;
-use xtask::Descriptor;
 
 #[test]
 fn test_driver_lists_its_default_domain() {

@@ -32,7 +32,7 @@ fn main() {
             .unwrap()
     };
     rt.block_on(async {
-        let d = xtask::Descriptor::require();
+        let d = testkit::Descriptor::require();
         let open = || async {
             if std::env::var_os("NO_KEEPALIVE").is_some() {
                 // The handshake without the keepalive probe (which also starts

@@ -15,7 +15,7 @@ use tokio::net::UnixStream;
 
 #[tokio::main]
 async fn main() {
-    let d = xtask::Descriptor::require();
+    let d = testkit::Descriptor::require();
     let out_dir = libvirt_rpc_probes::packets_dir();
     std::fs::create_dir_all(&out_dir).unwrap();
     let seen = Arc::new(Mutex::new(Vec::<u8>::new()));

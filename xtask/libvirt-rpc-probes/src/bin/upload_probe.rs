@@ -9,7 +9,7 @@ use std::time::Instant;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let d = xtask::Descriptor::require();
+    let d = testkit::Descriptor::require();
     let mut config = Config::default();
     if let Some(ch) = std::env::var("CHUNK").ok().and_then(|v| v.parse().ok()) {
         config = config.stream_chunk(ch);

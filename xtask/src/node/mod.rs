@@ -20,7 +20,7 @@
 //!   `system:node:kvm2-sandbox-node` in `system:nodes`); the kubelet serves
 //!   TLS with a certificate for its address and authorises callers through the
 //!   API server (webhook), anonymous access off.
-//! - Images come from no registry: [`xtask::oci_image`] builds them and
+//! - Images come from no registry: [`crate::image::oci`] builds them and
 //!   [`import`] loads them into containerd; pods name them `localhost/...`
 //!   with `imagePullPolicy: Never`. The pod sandbox ("pause") image is a
 //!   static binary built here.
@@ -36,16 +36,17 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use sandbox_kit::Descriptor;
+use sandbox_kit::kubeconfig::{self, Credentials};
 use serde::{Deserialize, Serialize};
-use xtask::Descriptor;
-use xtask::kubeconfig::{self, Credentials};
 
-use crate::cmd::{cmd, output, read};
-use crate::control_plane::{SERVICE_ACCOUNT_KEY, spawn_logged};
-use crate::kube_build::NODE;
-use crate::sandbox::{self, free_port, wait_until_within};
-use xtask::oci_image::{self, Layer};
-use xtask::pki::{self, CertPair, Usage};
+use crate::image::oci::{self, Layer};
+use crate::sandbox;
+use crate::sandbox::control_plane::{SERVICE_ACCOUNT_KEY, spawn_logged};
+use crate::setup::kube_build::NODE;
+use crate::util::{cmd, output, read};
+use crate::util::{free_port, wait_until_within};
+use sandbox_kit::pki::{self, CertPair, Usage};
 
 /// The node's name (and the kubelet's identity).
 pub const NODE_NAME: &str = "kvm2-sandbox-node";
@@ -55,7 +56,7 @@ pub const NODE_NAME: &str = "kvm2-sandbox-node";
 pub const NODE_IP: &str = "10.213.8.1";
 /// The pod sandbox image every pod starts with.
 const PAUSE_IMAGE: &str = "localhost/kvm2-sandbox/pause:1";
-const PAUSE_SOURCE: &str = include_str!("node/pause.c");
+const PAUSE_SOURCE: &str = include_str!("pause.c");
 /// containerd's namespace for Kubernetes' containers.
 const K8S_NS: &str = "k8s.io";
 const READY: Duration = Duration::from_secs(120);
@@ -87,6 +88,19 @@ pub struct Node {
     pub name: String,
     /// containerd's socket (for `ctr --address`).
     pub containerd: PathBuf,
+}
+
+/// `cargo xtask sandbox node`: the sandbox (started when none is up, and
+/// left up) and its node.
+pub fn up() -> Result<()> {
+    let d = Descriptor::load(&crate::sandbox::up()?)?;
+    let node = ensure(&d)?;
+    println!(
+        "node {} Ready (containerd at {})",
+        node.name,
+        node.containerd.display()
+    );
+    Ok(())
 }
 
 /// The node of the running sandbox: started now unless it runs already.
@@ -144,7 +158,7 @@ fn remember_host_state(dir: &Path) -> Result<()> {
 fn start(
     dir: &Path,
     node_dir: &Path,
-    kube: &xtask::KubeService,
+    kube: &sandbox_kit::KubeService,
     processes: &mut Vec<(String, u32)>,
 ) -> Result<Node> {
     let kube_dir = dir.join("kube");
@@ -171,7 +185,7 @@ fn start(
     };
 
     // Host-network pods reach the guests as from a host network.
-    crate::guest_net::link_host()?;
+    crate::sandbox::guest_net::link_host()?;
     node_address()?;
     let containerd = start_containerd(node_dir, processes)?;
     import(&containerd, &pause_image(node_dir)?)?;
@@ -469,14 +483,14 @@ fn pause_image(node_dir: &Path) -> Result<PathBuf> {
     ))
     .context("cannot build the pause binary (gcc -static)")?;
     let tarball = work.join("pause.tar");
-    oci_image::build(
+    oci::build(
         &work.join("image"),
         PAUSE_IMAGE,
         &[Layer::File {
             from: binary,
             to: "pause".into(),
         }],
-        &oci_image::Config {
+        &oci::Config {
             entrypoint: vec!["/pause".into()],
             cmd: Vec::new(),
             user: "65535:65535".into(),
@@ -495,7 +509,7 @@ pub fn stop_pods(dir: &Path, record: &sandbox::Record) {
     }
     for (name, pid) in &record.processes {
         if name == "kubelet" {
-            sandbox::stop(name, *pid);
+            crate::util::stop(name, *pid);
         }
     }
     let socket = dir.join("node/containerd/containerd.sock");

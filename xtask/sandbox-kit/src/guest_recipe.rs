@@ -10,7 +10,7 @@
 //! renamed into place last.
 //!
 //! ```no_run
-//! if let Some(image) = xtask::guest_recipe::cached().unwrap() {
+//! if let Some(image) = sandbox_kit::guest_recipe::cached().unwrap() {
 //!     println!("{} sha256 {}", image.path.display(), image.sha256);
 //! }
 //! ```

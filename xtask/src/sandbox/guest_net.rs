@@ -34,11 +34,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use xtask::GuestNet;
+use sandbox_kit::GuestNet;
 
-use crate::cmd::{cmd, output, read};
-use crate::sandbox::wait_pid_file;
-use xtask::pki::{self, CertPair, Usage};
+use crate::util::wait_pid_file;
+use crate::util::{cmd, output, read};
+use sandbox_kit::pki::{self, CertPair, Usage};
 
 /// The namespace's name (`ip netns`): ours by its `kvm2-` prefix.
 pub const NETNS: &str = "kvm2-sbx";
@@ -165,15 +165,18 @@ pub fn start(dir: &Path, processes: &mut Vec<(String, u32)>) -> Result<GuestNet>
 /// netlink, which act in the namespace.
 pub fn command(program: &str) -> Command {
     let mut c = Command::new("nsenter");
-    c.arg(format!("--net={}", xtask::netns_path(NETNS).display()))
-        .arg("--")
-        .arg(program);
+    c.arg(format!(
+        "--net={}",
+        sandbox_kit::netns_path(NETNS).display()
+    ))
+    .arg("--")
+    .arg(program);
     c
 }
 
 /// Whether the namespace exists.
 pub fn present() -> bool {
-    xtask::netns_path(NETNS).exists()
+    sandbox_kit::netns_path(NETNS).exists()
 }
 
 /// Stops every process still inside the namespace (what the sandbox's
@@ -273,7 +276,7 @@ fn create_namespace() -> Result<()> {
         "/proc/sys/net/ipv4/ip_forward",
         "/proc/sys/net/ipv6/conf/all/forwarding",
     ] {
-        xtask::in_netns(NETNS, move || std::fs::write(knob, "0"))
+        sandbox_kit::in_netns(NETNS, move || std::fs::write(knob, "0"))
             .with_context(|| format!("cannot turn off {knob} in {NETNS}"))?;
     }
     Ok(())

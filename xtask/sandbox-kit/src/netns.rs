@@ -73,9 +73,9 @@ where
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// let sandbox = xtask::Descriptor::require();
+/// let sandbox = sandbox_kit::Descriptor::require();
 /// let net = &sandbox.guest_net;
-/// let stream = xtask::connect_in(&net.netns, net.upstream, Duration::from_secs(5))?;
+/// let stream = sandbox_kit::connect_in(&net.netns, net.upstream, Duration::from_secs(5))?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///

@@ -24,13 +24,13 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use xtask::KubeService;
-use xtask::kubeconfig::{self, Credentials};
+use sandbox_kit::KubeService;
+use sandbox_kit::kubeconfig::{self, Credentials};
 
-use crate::cmd::{cmd, output};
-use crate::kube_build;
-use crate::sandbox::{free_port, wait_until_within};
-use xtask::pki::{self, Usage};
+use crate::setup::kube_build;
+use crate::util::{cmd, output};
+use crate::util::{free_port, wait_until_within};
+use sandbox_kit::pki::{self, Usage};
 
 /// How long the API server may take to answer `/readyz` (it runs its RBAC
 /// bootstrap first; on a loaded 2-core machine that takes a while).

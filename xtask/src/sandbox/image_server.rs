@@ -10,10 +10,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use xtask::GuestImage;
+use sandbox_kit::GuestImage;
 
-use crate::cmd::{cmd, output};
-use crate::sandbox::{free_port, wait_until_within};
+use crate::util::{cmd, output};
+use crate::util::{free_port, wait_until_within};
 
 const READY: Duration = Duration::from_secs(15);
 

@@ -5,13 +5,14 @@
 //! bookworm-backports, so libvirt 11 and QEMU 10 come together from
 //! bookworm-backports.
 
+pub mod kube_build;
+
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::cmd::{cmd, run};
-use crate::kube_build;
+use crate::util::{cmd, run};
 
 /// A file whose presence proves a package is installed, and that package.
 const REQUIRED: &[(&str, &str, Source)] = &[

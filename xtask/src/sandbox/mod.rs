@@ -10,7 +10,7 @@
 //! recorded, after removing the domains, volumes and pools created since
 //! `up`, and deletes etcd's data.
 //!
-//! The guests' network comes first ([`crate::guest_net`]): a network
+//! The guests' network comes first ([`crate::sandbox::guest_net`]): a network
 //! namespace with the guests' bridge, dnsmasq and an upstream HTTPS server.
 //! libvirtd runs inside it, so the taps it makes for domains' NICs land on
 //! that bridge, while its socket stays in the run directory where sshd (on
@@ -18,17 +18,25 @@
 //! the namespace (QEMU) and deletes it with its bridge and taps.
 
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
+use sandbox_kit::{Descriptor, LibvirtService, PoolInfo, SshService};
 use serde::{Deserialize, Serialize};
-use xtask::{Descriptor, LibvirtService, PoolInfo, SshService};
 
-use crate::cmd::{cmd, output, read};
-use crate::control_plane;
-use crate::guest_net;
+use crate::util::{
+    READY_BUDGET, alive, cmd, free_port, output, read, stop, wait_pid_file, wait_until_within,
+};
+
+pub mod control_plane;
+pub mod guest_net;
+pub mod image_server;
+pub mod leaks;
+mod session;
+
+pub use session::Session;
 
 /// Where run directories live. One sandbox runs per machine at a time: its
 /// libvirtd is the machine's root QEMU driver.
@@ -38,8 +46,6 @@ const CURRENT: &str = "/tmp/kvm2-sandbox/current";
 /// Where libvirt's QEMU driver looks for virtlogd when running as root.
 const VIRTLOGD_SOCK: &str = "/run/libvirt/virtlogd-sock";
 const POOL_NAME: &str = "kvm2-sandbox";
-const READY_BUDGET: Duration = Duration::from_secs(15);
-const STOP_BUDGET: Duration = Duration::from_secs(10);
 
 /// What `up` started, so `down` touches nothing else.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -129,7 +135,7 @@ pub fn up() -> Result<PathBuf> {
         descriptor.ssh.port,
         descriptor.pool.name
     );
-    println!("export {}={}", xtask::ENV_VAR, path.display());
+    println!("export {}={}", sandbox_kit::ENV_VAR, path.display());
     Ok(path)
 }
 
@@ -173,9 +179,13 @@ fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
     // The proxy guest image: from the cache (a file read), or built first
     // (minutes, once per recipe); served over loopback HTTP like any
     // user image.
-    let image = crate::guest_image::ensure()?;
-    let guest_image =
-        crate::image_server::start(dir, &image.path, &image.sha256, &mut record.processes)?;
+    let image = crate::image::guest::ensure()?;
+    let guest_image = crate::sandbox::image_server::start(
+        dir,
+        &image.path,
+        &image.sha256,
+        &mut record.processes,
+    )?;
     Ok(Descriptor {
         kube: Some(kube),
         guest_image: Some(guest_image),
@@ -226,7 +236,7 @@ fn start_libvirtd(dir: &Path, record: &mut Record) -> Result<LibvirtService> {
     let socket = dir.join("libvirt-sock");
     let uri = format!("qemu+unix:///system?socket={}", socket.display());
     let test_uri = format!("test+unix:///default?socket={}", socket.display());
-    wait_until("libvirtd", || {
+    wait_until_within("libvirtd", READY_BUDGET, || {
         Ok(output(cmd("virsh", ["-c", &uri, "list", "--name"]))?
             .status
             .success()
@@ -319,7 +329,7 @@ fn start_sshd(dir: &Path, record: &mut Record) -> Result<SshService> {
     record
         .processes
         .push(("sshd".into(), wait_pid_file(&pid_file)?));
-    wait_until("sshd", || {
+    wait_until_within("sshd", READY_BUDGET, || {
         let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
             return Ok(false);
         };
@@ -457,7 +467,7 @@ pub fn status() -> Result<bool> {
         }
         println!(
             "export {}={}",
-            xtask::ENV_VAR,
+            sandbox_kit::ENV_VAR,
             dir.join("sandbox.json").display()
         );
     }
@@ -498,80 +508,6 @@ fn save_record(dir: &Path, record: &Record) -> Result<()> {
         serde_json::to_string_pretty(record)?,
     )?;
     Ok(())
-}
-
-/// Whether `pid` runs and is the program we started (guards against pid
-/// reuse). A zombie (exited, not yet reaped by its parent) does not run.
-pub(crate) fn alive(pid: u32, name: &str) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // `pid (comm) state ...`: comm may hold spaces and parentheses.
-    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-        return false;
-    };
-    let comm = stat.get(open + 1..close).unwrap_or("");
-    let state = stat
-        .get(close + 1..)
-        .unwrap_or("")
-        .split_whitespace()
-        .next();
-    comm == name && state != Some("Z")
-}
-
-/// SIGTERM, a bounded wait, then SIGKILL.
-pub(crate) fn stop(name: &str, pid: u32) {
-    if !alive(pid, name) {
-        return;
-    }
-    let _ = output(cmd("kill", ["-TERM", &pid.to_string()]));
-    let deadline = Instant::now() + STOP_BUDGET;
-    while alive(pid, name) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if alive(pid, name) {
-        eprintln!("sandbox: {name} ({pid}) ignored SIGTERM for {STOP_BUDGET:?}; killing it");
-        let _ = output(cmd("kill", ["-KILL", &pid.to_string()]));
-    }
-}
-
-/// Waits (bounded) for a daemon's pid file and returns the pid in it.
-pub(crate) fn wait_pid_file(path: &Path) -> Result<u32> {
-    let mut pid = None;
-    wait_until(&path.display().to_string(), || {
-        pid = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|s| s.trim().parse().ok());
-        Ok(pid.is_some())
-    })?;
-    pid.context("pid file vanished")
-}
-
-fn wait_until(what: &str, ready: impl FnMut() -> Result<bool>) -> Result<()> {
-    wait_until_within(what, READY_BUDGET, ready)
-}
-
-/// Polls `ready` every 25 ms until it answers true or `budget` runs out.
-pub(crate) fn wait_until_within(
-    what: &str,
-    budget: Duration,
-    mut ready: impl FnMut() -> Result<bool>,
-) -> Result<()> {
-    let deadline = Instant::now() + budget;
-    loop {
-        if ready()? {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            bail!("{what} not ready within {budget:?}");
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-pub(crate) fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 fn remove_old_runs() {

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use xtask::guest_recipe::{ENABLE, FILES, MASK, MOVE, REMOVE};
+use sandbox_kit::guest_recipe::{ENABLE, FILES, MASK, MOVE, REMOVE};
 
 use super::run_logged;
-use crate::cmd::{cmd, read};
+use crate::util::{cmd, read};
 
 /// What the boot partition needs from the tree, and the manifest.
 pub struct Boot {

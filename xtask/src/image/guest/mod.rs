@@ -12,7 +12,7 @@
 //! `--skip=chroot/mount`, filesystems are written into the disk file at
 //! their partitions' offsets, SYSLINUX is installed through mtools.
 //!
-//! The recipe and the cache key are [`xtask::guest_recipe`]. A build runs in
+//! The recipe and the cache key are [`sandbox_kit::guest_recipe`]. A build runs in
 //! `CACHE_ROOT/.build-<key>-<pid>/` under an exclusive lock, and its output
 //! directory is renamed to `CACHE_ROOT/<key>/` last, so an interrupted build
 //! never looks complete; the next build removes its debris.
@@ -27,11 +27,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use xtask::guest_recipe::{
+use sandbox_kit::guest_recipe::{
     self, CACHE_ROOT, CachedImage, IMAGE_FILE, MANIFEST_FILE, RECIPE_FILE, SHA256_FILE,
 };
 
-use crate::cmd::{cmd, read, sha256_file};
+use crate::util::{cmd, read, sha256_file};
 
 /// Where the log of the last failed build is kept (the build's own
 /// directory is removed).
@@ -39,12 +39,7 @@ const FAILED_LOG: &str = "failed-build.log";
 use crate::setup;
 
 /// `cargo xtask guest-image [--force]`: prints `<sha256>  <path>` on stdout.
-pub fn run(args: &[&str]) -> Result<()> {
-    let force = match args {
-        [] => false,
-        ["--force"] => true,
-        _ => bail!("usage: cargo xtask guest-image [--force]"),
-    };
+pub fn run(force: bool) -> Result<()> {
     let image = if force { build(true)? } else { ensure()? };
     println!("{}  {}", image.sha256, image.path.display());
     Ok(())
@@ -228,7 +223,7 @@ fn run_logged(mut c: Command, log: &Path) -> Result<()> {
         .open(log)
         .with_context(|| format!("cannot open {}", log.display()))?;
     c.stdout(file.try_clone()?).stderr(file);
-    let status = crate::cmd::status(&mut c)?;
+    let status = crate::util::status(&mut c)?;
     if !status.success() {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(30).collect();

@@ -1,5 +1,7 @@
-//! The project's task runner (`cargo xtask ...`) and the one piece of it that
-//! tests share: the sandbox [`Descriptor`].
+//! What the sandbox and its users share: the sandbox [`Descriptor`], the
+//! doors into its network namespaces, its PKI, the guest image recipe and
+//! the kubeconfigs it writes. `xtask` (the task runner, a binary) makes the
+//! sandbox with these; tests reach them through `testkit`, their one door.
 //!
 //! `cargo xtask sandbox up` starts real services — libvirtd (serving
 //! `qemu:///system` and `test:///default`), virtlogd, a `dir` storage pool
@@ -11,7 +13,7 @@
 //! test (never skips it) when no sandbox is up.
 //!
 //! ```no_run
-//! let sandbox = xtask::Descriptor::require();
+//! let sandbox = sandbox_kit::Descriptor::require();
 //! println!("libvirt socket: {}", sandbox.libvirt.socket.display());
 //! println!("sshd: {}:{}", sandbox.ssh.host, sandbox.ssh.port);
 //! ```
@@ -26,9 +28,7 @@
 mod descriptor;
 pub mod guest_recipe;
 pub mod kubeconfig;
-pub mod oci_image;
 pub mod pki;
-pub mod report;
 
 pub use descriptor::{
     Descriptor, DescriptorError, ENV_VAR, GuestImage, KubeService, LibvirtService, PoolInfo,

@@ -15,11 +15,11 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use xtask::guest_recipe::{BOOT_MIB, DISK_ID, DISK_MIB, ROOT_UUID, syslinux_cfg};
+use sandbox_kit::guest_recipe::{BOOT_MIB, DISK_ID, DISK_MIB, ROOT_UUID, syslinux_cfg};
 
 use super::configure::Boot;
 use super::run_logged;
-use crate::cmd::cmd;
+use crate::util::cmd;
 
 const MIB: u64 = 1 << 20;
 const SECTOR: u64 = 512;

@@ -7,7 +7,6 @@
 //! owner root. Its digest is the config's `diff_id`; the config's own digest
 //! names it in the archive.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use std::ffi::OsStr;
@@ -15,6 +14,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
+
+use crate::util::sha256_file;
 
 /// What goes into the root filesystem.
 pub enum Layer {
@@ -159,21 +160,6 @@ fn config_json(config: &Config, diff_id: &str) -> Result<String> {
         "rootfs": { "type": "layers", "diff_ids": [format!("sha256:{diff_id}")] },
     });
     Ok(serde_json::to_string(&doc)?)
-}
-
-fn sha256_file(path: &Path) -> Result<String> {
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -26,10 +26,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::cmd::{cmd, run, sha256_file};
+use crate::util::{CACHE, cmd, run, sha256_file};
 
-/// Where built binaries and downloaded sources are kept between runs.
-pub const CACHE: &str = "/var/cache/egress-proxies";
 /// The source package version, pinned so the cache key is known offline.
 const VERSION: &str = "1.20.5+really1.20.2-1.1+deb12u1";
 /// sha256 of that version's `.dsc` (which lists the tarballs' digests).
@@ -198,7 +196,7 @@ fn fetch_source() -> Result<PathBuf> {
         if let Err(e) = run(get) {
             bail!(
                 "{e:#}: Debian no longer serves kubernetes {VERSION}? \
-                 update VERSION and DSC_SHA256 in xtask/src/kube_build.rs"
+                 update VERSION and DSC_SHA256 in xtask/src/setup/kube_build.rs"
             );
         }
         let got = sha256_file(&dsc)?;

@@ -4,10 +4,10 @@
 use std::path::Path;
 
 use anyhow::Result;
-use xtask::guest_recipe::{DPKG_EXCLUDES, DPKG_INCLUDES, MIRRORS, PACKAGES, SUITE, VARIANT};
+use sandbox_kit::guest_recipe::{DPKG_EXCLUDES, DPKG_INCLUDES, MIRRORS, PACKAGES, SUITE, VARIANT};
 
 use super::run_logged;
-use crate::cmd::cmd;
+use crate::util::cmd;
 
 /// Runs mmdebstrap into `tree` (which must not exist yet).
 ///

@@ -1,0 +1,6 @@
+//! Images this project builds without docker: OCI images ([`oci`]: the
+//! operator's, and the node's pause image) and the proxy guest's qcow2
+//! ([`guest`], `cargo xtask guest-image`).
+
+pub mod guest;
+pub mod oci;
