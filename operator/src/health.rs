@@ -67,7 +67,7 @@ impl Engine {
             .state()
             .into_iter()
             .filter_map(|p| {
-                let s = &p.status.as_ref()?.0;
+                let s = &p.status.as_ref()?;
                 if s.phase != Some(fleet::Phase::Running) {
                     return None;
                 }
@@ -95,7 +95,7 @@ impl Engine {
                 continue;
             };
             seen.insert(uid.clone());
-            let stored = p.status.as_ref().map(|s| s.0.clone()).unwrap_or_default();
+            let stored = p.status.clone().unwrap_or_default();
             let tracker = trackers.entry(uid).or_insert_with(|| {
                 fleet::HealthTracker::seeded(stored.condition(fleet::ConditionType::Healthy))
             });

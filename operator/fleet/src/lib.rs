@@ -36,8 +36,9 @@
 //! * health: the CONNECT [`probe`] and the [`HealthTracker`] hysteresis;
 //! * [`provider_health`] and [`discovery`].
 //!
-//! What it deliberately does not do: talk to Kubernetes (no kube types, no
-//! CRD schema derive — the operator maps), talk to a provider (it returns
+//! What it deliberately does not do: talk to Kubernetes (no kube types; the
+//! status model derives `schemars::JsonSchema`, and the operator turns that
+//! into the CRDs' schemas), talk to a provider (it returns
 //! the [`Call`] to make; the operator makes it under a deadline), spawn
 //! tasks, or read clocks and random numbers (both are parameters, so every
 //! decision is reproducible).
