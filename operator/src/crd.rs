@@ -17,8 +17,12 @@
 //! - [`crds_yaml`]: only the `format`s Kubernetes knows (schemars writes
 //!   Rust's integer widths and `ip`, which the API server ignores and, since
 //!   1.34, warns about), and optionally no CEL rules (`deploy/crds/`).
+//!   `Proxy::crd()` alone is the derive's output before that pass: print or
+//!   install the CRDs through [`crds_yaml`].
 //!
-//! There is no hand-written schema to keep in step with `fleet`.
+//! There is no hand-written schema to keep in step with `fleet`; unit tests
+//! pin what the derivation must give Kubernetes (structural rules, formats,
+//! bounds, list-maps, the exact set of defaults).
 
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
@@ -182,9 +186,9 @@ fn crds(cel: bool) -> serde_json::Result<[Value; 2]> {
 
 /// Removes every `format` Kubernetes does not know from `schema` and the
 /// schemas under it (`properties`, `items`, `additionalProperties`: the
-/// only nesting a structural schema has). The `type`, `minimum` and
-/// `maximum` beside such a format (`uint16`, `ip`) already say what the API
-/// server can check.
+/// only nesting these schemas have; a test checks they have no `anyOf`,
+/// `oneOf`, `allOf` or `not`). The `type`, `minimum` and `maximum` beside
+/// such a format (`uint16`, `ip`) already say what the API server can check.
 fn known_formats_only(schema: &mut Value) {
     let Some(map) = schema.as_object_mut() else {
         return;
