@@ -1,21 +1,33 @@
 //! The custom resources: `Proxy` (namespaced) and `ProviderHealth`
 //! (cluster-scoped), group [`GROUP`], version `v1alpha1`.
 //!
-//! The spec and status types are `fleet`'s (the wire shape is decided
-//! there, where the reconcile step reads and writes it); this module only
-//! adds what Kubernetes needs: the derive, printer columns, and JSON schemas
-//! for the `fleet` types, which know nothing of schemars. A unit test checks
-//! the schemas against `fleet`'s serde form, so the two cannot drift apart.
+//! The spec and status types are `fleet`'s, and so are their schemas: the
+//! wire shape is decided there, where the reconcile step reads and writes
+//! it, and `fleet` derives `schemars::JsonSchema` from the same serde
+//! attributes and doc comments (field docs become `kubectl explain` text,
+//! serde defaults become schema defaults). kube's derive turns them into
+//! structural schemas (inlined, `nullable` for `Option`, enums hoisted).
+//! This module adds only what is Kubernetes' own:
 //!
-//! Spec immutability is a CEL rule (`self == oldSelf`) for API servers that
-//! enforce it (≥ 1.25); older ones drop the rule silently, so the operator
-//! also enforces it as the `Ready` reason `SpecImmutable`.
-
-use std::borrow::Cow;
+//! - names, scope, printer columns and the status subresource (the derive);
+//! - the spec's immutability rule, CEL `self == oldSelf` (`x_kube`): API
+//!   servers that enforce it (≥ 1.25) refuse an edit; older ones drop the
+//!   rule silently, so the operator also enforces it as the `Ready` reason
+//!   `SpecImmutable`;
+//! - [`crds_yaml`]: only the `format`s Kubernetes knows (schemars writes
+//!   Rust's integer widths and `ip`, which the API server ignores and, since
+//!   1.34, warns about), and optionally no CEL rules (`deploy/crds/`).
+//!   `Proxy::crd()` alone is the derive's output before that pass: print or
+//!   install the CRDs through [`crds_yaml`].
+//!
+//! There is no hand-written schema to keep in step with `fleet`; unit tests
+//! pin what the derivation must give Kubernetes (structural rules, formats,
+//! bounds, list-maps, the exact set of defaults).
 
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The API group of both resources.
 pub const GROUP: &str = "egress-proxies.io";
@@ -26,6 +38,10 @@ pub const FINALIZER: &str = "egress-proxies.io/instance";
 ///
 /// Immutable once written (CEL rule `self == oldSelf`, and the operator's
 /// `SpecImmutable` condition where CEL is not enforced).
+//
+// kube's derive needs a local type; serde and schemars see through this one
+// (`transparent`), so the schema is `fleet::ProxySpec`'s with the CEL rule
+// added. This doc comment is the `spec` description `kubectl explain` shows.
 // The derive's repeated `printcolumn(type_ = ..)` trips a clippy lint.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -36,7 +52,7 @@ pub const FINALIZER: &str = "egress-proxies.io/instance";
     plural = "proxies",
     shortname = "px",
     namespaced,
-    status = "ProxyStatus",
+    status = "fleet::ProxyStatus",
     doc = "An egress proxy: one VM running Squid, made and kept by a provider.",
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Provider", type_ = "string", json_path = ".spec.provider"),
@@ -57,14 +73,8 @@ pub const FINALIZER: &str = "egress-proxies.io/instance";
 #[serde(transparent)]
 pub struct ProxySpec {
     /// The spec, as `fleet` reads it.
-    #[schemars(schema_with = "proxy_spec_schema")]
     pub inner: fleet::ProxySpec,
 }
-
-/// A `Proxy`'s status: `fleet`'s [`fleet::ProxyStatus`] on the wire.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
-#[serde(transparent)]
-pub struct ProxyStatus(pub fleet::ProxyStatus);
 
 /// One provider entry's health, named after the entry: written by the
 /// operator's monitor; its spec only names the entry and type.
@@ -76,7 +86,7 @@ pub struct ProxyStatus(pub fleet::ProxyStatus);
     kind = "ProviderHealth",
     plural = "providerhealths",
     shortname = "ph",
-    status = "ProviderHealthStatus",
+    status = "fleet::ProviderHealthStatus",
     doc = "The health of one provider entry's targets (hosts), as the operator checks them.",
     printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
@@ -93,10 +103,40 @@ pub struct ProviderHealthSpec {
     pub provider_type: String,
 }
 
-/// A `ProviderHealth`'s status: `fleet`'s [`fleet::ProviderHealthStatus`].
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(transparent)]
-pub struct ProviderHealthStatus(pub fleet::ProviderHealthStatus);
+/// The `format` values Kubernetes validates (`JSONSchemaProps.format`),
+/// and the OpenAPI number formats its own types carry. The API server
+/// ignores any other format (and, since 1.34, warns about each one).
+const KUBERNETES_FORMATS: &[&str] = &[
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "datetime",
+    "date-time",
+    "int32",
+    "int64",
+    "float",
+    "double",
+];
 
 /// Both CRDs as one YAML stream (what `operator crd` prints and
 /// `deploy/crds/` holds).
@@ -114,158 +154,71 @@ pub fn crds_yaml(cel: bool) -> anyhow::Result<String> {
         "# Generated by `operator crd{}` (API group {GROUP}); do not edit.\n",
         if cel { "" } else { " --without-cel" }
     );
-    for crd in [Proxy::crd(), ProviderHealth::crd()] {
-        let mut value = serde_json::to_value(&crd)?;
-        if !cel {
-            strip_cel(&mut value);
-        }
+    for crd in crds(cel)? {
         out.push_str("---\n");
-        out.push_str(&serde_saphyr::to_string(&value)?);
+        out.push_str(&serde_saphyr::to_string(&crd)?);
     }
     Ok(out)
 }
 
+/// Both CRDs as JSON: kube's derive over `fleet`'s schemas, with only the
+/// formats Kubernetes knows, with or without the CEL rules.
+fn crds(cel: bool) -> serde_json::Result<[Value; 2]> {
+    let mut crds = [
+        serde_json::to_value(Proxy::crd())?,
+        serde_json::to_value(ProviderHealth::crd())?,
+    ];
+    for crd in &mut crds {
+        let versions = crd
+            .pointer_mut("/spec/versions")
+            .and_then(Value::as_array_mut);
+        for version in versions.into_iter().flatten() {
+            if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
+                known_formats_only(schema);
+            }
+        }
+        if !cel {
+            strip_cel(crd);
+        }
+    }
+    Ok(crds)
+}
+
+/// Removes every `format` Kubernetes does not know from `schema` and the
+/// schemas under it (`properties`, `items`, `additionalProperties`: the
+/// only nesting these schemas have; a test checks they have no `anyOf`,
+/// `oneOf`, `allOf` or `not`). The `type`, `minimum` and `maximum` beside
+/// such a format (`uint16`, `ip`) already say what the API server can check.
+fn known_formats_only(schema: &mut Value) {
+    let Some(map) = schema.as_object_mut() else {
+        return;
+    };
+    let unknown = map
+        .get("format")
+        .and_then(Value::as_str)
+        .is_some_and(|f| !KUBERNETES_FORMATS.contains(&f));
+    if unknown {
+        map.remove("format");
+    }
+    if let Some(properties) = map.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.values_mut().for_each(known_formats_only);
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = map.get_mut(key) {
+            known_formats_only(sub);
+        }
+    }
+}
+
 /// Removes every `x-kubernetes-validations` key.
-fn strip_cel(v: &mut serde_json::Value) {
+fn strip_cel(v: &mut Value) {
     match v {
-        serde_json::Value::Object(map) => {
+        Value::Object(map) => {
             map.remove("x-kubernetes-validations");
             map.values_mut().for_each(strip_cel);
         }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_cel),
+        Value::Array(items) => items.iter_mut().for_each(strip_cel),
         _ => {}
-    }
-}
-
-fn string(description: &str) -> Schema {
-    json_schema!({"type": "string", "description": description})
-}
-
-fn time(description: &str) -> Schema {
-    json_schema!({"type": "string", "format": "date-time", "description": description})
-}
-
-fn proxy_spec_schema(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "object",
-        "description": "What the Proxy asks for. Immutable.",
-        "required": ["provider"],
-        "properties": {
-            "provider": string("The provider entry (a `name` in the providers config)."),
-            "machineType": string("The machine type (a key of the entry's machine_types); the entry's default when absent."),
-            "image": string("The image key (a key of the entry's images); the entry's default when absent."),
-            "placement": {
-                "type": "object",
-                "description": "Where to run: an optional host and how strictly to hold to it.",
-                "properties": {
-                    "host": string("A host of the provider entry; any host when absent."),
-                    "policy": {
-                        "type": "string",
-                        "enum": ["Prefer", "Require"],
-                        "default": "Prefer",
-                        "description": "Prefer: that host if usable, elsewhere otherwise. Require: that host only."
-                    }
-                }
-            },
-            "cloudInit": {
-                "type": "object",
-                "description": "The Secret (in the Proxy's namespace) holding cloud-init user data.",
-                "required": ["name"],
-                "properties": {
-                    "name": string("The Secret's name."),
-                    "key": {"type": "string", "default": fleet::DEFAULT_USER_DATA_KEY, "description": "The key in the Secret's data."}
-                }
-            }
-        }
-    })
-}
-
-fn conditions_schema() -> Schema {
-    json_schema!({
-        "type": "array",
-        "description": "Provisioned and Ready (the reconciler's), Healthy (the health engine's).",
-        "x-kubernetes-list-type": "map",
-        "x-kubernetes-list-map-keys": ["type"],
-        "items": {
-            "type": "object",
-            "required": ["type", "status", "reason", "lastTransitionTime"],
-            "properties": {
-                "type": string("Provisioned, Ready or Healthy."),
-                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-                "reason": string("Why, as one CamelCase word (see docs/operator.md)."),
-                "message": string("Details for humans."),
-                "lastTransitionTime": time("When status last changed."),
-                "observedGeneration": {"type": "integer", "format": "int64"}
-            }
-        }
-    })
-}
-
-impl JsonSchema for ProxyStatus {
-    fn schema_name() -> Cow<'static, str> {
-        "ProxyStatus".into()
-    }
-
-    fn json_schema(g: &mut SchemaGenerator) -> Schema {
-        let mut applied = proxy_spec_schema(g);
-        applied.insert(
-            "description".into(),
-            "The spec the instance was made from (the immutability reference).".into(),
-        );
-        json_schema!({
-            "type": "object",
-            "description": "What the operator observed and did.",
-            "properties": {
-                "phase": {"type": "string", "enum": ["Pending", "Provisioning", "Running", "Failed", "Deleting"]},
-                "providerID": string("The instance's provider ID (kvm2://entry/host/name)."),
-                "host": string("The host the instance runs on."),
-                "ip": string("The proxy's address, once known."),
-                "port": {"type": "integer", "minimum": 1, "maximum": 65535, "description": "The port the proxy listens on."},
-                "createdAt": time("When the current instance was created."),
-                "replacements": {"type": "integer", "minimum": 0, "description": "Instances made after the first."},
-                "recentReplacements": {"type": "array", "items": {"type": "string", "format": "date-time"}, "description": "Replacements inside the current cap window, oldest first."},
-                "observedGeneration": {"type": "integer", "format": "int64"},
-                "appliedSpec": applied,
-                "conditions": conditions_schema()
-            }
-        })
-    }
-}
-
-impl JsonSchema for ProviderHealthStatus {
-    fn schema_name() -> Cow<'static, str> {
-        "ProviderHealthStatus".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": "The last material result of checking every target.",
-            "required": ["ready", "readyTargets", "totalTargets", "observedAt"],
-            "properties": {
-                "ready": string("n/m: reachable targets of all targets."),
-                "readyTargets": {"type": "integer", "minimum": 0},
-                "totalTargets": {"type": "integer", "minimum": 0},
-                "observedAt": time("When the check that produced this status ran."),
-                "targets": {
-                    "type": "array",
-                    "x-kubernetes-list-type": "map",
-                    "x-kubernetes-list-map-keys": ["name"],
-                    "items": {
-                        "type": "object",
-                        "required": ["name", "reachable", "reason"],
-                        "properties": {
-                            "name": string("The host's name in the providers config."),
-                            "reachable": {"type": "boolean"},
-                            "latencyMs": {"type": "integer", "minimum": 0},
-                            "version": string("The version the target reported (libvirt's)."),
-                            "reason": string("Reachable, Timeout, ConnectFailed, AuthFailed, HostKeyRejected, DaemonError or Other."),
-                            "message": string("Details when unreachable.")
-                        }
-                    }
-                }
-            }
-        })
     }
 }
 
@@ -275,7 +228,6 @@ mod tests {
 
     use super::*;
     use fleet::{ConditionStatus, ConditionType, ConditionUpdate, Phase, Reason, Timestamp};
-    use serde_json::Value;
 
     /// Every key of `value` (recursively, through arrays) is a property of
     /// `schema`.
@@ -301,11 +253,33 @@ mod tests {
         }
     }
 
-    fn crd_schema(
-        crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    ) -> Value {
-        let v = serde_json::to_value(crd).unwrap();
-        v["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    /// The two CRDs as `operator crd` prints them: Proxy, ProviderHealth.
+    fn printed() -> [Value; 2] {
+        crds(true).unwrap()
+    }
+
+    fn schema(crd: &Value) -> &Value {
+        &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    }
+
+    /// Calls `f` with the path and the object of `schema` and of every
+    /// schema under it.
+    fn walk(schema: &Value, path: &str, f: &mut impl FnMut(&str, &serde_json::Map<String, Value>)) {
+        let map = schema
+            .as_object()
+            .unwrap_or_else(|| panic!("{path}: not a schema object: {schema}"));
+        f(path, map);
+        if let Some(props) = map.get("properties").and_then(Value::as_object) {
+            for (name, sub) in props {
+                walk(sub, &format!("{path}.{name}"), f);
+            }
+        }
+        if let Some(items) = map.get("items") {
+            walk(items, &format!("{path}[]"), f);
+        }
+        if let Some(extra) = map.get("additionalProperties").filter(|v| v.is_object()) {
+            walk(extra, &format!("{path}{{}}"), f);
+        }
     }
 
     #[test]
@@ -341,7 +315,8 @@ mod tests {
             ConditionUpdate::new(ConditionStatus::True, Reason::Running, "ok", Some(1)),
             Timestamp::from_unix_seconds(3),
         );
-        let schema = crd_schema(&Proxy::crd());
+        let [proxy, _] = printed();
+        let schema = schema(&proxy);
         assert_covered(
             &schema["properties"]["spec"],
             &serde_json::to_value(&spec).unwrap(),
@@ -355,15 +330,23 @@ mod tests {
         let conditions = &schema["properties"]["status"]["properties"]["conditions"];
         assert_eq!(conditions["x-kubernetes-list-type"], "map");
         assert_eq!(conditions["x-kubernetes-list-map-keys"][0], "type");
+        assert_eq!(
+            schema["properties"]["status"]["properties"]["appliedSpec"]["properties"],
+            schema["properties"]["spec"]["properties"],
+            "appliedSpec is the spec's schema"
+        );
     }
 
     #[test]
     fn the_proxy_spec_carries_the_immutability_rule_and_columns() {
-        let crd = serde_json::to_value(Proxy::crd()).unwrap();
-        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        let [crd, _] = printed();
+        let spec = &schema(&crd)["properties"]["spec"];
         assert_eq!(
-            spec["x-kubernetes-validations"][0]["rule"],
-            "self == oldSelf"
+            spec["x-kubernetes-validations"],
+            serde_json::json!([{
+                "rule": "self == oldSelf",
+                "message": "spec is immutable: delete and recreate the Proxy"
+            }])
         );
         let columns: Vec<&str> = crd["spec"]["versions"][0]["additionalPrinterColumns"]
             .as_array()
@@ -381,6 +364,18 @@ mod tests {
     }
 
     #[test]
+    fn without_cel_nothing_else_changes() {
+        let mut with = crds(true).unwrap();
+        with.iter_mut().for_each(strip_cel);
+        assert_eq!(with, crds(false).unwrap());
+        assert!(
+            !serde_json::to_string(&crds(false).unwrap())
+                .unwrap()
+                .contains("x-kubernetes-validations")
+        );
+    }
+
+    #[test]
     fn the_provider_health_schema_covers_fleet_status() {
         let t = |reachable| {
             provider_api::TargetStatus::reachable(
@@ -389,21 +384,150 @@ mod tests {
                 reachable,
             )
         };
-        let status =
-            fleet::provider_health(&[t(Some("11.3.0".into()))], std::time::SystemTime::now());
-        let crd = ProviderHealth::crd();
-        let schema = crd_schema(&crd);
+        let status = fleet::provider_health(
+            &[t(Some("11.3.0".into()))],
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_750_000_000),
+        );
+        let [_, crd] = printed();
+        let schema = schema(&crd);
         assert_covered(
             &schema["properties"]["status"],
             &serde_json::to_value(&status).unwrap(),
             "status",
         );
-        assert_eq!(crd.spec.scope, "Cluster");
-        let v = serde_json::to_value(&crd).unwrap();
+        let targets = &schema["properties"]["status"]["properties"]["targets"];
+        assert_eq!(targets["x-kubernetes-list-type"], "map");
+        assert_eq!(targets["x-kubernetes-list-map-keys"][0], "name");
+        assert_eq!(crd["spec"]["scope"], "Cluster");
         assert_eq!(
-            v["spec"]["versions"][0]["additionalPrinterColumns"][1]["jsonPath"],
+            crd["spec"]["versions"][0]["additionalPrinterColumns"][1]["jsonPath"],
             ".status.ready"
         );
+    }
+
+    /// Kubernetes' structural-schema rules, as far as these schemas could
+    /// break them: no references or definitions, no unions, one `type` per
+    /// node (`nullable` rather than `[x, null]`), objects typed as objects,
+    /// and no `additionalProperties: false` (pruning does that job).
+    #[test]
+    fn the_schemas_are_structural() {
+        for crd in printed() {
+            walk(schema(&crd), "", &mut |path, node| {
+                for key in [
+                    "$ref",
+                    "$defs",
+                    "definitions",
+                    "anyOf",
+                    "oneOf",
+                    "allOf",
+                    "not",
+                    "const",
+                ] {
+                    assert!(!node.contains_key(key), "{path}: has {key}: {node:?}");
+                }
+                let ty = node.get("type").and_then(Value::as_str);
+                assert!(ty.is_some(), "{path}: no single type: {node:?}");
+                if node.contains_key("properties") {
+                    assert_eq!(ty, Some("object"), "{path}");
+                }
+                if ty == Some("array") {
+                    assert!(node.contains_key("items"), "{path}: an array without items");
+                }
+                assert_ne!(
+                    node.get("additionalProperties"),
+                    Some(&Value::Bool(false)),
+                    "{path}"
+                );
+            });
+        }
+    }
+
+    #[test]
+    fn every_format_is_one_kubernetes_knows() {
+        for crd in printed() {
+            walk(schema(&crd), "", &mut |path, node| {
+                if let Some(format) = node.get("format") {
+                    let format = format.as_str().unwrap();
+                    assert!(
+                        KUBERNETES_FORMATS.contains(&format),
+                        "{path}: format {format}"
+                    );
+                }
+            });
+        }
+        let [proxy, _] = printed();
+        let status = &schema(&proxy)["properties"]["status"]["properties"];
+        assert!(
+            status["ip"].get("format").is_none(),
+            "schemars' `ip` is not Kubernetes'"
+        );
+        assert_eq!(status["createdAt"]["format"], "date-time");
+        assert_eq!(status["observedGeneration"]["format"], "int64");
+    }
+
+    /// Ports are 1 to 65535 and counts are not negative, as the types say.
+    #[test]
+    fn integer_bounds_come_from_the_types() {
+        let [proxy, health] = printed();
+        let status = &schema(&proxy)["properties"]["status"]["properties"];
+        assert_eq!(
+            (
+                status["port"]["minimum"].as_f64(),
+                status["port"]["maximum"].as_f64()
+            ),
+            (Some(1.0), Some(65535.0))
+        );
+        assert_eq!(status["replacements"]["minimum"].as_f64(), Some(0.0));
+        let health = &schema(&health)["properties"]["status"]["properties"];
+        for count in ["readyTargets", "totalTargets"] {
+            assert_eq!(health[count]["minimum"].as_f64(), Some(0.0), "{count}");
+        }
+        assert_eq!(
+            health["targets"]["items"]["properties"]["latencyMs"]["minimum"].as_f64(),
+            Some(0.0)
+        );
+    }
+
+    /// Every default in the CRDs is a serde default of `fleet`'s types: what
+    /// the operator reads when the field is absent, so the API server's
+    /// defaulting never changes what it sees.
+    #[test]
+    fn the_defaults_are_fleets_serde_defaults() {
+        let mut defaults = Vec::new();
+        for crd in printed() {
+            let kind = crd["spec"]["names"]["kind"].as_str().unwrap().to_owned();
+            walk(schema(&crd), "", &mut |path, node| {
+                if let Some(d) = node.get("default") {
+                    defaults.push((format!("{kind}{path}"), d.clone()));
+                }
+            });
+        }
+        let expected: Vec<(String, Value)> = [
+            (
+                "Proxy.spec.cloudInit.key",
+                serde_json::json!(fleet::DEFAULT_USER_DATA_KEY),
+            ),
+            ("Proxy.spec.placement.policy", serde_json::json!("Prefer")),
+            (
+                "Proxy.status.appliedSpec.cloudInit.key",
+                serde_json::json!("user-data"),
+            ),
+            (
+                "Proxy.status.appliedSpec.placement.policy",
+                serde_json::json!("Prefer"),
+            ),
+            ("Proxy.status.conditions[].message", serde_json::json!("")),
+            ("ProviderHealth.status.targets", serde_json::json!([])),
+        ]
+        .into_iter()
+        .map(|(p, v)| (p.to_owned(), v))
+        .collect();
+        assert_eq!(defaults, expected);
+        let absent: fleet::ProxySpec =
+            serde_json::from_str(r#"{"provider":"p","cloudInit":{"name":"s"},"placement":{}}"#)
+                .unwrap();
+        assert_eq!(absent.placement.policy, fleet::PlacementPolicy::Prefer);
+        assert_eq!(absent.cloud_init.unwrap().key, fleet::DEFAULT_USER_DATA_KEY);
     }
 
     #[test]
@@ -417,6 +541,6 @@ mod tests {
         .unwrap();
         assert_eq!(p.spec.inner.provider, "kvm2-home");
         assert_eq!(p.spec.inner.cloud_init.unwrap().key, "user-data");
-        assert_eq!(p.status.unwrap().0.phase, Some(Phase::Running));
+        assert_eq!(p.status.unwrap().phase, Some(Phase::Running));
     }
 }

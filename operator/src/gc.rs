@@ -163,7 +163,7 @@ impl Sweeper {
             };
             for p in &page.items {
                 let uid = p.metadata.uid.clone().unwrap_or_default();
-                let id = p.status.as_ref().and_then(|s| s.0.provider_id.as_deref());
+                let id = p.status.as_ref().and_then(|s| s.provider_id.as_deref());
                 out.push(fleet::gc::LiveProxy::new(uid, id));
             }
             token = page.metadata.continue_.filter(|t| !t.is_empty());

@@ -1,5 +1,5 @@
 //! The health engine (leader only): every interval, a CONNECT probe
-//! (`fleet::probe`) through each running Proxy to the configured target;
+//! ([`probe`](crate::probe): the socket and clock around `fleet::Probe`) through each running Proxy to the configured target;
 //! `fleet::HealthTracker` turns K successes / M failures into the `Healthy`
 //! condition, written by server-side apply with its own field manager
 //! ([`HEALTH_MANAGER`]) only when it changes. A new leader seeds each
@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::crd::Proxy;
 use crate::metrics::OperatorMetrics;
+use crate::probe;
 
 /// The field manager of the `Healthy` condition.
 pub const HEALTH_MANAGER: &str = "egress-operator-health";
@@ -67,7 +68,7 @@ impl Engine {
             .state()
             .into_iter()
             .filter_map(|p| {
-                let s = &p.status.as_ref()?.0;
+                let s = &p.status.as_ref()?;
                 if s.phase != Some(fleet::Phase::Running) {
                     return None;
                 }
@@ -78,10 +79,10 @@ impl Engine {
         let results: Vec<_> = futures::stream::iter(running)
             .map(|(p, addr)| async move {
                 let outcome = match &self.netns {
-                    None => fleet::probe(addr, &self.target, self.timeout).await,
+                    None => probe::probe(addr, &self.target, self.timeout).await,
                     Some(ns) => {
                         let connect = ns.connect(addr, self.timeout);
-                        fleet::probe_over(connect, addr, &self.target, self.timeout).await
+                        probe::probe_over(connect, addr, &self.target, self.timeout).await
                     }
                 };
                 (p, outcome)
@@ -95,7 +96,7 @@ impl Engine {
                 continue;
             };
             seen.insert(uid.clone());
-            let stored = p.status.as_ref().map(|s| s.0.clone()).unwrap_or_default();
+            let stored = p.status.clone().unwrap_or_default();
             let tracker = trackers.entry(uid).or_insert_with(|| {
                 fleet::HealthTracker::seeded(stored.condition(fleet::ConditionType::Healthy))
             });

@@ -129,7 +129,7 @@ fn discovery(state: &HttpState, query: &str) -> Response<Full<Bytes>> {
         }
     };
     let proxies = state.proxies.state().into_iter().map(|p| {
-        let status = p.status.as_ref().map(|s| s.0.clone()).unwrap_or_default();
+        let status = p.status.clone().unwrap_or_default();
         fleet::DiscoveredProxy::new(
             p.metadata.namespace.as_deref().unwrap_or_default(),
             p.metadata.name.as_deref().unwrap_or_default(),

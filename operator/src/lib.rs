@@ -8,7 +8,7 @@
 //!     │     Events) ── per-Proxy owned provider tasks ──▶ provider-api
 //!     │   ProviderHealth monitor ── checker().check ──────▶ provider-api
 //!     │   GC sweeper ── fleet::gc::plan ── list_by_tag / delete
-//!     │   health engine ── fleet::probe (CONNECT) ── Healthy condition
+//!     │   health engine ── probe (CONNECT; fleet::Probe judges) ── Healthy condition
 //!     └─ every replica: /metrics /healthz /readyz /proxies (discovery)
 //! ```
 //!
@@ -31,6 +31,7 @@ mod leader;
 mod metrics;
 mod monitor;
 mod netns;
+mod probe;
 mod providers;
 mod reconciler;
 mod run;

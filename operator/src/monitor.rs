@@ -77,10 +77,7 @@ impl Monitor {
                 return;
             }
         };
-        let stored_status = stored
-            .as_ref()
-            .and_then(|o| o.status.as_ref())
-            .map(|s| &s.0);
+        let stored_status = stored.as_ref().and_then(|o| o.status.as_ref());
         if let Some(before) = stored_status
             && fresh.recovered_from(before)
         {

@@ -174,7 +174,7 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
     };
     let spec = &p.spec.inner;
     let objref = ObjectRef::from_obj(p);
-    let cached = p.status.as_ref().map(|s| s.0.clone()).unwrap_or_default();
+    let cached = p.status.clone().unwrap_or_default();
     // The watch cache can lag this reconciler's own last write (a reconcile
     // triggered before that write's event arrived). Its fields are written
     // by it alone, so the status it last wrote wins over the cached copy: a

@@ -3,8 +3,9 @@
 //! The operator binary is kube-rs glue: it watches `Proxy` objects, writes
 //! status by server-side apply, records Events, holds the lease and serves
 //! HTTP. Every *decision* it makes lives here, as pure functions of their
-//! inputs (and one loopback-testable async probe), so each is table-tested
-//! without an API server or a hypervisor.
+//! inputs (and one state machine, the CONNECT [`Probe`], fed the bytes the
+//! operator reads), so each is table-tested without an API server, a
+//! hypervisor or a socket.
 //!
 //! ```text
 //!                         operator (kube-rs glue)
@@ -16,31 +17,35 @@
 //!
 //!   GC sweeper:  gc::plan(live Proxies, list_by_tag per entry, cluster tag)
 //!                  → deletes (orphans, duplicates) | skip (partial, empty)
-//!   health:      probe(ip:port, CONNECT target) → HealthTracker (K/M)
-//!                  → Healthy condition
+//!   health:      Probe(ip:port, CONNECT target) ⇄ operator's socket + clock
+//!                  → ProbeOutcome → HealthTracker (K/M) → Healthy condition
 //!   monitor:     provider_health(Checker::check results) → ProviderHealth
 //!   discovery:   discover(DiscoveredProxy…, query) → JSON response
 //! ```
 //!
 //! What it holds:
-//! * the status model the CRDs reuse ([`ProxySpec`], [`ProxyStatus`],
+//! * the status model the CRDs are made of ([`ProxySpec`], [`ProxyStatus`],
 //!   [`Condition`], [`Phase`], [`Reason`] with its [`ReasonCategory`],
 //!   [`ProviderHealthStatus`]), all plain serde types with the CRDs' field
-//!   names, and [`Timestamp`] for RFC 3339 times;
+//!   names whose derived JSON schemas are the CRDs' schemas (doc comments
+//!   are their descriptions), and [`Timestamp`] for RFC 3339 times;
 //! * the reconcile step ([`Reconciler`]): create when absent, record the
 //!   provider ID at once, poll, per-class error handling, replacement under
 //!   a [`ReplaceCap`], the H3 address grace, spec immutability, cloud-init
 //!   Secret checks, deletion with a documented escape hatch
 //!   ([`ABANDON_ANNOTATION`]); [`Backoff`] with caller-drawn [`Jitter`];
 //! * the GC plan ([`gc::plan`]) scoped by the [`ClusterIdentity`] tag;
-//! * health: the CONNECT [`probe`] and the [`HealthTracker`] hysteresis;
+//! * health: the CONNECT [`Probe`] (request, status line, verdict) and the
+//!   [`HealthTracker`] hysteresis;
 //! * [`provider_health`] and [`discovery`].
 //!
-//! What it deliberately does not do: talk to Kubernetes (no kube types, no
-//! CRD schema derive — the operator maps), talk to a provider (it returns
-//! the [`Call`] to make; the operator makes it under a deadline), spawn
-//! tasks, or read clocks and random numbers (both are parameters, so every
-//! decision is reproducible).
+//! What it deliberately does not do: talk to Kubernetes (no kube types; the
+//! status model derives `schemars::JsonSchema`, and the operator turns that
+//! into the CRDs' schemas), talk to a provider (it returns
+//! the [`Call`] to make; the operator makes it under a deadline), open
+//! sockets or files, spawn tasks, or read clocks and random numbers (both
+//! are parameters, so every decision is reproducible). It depends on no
+//! async runtime; a test (`tests/it/sans_io.rs`) keeps it so.
 //!
 //! # Example: a Proxy from nothing to Running, then a GC round
 //!
@@ -132,8 +137,8 @@ pub use error::Error;
 pub use event::{Event, EventKind, EventReason};
 pub use health::{HealthTracker, Hysteresis};
 pub use probe::{
-    FailureKind, MAX_PROBE_TIMEOUT, MAX_STATUS_LINE, ProbeFailure, ProbeOutcome, ProbeTarget,
-    parse_status_line, probe, probe_over,
+    FailureKind, MAX_PROBE_TIMEOUT, MAX_STATUS_LINE, Probe, ProbeFailure, ProbeOutcome,
+    ProbeTarget, parse_status_line,
 };
 pub use provider_health::{LATENCY_TOLERANCE, ProviderHealthStatus, TargetHealth, provider_health};
 pub use reason::{Reason, ReasonCategory};

@@ -1,5 +1,5 @@
-//! The CONNECT probe: ask a proxy to open a tunnel to a target and judge
-//! the answer.
+//! The CONNECT probe, sans IO: the request to send, and the verdict on
+//! what the proxy answers.
 //!
 //! ```text
 //!  prober ── TCP ──▶ proxy ip:port
@@ -10,18 +10,20 @@
 //! ```
 //!
 //! Only the status line is read (Squid 5 answers `HTTP/1.1`, older ones
-//! `HTTP/1.0`; the code alone decides). The whole probe — connect, write,
-//! read — runs under one deadline, so a proxy that accepts and then trickles
-//! bytes forever still ends in a timeout. The connection is dropped (closed
-//! without waiting on the network) as soon as the verdict is known.
+//! `HTTP/1.0`; the code alone decides). [`Probe`] is the protocol as a
+//! state machine: it owns no socket and reads no clock. The operator's
+//! driver opens the connection, writes what [`Probe::connected`] returns,
+//! feeds [`Probe::received`] what it reads with the time elapsed since the
+//! connect began, and runs the whole probe — connect, write, read — under
+//! one deadline of [`Probe::timeout`], so a proxy that accepts and then
+//! trickles bytes forever still ends in a timeout; each way the IO can end
+//! (an error, the end of the stream, the deadline) has a method that turns
+//! it into the [`ProbeOutcome`].
 
 use std::fmt;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::time::{Instant, timeout_at};
 
 use crate::error::{Error, quoted};
 use crate::reason::Reason;
@@ -167,134 +169,177 @@ fn fail(kind: FailureKind, detail: String) -> ProbeOutcome {
     ProbeOutcome::Unhealthy(ProbeFailure { kind, detail })
 }
 
-/// Probes the proxy at `proxy` with `CONNECT target`, within `timeout` in
-/// all (at most [`MAX_PROBE_TIMEOUT`]).
+/// One CONNECT probe of one proxy, as a state machine the IO driver feeds.
 ///
-/// Never fails as a whole: every failure is an
-/// [`Unhealthy`](ProbeOutcome::Unhealthy) outcome with its kind.
+/// The driver's calls, in order: [`new`](Self::new), then once the
+/// connection is open [`connected`](Self::connected) (write the bytes it
+/// returns), [`sent`](Self::sent) once they are written, then
+/// [`received`](Self::received) for each read until it returns an outcome.
+/// Any step may end the probe instead: [`failed`](Self::failed) with the IO
+/// error, [`closed`](Self::closed) when a read finds the end of the stream,
+/// [`timed_out`](Self::timed_out) when the deadline passes. Each outcome
+/// says which step it ended in.
 ///
-/// # Cancel safety
-/// Cancel safe: dropping the future drops the socket (closed without
-/// waiting); nothing outlives it.
-pub async fn probe(proxy: SocketAddr, target: &ProbeTarget, timeout: Duration) -> ProbeOutcome {
-    probe_over(TcpStream::connect(proxy), proxy, target, timeout).await
-}
-
-/// [`probe`] over a connection `connect` opens to `proxy` (for example one
-/// opened from inside another network namespace); `connect` runs under the
-/// probe's deadline like the rest.
+/// ```
+/// use std::time::Duration;
+/// use fleet::{Probe, ProbeTarget};
 ///
-/// # Cancel safety
-/// As [`probe`], provided `connect` is cancel safe.
-pub async fn probe_over<C>(
-    connect: C,
+/// let target = ProbeTarget::parse("example.com:443").unwrap();
+/// let mut probe = Probe::new("10.0.0.7:3128".parse().unwrap(), &target, Duration::from_secs(5));
+/// let request = probe.connected();
+/// assert!(request.starts_with(b"CONNECT example.com:443 HTTP/1.1\r\n"));
+/// probe.sent();
+/// assert_eq!(probe.received(b"HTTP/1.1 200 Conn", Duration::from_millis(3)), None);
+/// let outcome = probe.received(b"ection established\r\n\r\n", Duration::from_millis(4));
+/// assert!(outcome.is_some_and(|o| o.is_healthy()));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Probe {
     proxy: SocketAddr,
-    target: &ProbeTarget,
+    target: ProbeTarget,
     timeout: Duration,
-) -> ProbeOutcome
-where
-    C: std::future::Future<Output = std::io::Result<TcpStream>>,
-{
-    let timeout = timeout.min(MAX_PROBE_TIMEOUT);
-    let started = Instant::now();
-    let deadline = started + timeout;
-    let late = || format!("no verdict from {proxy} within {} ms", timeout.as_millis());
-
-    let mut stream = match timeout_at(deadline, connect).await {
-        Err(_) => return fail(FailureKind::Timeout, format!("connect: {}", late())),
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            return fail(FailureKind::Refused, format!("connect to {proxy}: refused"));
-        }
-        Ok(Err(e)) => {
-            return fail(FailureKind::Unreachable, format!("connect to {proxy}: {e}"));
-        }
-        Ok(Ok(s)) => s,
-    };
-    let request = format!(
-        "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nUser-Agent: egress-proxies-probe\r\n\r\n"
-    );
-    match timeout_at(deadline, stream.write_all(request.as_bytes())).await {
-        Err(_) => return fail(FailureKind::Timeout, format!("send CONNECT: {}", late())),
-        Ok(Err(e)) => {
-            return fail(
-                FailureKind::Unreachable,
-                format!("send CONNECT to {proxy}: {e}"),
-            );
-        }
-        Ok(Ok(())) => {}
-    }
-    let line = match timeout_at(deadline, read_status_line(&mut stream)).await {
-        Err(_) => return fail(FailureKind::Timeout, format!("await answer: {}", late())),
-        Ok(Err(failure)) => return ProbeOutcome::Unhealthy(failure),
-        Ok(Ok(line)) => line,
-    };
-    let latency = started.elapsed();
-    match parse_status_line(&line) {
-        Some(200) => ProbeOutcome::Healthy { latency },
-        Some(403) => fail(
-            FailureKind::Denied,
-            format!("{proxy} denied CONNECT {target} (403)"),
-        ),
-        Some(code) => fail(
-            FailureKind::Status(code),
-            format!("{proxy} answered CONNECT {target} with {code}"),
-        ),
-        None => fail(
-            FailureKind::BadResponse,
-            format!(
-                "{proxy} answered something that is not HTTP: {}",
-                printable(&line)
-            ),
-        ),
-    }
+    stage: Stage,
+    /// The status line so far (at most [`MAX_STATUS_LINE`] + 1 bytes).
+    line: Vec<u8>,
 }
 
-/// Reads up to the first `\n` (at most [`MAX_STATUS_LINE`] bytes).
-async fn read_status_line(stream: &mut TcpStream) -> Result<Vec<u8>, ProbeFailure> {
-    let mut line = Vec::with_capacity(128);
-    let mut buf = [0u8; 256];
-    loop {
-        let n = stream.read(&mut buf).await.map_err(|e| ProbeFailure {
-            kind: FailureKind::Unreachable,
-            detail: format!("read answer: {e}"),
-        })?;
-        let Some(chunk) = buf.get(..n) else {
-            return Err(bad_read());
+/// Where a probe is: what its next IO is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Connecting,
+    Sending,
+    Awaiting,
+}
+
+impl Probe {
+    /// A probe of the proxy at `proxy` with `CONNECT target`, to end within
+    /// `timeout` in all (cut to [`MAX_PROBE_TIMEOUT`]).
+    pub fn new(proxy: SocketAddr, target: &ProbeTarget, timeout: Duration) -> Probe {
+        Probe {
+            proxy,
+            target: target.clone(),
+            timeout: timeout.min(MAX_PROBE_TIMEOUT),
+            stage: Stage::Connecting,
+            line: Vec::new(),
+        }
+    }
+
+    /// The deadline of the whole probe, from the start of the connect: the
+    /// driver calls [`timed_out`](Self::timed_out) when it passes.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The connection is open: the request to write, all of it.
+    pub fn connected(&mut self) -> Vec<u8> {
+        self.stage = Stage::Sending;
+        let target = &self.target;
+        format!(
+            "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nUser-Agent: egress-proxies-probe\r\n\r\n"
+        )
+        .into_bytes()
+    }
+
+    /// The request is written: what is read next is the answer.
+    pub fn sent(&mut self) {
+        self.stage = Stage::Awaiting;
+    }
+
+    /// `bytes` were read, `elapsed` after the connect began (the latency of
+    /// a healthy verdict). The outcome once the status line is complete or
+    /// cannot be one; `None` to read more.
+    pub fn received(&mut self, bytes: &[u8], elapsed: Duration) -> Option<ProbeOutcome> {
+        let (part, complete) = match bytes.iter().position(|b| *b == b'\n') {
+            Some(end) => (bytes.get(..end).unwrap_or_default(), true),
+            None => (bytes, false),
         };
-        if n == 0 {
-            return Err(if line.is_empty() {
-                ProbeFailure {
-                    kind: FailureKind::Closed,
-                    detail: "the proxy closed the connection without answering".to_owned(),
-                }
-            } else {
-                ProbeFailure {
-                    kind: FailureKind::BadResponse,
-                    detail: format!("the answer ended mid-line: {}", printable(&line)),
-                }
-            });
-        }
-        if let Some(end) = chunk.iter().position(|b| *b == b'\n') {
-            line.extend_from_slice(chunk.get(..end).unwrap_or_default());
-            return Ok(line);
-        }
-        line.extend_from_slice(chunk);
-        if line.len() > MAX_STATUS_LINE {
-            return Err(ProbeFailure {
-                kind: FailureKind::BadResponse,
-                detail: format!(
+        let room = (MAX_STATUS_LINE + 1).saturating_sub(self.line.len());
+        self.line
+            .extend_from_slice(part.get(..room).unwrap_or(part));
+        if self.line.len() > MAX_STATUS_LINE {
+            return Some(fail(
+                FailureKind::BadResponse,
+                format!(
                     "no status line within {MAX_STATUS_LINE} bytes: {}",
-                    printable(&line)
+                    printable(&self.line)
                 ),
-            });
+            ));
+        }
+        complete.then(|| self.verdict(elapsed))
+    }
+
+    /// A read found the end of the stream.
+    pub fn closed(&self) -> ProbeOutcome {
+        if self.line.is_empty() {
+            fail(
+                FailureKind::Closed,
+                "the proxy closed the connection without answering".to_owned(),
+            )
+        } else {
+            fail(
+                FailureKind::BadResponse,
+                format!("the answer ended mid-line: {}", printable(&self.line)),
+            )
         }
     }
-}
 
-fn bad_read() -> ProbeFailure {
-    ProbeFailure {
-        kind: FailureKind::BadResponse,
-        detail: "read returned more than its buffer".to_owned(),
+    /// The current step (connect, write or read) failed with `error`.
+    pub fn failed(&self, error: &io::Error) -> ProbeOutcome {
+        let proxy = self.proxy;
+        match self.stage {
+            Stage::Connecting if error.kind() == io::ErrorKind::ConnectionRefused => {
+                fail(FailureKind::Refused, format!("connect to {proxy}: refused"))
+            }
+            Stage::Connecting => fail(
+                FailureKind::Unreachable,
+                format!("connect to {proxy}: {error}"),
+            ),
+            Stage::Sending => fail(
+                FailureKind::Unreachable,
+                format!("send CONNECT to {proxy}: {error}"),
+            ),
+            Stage::Awaiting => fail(FailureKind::Unreachable, format!("read answer: {error}")),
+        }
+    }
+
+    /// The deadline passed during the current step.
+    pub fn timed_out(&self) -> ProbeOutcome {
+        let step = match self.stage {
+            Stage::Connecting => "connect",
+            Stage::Sending => "send CONNECT",
+            Stage::Awaiting => "await answer",
+        };
+        fail(
+            FailureKind::Timeout,
+            format!(
+                "{step}: no verdict from {} within {} ms",
+                self.proxy,
+                self.timeout.as_millis()
+            ),
+        )
+    }
+
+    /// The verdict on the complete status line.
+    fn verdict(&self, latency: Duration) -> ProbeOutcome {
+        let (proxy, target) = (self.proxy, &self.target);
+        match parse_status_line(&self.line) {
+            Some(200) => ProbeOutcome::Healthy { latency },
+            Some(403) => fail(
+                FailureKind::Denied,
+                format!("{proxy} denied CONNECT {target} (403)"),
+            ),
+            Some(code) => fail(
+                FailureKind::Status(code),
+                format!("{proxy} answered CONNECT {target} with {code}"),
+            ),
+            None => fail(
+                FailureKind::BadResponse,
+                format!(
+                    "{proxy} answered something that is not HTTP: {}",
+                    printable(&self.line)
+                ),
+            ),
+        }
     }
 }
 

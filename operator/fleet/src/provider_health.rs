@@ -17,7 +17,8 @@ use crate::time::Timestamp;
 /// not worth a write.
 pub const LATENCY_TOLERANCE: Duration = Duration::from_millis(100);
 
-/// The status of one provider entry's `ProviderHealth` object.
+/// The status of one provider entry's `ProviderHealth` object: the last
+/// material result of checking every target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderHealthStatus {
@@ -27,8 +28,9 @@ pub struct ProviderHealthStatus {
     pub ready_targets: u32,
     /// All targets.
     pub total_targets: u32,
-    /// Each target, in config order.
+    /// Each target, in config order, keyed by name (a list-map).
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub targets: Vec<TargetHealth>,
     /// When the check that produced this status (its last material change)
     /// ran.

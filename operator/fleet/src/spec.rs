@@ -31,7 +31,7 @@ pub struct ProxySpec {
     /// absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
-    /// Where to run.
+    /// Where to run: an optional host and how strictly to hold to it.
     #[serde(default, skip_serializing_if = "PlacementSpec::is_any")]
     pub placement: PlacementSpec,
     /// The Secret (in the Proxy's namespace) holding cloud-init user data.
@@ -46,7 +46,8 @@ pub struct PlacementSpec {
     /// A host (target) of the provider entry; any host when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
-    /// How strictly `host` is meant.
+    /// How strictly `host` is meant: `Prefer` (that host if usable,
+    /// elsewhere otherwise) or `Require` (that host only).
     #[serde(default)]
     pub policy: PlacementPolicy,
 }
@@ -74,8 +75,7 @@ pub enum PlacementPolicy {
 pub struct SecretRef {
     /// The Secret's name.
     pub name: String,
-    /// The key inside the Secret's data ([`DEFAULT_USER_DATA_KEY`] by
-    /// default).
+    /// The key in the Secret's data; `user-data` when absent.
     #[serde(default = "default_user_data_key")]
     pub key: String,
 }

@@ -16,7 +16,7 @@ use crate::reason::Reason;
 use crate::spec::ProxySpec;
 use crate::time::Timestamp;
 
-/// A `Proxy`'s status.
+/// A `Proxy`'s status: what the operator observed and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProxyStatus {
@@ -39,6 +39,7 @@ pub struct ProxyStatus {
     pub ip: Option<IpAddr>,
     /// The port the proxy listens on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub port: Option<u16>,
     /// When the current instance was created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,9 +144,8 @@ impl ConditionStatus {
 
 /// One condition, in the shape of Kubernetes' `metav1.Condition`.
 ///
-/// `type` and `reason` are text on the wire (another writer may add types
-/// this crate does not know); this crate writes them from
-/// [`ConditionType`] and [`Reason`].
+/// `type` and `reason` are text, so conditions of types another writer
+/// added survive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
@@ -154,7 +154,7 @@ pub struct Condition {
     pub type_: String,
     /// Whether it holds.
     pub status: ConditionStatus,
-    /// Why, as one CamelCase word (a [`Reason`]).
+    /// Why, as one CamelCase word (docs/troubleshooting.md lists them).
     pub reason: String,
     /// Details for humans (no secrets).
     #[serde(default)]

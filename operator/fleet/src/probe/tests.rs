@@ -1,173 +1,100 @@
-//! The probe against loopback servers started here: a Squid-like responder
-//! scripted per case (the real Squid comes with the guest image).
-
-use std::net::SocketAddr;
-use std::time::Duration;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::time::{Instant, sleep};
+//! The probe's protocol without sockets: each test drives [`Probe`] as the
+//! operator's IO driver would, with the bytes a proxy could send.
 
 use super::*;
-
-/// What the fake proxy does after reading the request.
-#[derive(Clone)]
-enum Script {
-    /// Writes these chunks, pausing between them, then holds the
-    /// connection open for a while.
-    Answer(Vec<&'static [u8]>, Duration),
-    /// Reads the request and never answers.
-    Silent,
-    /// Closes at once after the request.
-    Close,
-    /// Writes one byte every 20 ms, forever, never a newline.
-    Trickle,
-}
-
-/// A one-connection fake proxy on 127.0.0.1; yields what it received.
-async fn fake_proxy(script: Script) -> (SocketAddr, oneshot::Receiver<Vec<u8>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = oneshot::channel();
-    tokio::spawn(async move {
-        let (mut sock, _) = listener.accept().await.unwrap();
-        let mut request = Vec::new();
-        let mut buf = [0u8; 512];
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
-            let n = sock.read(&mut buf).await.unwrap();
-            if n == 0 {
-                break;
-            }
-            request.extend_from_slice(&buf[..n]);
-        }
-        let _ = tx.send(request);
-        match script {
-            Script::Answer(chunks, pause) => {
-                for c in chunks {
-                    if sock.write_all(c).await.is_err() {
-                        return;
-                    }
-                    sleep(pause).await;
-                }
-                sleep(Duration::from_secs(5)).await;
-            }
-            Script::Silent => sleep(Duration::from_secs(30)).await,
-            Script::Close => {}
-            Script::Trickle => loop {
-                if sock.write_all(b"x").await.is_err() {
-                    return;
-                }
-                sleep(Duration::from_millis(20)).await;
-            },
-        }
-    });
-    (addr, rx)
-}
 
 fn target() -> ProbeTarget {
     ProbeTarget::parse("example.com:443").unwrap()
 }
 
-async fn run(script: Script) -> ProbeOutcome {
-    let (addr, _rx) = fake_proxy(script).await;
-    probe(addr, &target(), Duration::from_millis(500)).await
+fn proxy() -> SocketAddr {
+    "10.0.0.7:3128".parse().unwrap()
 }
 
-fn kind(o: &ProbeOutcome) -> FailureKind {
+/// A probe that has sent its request.
+fn awaiting() -> Probe {
+    let mut p = Probe::new(proxy(), &target(), Duration::from_millis(500));
+    p.connected();
+    p.sent();
+    p
+}
+
+/// The outcome of an answer arriving in `chunks`, then the end of the
+/// stream if no verdict came first.
+fn answer(chunks: &[&[u8]]) -> ProbeOutcome {
+    let mut p = awaiting();
+    for (i, c) in chunks.iter().enumerate() {
+        let elapsed = Duration::from_millis(10 * (i as u64 + 1));
+        if let Some(o) = p.received(c, elapsed) {
+            return o;
+        }
+    }
+    p.closed()
+}
+
+fn failure(o: &ProbeOutcome) -> &ProbeFailure {
     match o {
-        ProbeOutcome::Unhealthy(f) => f.kind,
+        ProbeOutcome::Unhealthy(f) => f,
         ProbeOutcome::Healthy { .. } => panic!("healthy: {o:?}"),
     }
 }
 
-fn answer(bytes: &'static [u8]) -> Script {
-    Script::Answer(vec![bytes], Duration::ZERO)
+fn kind(o: &ProbeOutcome) -> FailureKind {
+    failure(o).kind
 }
 
-#[tokio::test]
-async fn status_200_is_healthy_and_the_request_is_a_connect_with_host() {
-    let (addr, rx) = fake_proxy(answer(b"HTTP/1.1 200 Connection established\r\n\r\n")).await;
-    let outcome = probe(addr, &target(), Duration::from_secs(2)).await;
-    assert!(outcome.is_healthy(), "{outcome:?}");
-    let request = String::from_utf8(rx.await.unwrap()).unwrap();
-    assert!(
-        request.starts_with("CONNECT example.com:443 HTTP/1.1\r\n"),
-        "{request}"
+#[test]
+fn the_request_is_a_connect_with_host() {
+    let mut p = Probe::new(proxy(), &target(), Duration::from_secs(1));
+    let request = String::from_utf8(p.connected()).unwrap();
+    assert_eq!(
+        request,
+        "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\
+         User-Agent: egress-proxies-probe\r\n\r\n"
     );
-    assert!(
-        request.contains("\r\nHost: example.com:443\r\n"),
-        "{request}"
-    );
-    assert!(request.ends_with("\r\n\r\n"));
 }
 
-#[tokio::test]
-async fn an_endless_timeout_is_cut_not_a_panic() {
-    let (addr, _rx) = fake_proxy(answer(b"HTTP/1.1 200 OK\r\n\r\n")).await;
-    assert!(probe(addr, &target(), Duration::MAX).await.is_healthy());
+#[test]
+fn status_200_is_healthy_with_the_latency_of_its_line() {
+    let o = answer(&[b"HTTP/1.1 200 Connection established\r\n\r\n"]);
+    assert_eq!(
+        o,
+        ProbeOutcome::Healthy {
+            latency: Duration::from_millis(10)
+        }
+    );
+    // Split anywhere, even inside the code: the line's last byte decides.
+    let o = answer(&[b"HTTP/1.1 2", b"00 Connection established\r", b"\n\r\n"]);
+    assert_eq!(
+        o,
+        ProbeOutcome::Healthy {
+            latency: Duration::from_millis(30)
+        }
+    );
+    assert!(answer(&[b"HTTP/1.0 200 Connection established\r\n"]).is_healthy());
 }
 
-#[tokio::test]
-async fn http_1_0_and_a_split_status_line_are_read() {
-    assert!(
-        run(answer(b"HTTP/1.0 200 Connection established\r\n\r\n"))
-            .await
-            .is_healthy()
-    );
-    let split = Script::Answer(
-        vec![b"HTTP/1.1 2", b"00 Connection established\r", b"\n\r\n"],
-        Duration::from_millis(30),
-    );
-    assert!(run(split).await.is_healthy());
-}
-
-#[tokio::test]
-async fn status_403_is_denied() {
-    let o = run(answer(
-        b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n",
-    ))
-    .await;
+#[test]
+fn status_403_is_denied_and_others_are_rejections() {
+    let o = answer(&[b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n"]);
     assert_eq!(kind(&o), FailureKind::Denied);
     assert_eq!(FailureKind::Denied.reason(), Reason::ProbeDenied);
-}
-
-#[tokio::test]
-async fn other_statuses_are_rejections() {
+    assert_eq!(
+        failure(&o).detail,
+        "10.0.0.7:3128 denied CONNECT example.com:443 (403)"
+    );
     for (bytes, code) in [
         (&b"HTTP/1.1 503 Service Unavailable\r\n\r\n"[..], 503),
         (b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n", 407),
         (b"HTTP/1.0 204\r\n\r\n", 204),
     ] {
-        let o = run(answer(bytes)).await;
-        assert_eq!(kind(&o), FailureKind::Status(code));
+        assert_eq!(kind(&answer(&[bytes])), FailureKind::Status(code));
     }
+    assert_eq!(FailureKind::Status(503).reason(), Reason::ProbeRejected);
 }
 
-#[tokio::test]
-async fn silence_times_out_within_the_deadline() {
-    let started = Instant::now();
-    let o = run(Script::Silent).await;
-    assert_eq!(kind(&o), FailureKind::Timeout);
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
-    );
-}
-
-#[tokio::test]
-async fn a_trickle_without_a_line_is_bounded_by_the_whole_probe_deadline() {
-    let started = Instant::now();
-    let o = run(Script::Trickle).await;
-    // 500 ms at a byte per 20 ms never reaches the line limit: the overall
-    // deadline ends it, not a per-read one.
-    assert_eq!(kind(&o), FailureKind::Timeout);
-    assert!(started.elapsed() < Duration::from_secs(2));
-}
-
-#[tokio::test]
-async fn garbage_is_a_bad_response() {
+#[test]
+fn garbage_is_a_bad_response() {
     for bytes in [
         &b"SSH-2.0-OpenSSH_9.2\r\n"[..],
         b"HTTP/1.1 2x0 OK\r\n\r\n",
@@ -175,32 +102,83 @@ async fn garbage_is_a_bad_response() {
         b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\n",
         b"HTTP/1.1 200OK\r\n",
     ] {
-        let o = run(answer(bytes)).await;
+        let o = answer(&[bytes]);
         assert_eq!(kind(&o), FailureKind::BadResponse, "{bytes:?}");
-        assert_eq!(FailureKind::BadResponse.reason(), Reason::ProbeBadResponse);
     }
-    // A long line with no newline.
-    let o = run(answer(&[b'A'; 2000])).await;
+    assert_eq!(FailureKind::BadResponse.reason(), Reason::ProbeBadResponse);
+}
+
+#[test]
+fn a_line_longer_than_the_limit_is_refused_and_not_kept() {
+    let long = [b'A'; 300];
+    let mut p = awaiting();
+    let mut verdict = None;
+    for _ in 0..10 {
+        verdict = p.received(&long, Duration::ZERO);
+        if verdict.is_some() {
+            break;
+        }
+    }
+    let o = verdict.expect("a verdict within the limit");
     assert_eq!(kind(&o), FailureKind::BadResponse);
+    assert!(
+        failure(&o)
+            .detail
+            .starts_with("no status line within 1024 bytes")
+    );
+    assert!(p.line.len() <= MAX_STATUS_LINE + 1);
+    // A newline past the limit does not make it a status line either.
+    let mut line = b"HTTP/1.1 200 ".to_vec();
+    line.extend_from_slice(&[b'x'; MAX_STATUS_LINE]);
+    line.extend_from_slice(b"\r\n");
+    assert_eq!(kind(&answer(&[&line])), FailureKind::BadResponse);
 }
 
-#[tokio::test]
-async fn a_close_without_answer_is_reported() {
-    let o = run(Script::Close).await;
+#[test]
+fn the_end_of_the_stream_is_closed_or_a_cut_line() {
+    let o = awaiting().closed();
     assert_eq!(kind(&o), FailureKind::Closed);
-    let o = run(Script::Answer(vec![b"HTTP/1.1 20"], Duration::ZERO)).await;
-    // Half a line, then the connection stays open: the deadline decides.
-    assert_eq!(kind(&o), FailureKind::Timeout);
+    assert_eq!(FailureKind::Closed.reason(), Reason::ProbeBadResponse);
+    let o = answer(&[b"HTTP/1.1 20"]);
+    assert_eq!(kind(&o), FailureKind::BadResponse);
+    assert!(failure(&o).detail.contains("ended mid-line"), "{o:?}");
 }
 
-#[tokio::test]
-async fn a_refused_port_is_unreachable() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    let o = probe(addr, &target(), Duration::from_secs(2)).await;
-    assert_eq!(kind(&o), FailureKind::Refused);
+#[test]
+fn errors_and_timeouts_name_the_step_they_ended() {
+    let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+    let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+    let mut p = Probe::new(proxy(), &target(), Duration::from_millis(500));
+    assert_eq!(kind(&p.failed(&refused)), FailureKind::Refused);
     assert_eq!(FailureKind::Refused.reason(), Reason::ProbeUnreachable);
+    assert_eq!(kind(&p.failed(&reset)), FailureKind::Unreachable);
+    let steps = [
+        "connect: no verdict from 10.0.0.7:3128 within 500 ms",
+        "send CONNECT: no verdict from 10.0.0.7:3128 within 500 ms",
+        "await answer: no verdict from 10.0.0.7:3128 within 500 ms",
+    ];
+    for (step, expected) in steps.iter().enumerate() {
+        if step == 1 {
+            p.connected();
+            let f = p.failed(&reset);
+            assert!(failure(&f).detail.starts_with("send CONNECT to"), "{f:?}");
+        }
+        if step == 2 {
+            p.sent();
+            // Past the connect, a refusal is just a broken connection.
+            assert_eq!(kind(&p.failed(&refused)), FailureKind::Unreachable);
+        }
+        let o = p.timed_out();
+        assert_eq!(kind(&o), FailureKind::Timeout);
+        assert_eq!(failure(&o).detail, *expected);
+    }
+    assert_eq!(FailureKind::Timeout.reason(), Reason::ProbeTimeout);
+}
+
+#[test]
+fn an_endless_timeout_is_cut() {
+    let p = Probe::new(proxy(), &target(), Duration::MAX);
+    assert_eq!(p.timeout(), MAX_PROBE_TIMEOUT);
 }
 
 #[test]
