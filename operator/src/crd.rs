@@ -516,8 +516,6 @@ mod tests {
                 "Proxy.status.appliedSpec.placement.policy",
                 serde_json::json!("Prefer"),
             ),
-            ("Proxy.status.conditions[].message", serde_json::json!("")),
-            ("ProviderHealth.status.targets", serde_json::json!([])),
         ]
         .into_iter()
         .map(|(p, v)| (p.to_owned(), v))

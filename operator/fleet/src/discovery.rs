@@ -8,6 +8,11 @@
 //!   "address":"10.0.0.7:3128","healthy":true,"ready":true}],"count":1}
 //! ```
 //!
+//! Only proxies a client can dial are listed: `Running`, with an instance
+//! and an address. `healthy` is [`ProxyStatus::is_healthy`]: a verdict
+//! earned by the instance and address the Proxy has now, never one left
+//! from a replaced instance or an earlier address.
+//!
 //! The operator serves it from its watch cache on every replica; this
 //! module is the pure part: the query, each proxy's view, the response.
 
@@ -53,9 +58,14 @@ pub struct DiscoveredProxy {
 }
 
 impl DiscoveredProxy {
-    /// The view of the Proxy `namespace/name` with `spec` and `status`.
+    /// The view of the Proxy `namespace/name` with `spec` and `status`: its
+    /// address only while it serves (`Running` with an instance).
     pub fn new(namespace: &str, name: &str, spec: &ProxySpec, status: &ProxyStatus) -> Self {
-        let address = match (status.ip, status.port) {
+        let (ip, port) = match status.instance_endpoint() {
+            Some(_) => (status.ip, status.port),
+            None => (None, None),
+        };
+        let address = match (ip, port) {
             (Some(ip), Some(port)) => Some(SocketAddr::new(ip, port).to_string()),
             _ => None,
         };
@@ -65,8 +75,8 @@ impl DiscoveredProxy {
             phase: status.phase,
             provider: spec.provider.clone(),
             host: status.host.clone(),
-            ip: status.ip,
-            port: status.port,
+            ip,
+            port,
             address,
             healthy: status.is_healthy(),
             ready: status.condition_status(ConditionType::Ready) == Some(ConditionStatus::True),
@@ -149,13 +159,16 @@ pub struct DiscoveryResponse {
     pub count: usize,
 }
 
-/// The response to `query` over `proxies`.
+/// The response to `query` over `proxies`: those with an address that pass
+/// the filters.
 pub fn discover(
     proxies: impl IntoIterator<Item = DiscoveredProxy>,
     query: &DiscoveryQuery,
 ) -> DiscoveryResponse {
-    let mut proxies: Vec<DiscoveredProxy> =
-        proxies.into_iter().filter(|p| query.matches(p)).collect();
+    let mut proxies: Vec<DiscoveredProxy> = proxies
+        .into_iter()
+        .filter(|p| p.address.is_some() && query.matches(p))
+        .collect();
     proxies.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     DiscoveryResponse {
         count: proxies.len(),
@@ -173,11 +186,13 @@ mod tests {
     fn proxy(ns: &str, name: &str, healthy: Option<bool>) -> DiscoveredProxy {
         let mut status = ProxyStatus {
             phase: Some(Phase::Running),
+            provider_id: Some("kvm2://kvm2-home/host1/vm".into()),
             host: Some("host1".into()),
             ip: Some("10.0.0.7".parse().unwrap()),
             port: Some(3128),
             ..ProxyStatus::default()
         };
+        status.probed_instance = status.instance_endpoint();
         if let Some(h) = healthy {
             status.set_condition(
                 ConditionType::Healthy,
@@ -271,6 +286,59 @@ mod tests {
         );
     }
 
+    fn healthy_running() -> ProxyStatus {
+        let mut s = ProxyStatus {
+            phase: Some(Phase::Running),
+            provider_id: Some("kvm2://e/h/old".into()),
+            ip: Some("10.0.0.7".parse().unwrap()),
+            port: Some(3128),
+            ..ProxyStatus::default()
+        };
+        s.probed_instance = s.instance_endpoint();
+        s.set_condition(
+            ConditionType::Healthy,
+            ConditionUpdate::new(ConditionStatus::True, Reason::ProbeSucceeded, "", None),
+            Timestamp::from_unix_seconds(0),
+        );
+        s
+    }
+
+    fn view(s: &ProxyStatus) -> DiscoveredProxy {
+        DiscoveredProxy::new("a", "p", &ProxySpec::default(), s)
+    }
+
+    #[test]
+    fn healthy_is_the_current_instances_verdict_only() {
+        let s = healthy_running();
+        assert!(view(&s).healthy);
+        // Replaced: a new instance (same address, as DHCP may give).
+        let mut replaced = s.clone();
+        replaced.provider_id = Some("kvm2://e/h/new".into());
+        assert!(!view(&replaced).healthy);
+        // The address changed.
+        let mut moved = s.clone();
+        moved.ip = Some("10.0.0.8".parse().unwrap());
+        assert!(!view(&moved).healthy);
+        // Leaving Running: no address is offered, nothing is listed.
+        for phase in [
+            Phase::Deleting,
+            Phase::Pending,
+            Phase::Provisioning,
+            Phase::Failed,
+        ] {
+            let mut left = s.clone();
+            left.phase = Some(phase);
+            let v = view(&left);
+            assert!(!v.healthy && v.address.is_none(), "{phase:?}");
+            let listed = discover([v], &DiscoveryQuery::default());
+            assert_eq!(listed.count, 0, "{phase:?}");
+        }
+        // A verdict written before probedInstance existed is no verdict.
+        let mut unbound = s.clone();
+        unbound.probed_instance = None;
+        assert!(!view(&unbound).healthy);
+    }
+
     #[test]
     fn a_proxy_without_an_address_has_none() {
         let p = DiscoveredProxy::new(
@@ -285,6 +353,7 @@ mod tests {
         assert_eq!(p.address, None);
         assert!(!p.healthy && !p.ready);
         let mut s = ProxyStatus {
+            provider_id: Some("kvm2://e/h/vm".into()),
             ip: Some("2001:db8::7".parse().unwrap()),
             port: Some(3128),
             ..ProxyStatus::default()

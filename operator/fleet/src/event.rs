@@ -18,6 +18,9 @@ pub enum EventReason {
     Created,
     /// A failed instance is being deleted to be made again.
     Replacing,
+    /// An instance unhealthy for longer than `--replace-unhealthy-after` is
+    /// being deleted to be made again.
+    ReplacingUnhealthy,
     /// The instance vanished; it is made again.
     InstanceGone,
     /// Replacements reached the cap; the proxy waits.
@@ -51,6 +54,7 @@ impl EventReason {
         match self {
             EventReason::Created => "Created",
             EventReason::Replacing => "Replacing",
+            EventReason::ReplacingUnhealthy => "ReplacingUnhealthy",
             EventReason::InstanceGone => "InstanceGone",
             EventReason::ReplaceLimitReached => "ReplaceLimitReached",
             EventReason::AddressLost => "AddressLost",

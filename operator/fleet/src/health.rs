@@ -7,14 +7,105 @@
 //! unhealthy one on its first lucky probe. The condition's reason and
 //! message are fixed at each transition, so steady probing writes nothing.
 //!
-//! A tracker belongs to one endpoint: when a Proxy's address changes (a
-//! replacement), the health engine starts a fresh tracker
-//! ([`HealthTracker::default`]) rather than carry the old instance's counters
-//! over.
+//! A verdict belongs to one instance at one address
+//! ([`ProxyStatus::instance_endpoint`]), recorded beside it as
+//! `probedInstance`. [`plan`] says what the engine does with a Proxy: probe
+//! its current instance (seeding the tracker from the stored verdict only
+//! when that verdict is about this instance), or reset `Healthy` to
+//! `Unknown` at once — when the Proxy leaves `Running`, when its instance is
+//! replaced, or when its address changes — so a verdict never outlives the
+//! instance it describes.
 
 use crate::probe::ProbeOutcome;
 use crate::reason::Reason;
-use crate::status::{Condition, ConditionStatus, ConditionUpdate};
+use crate::status::{
+    Condition, ConditionStatus, ConditionType, ConditionUpdate, Phase, ProxyStatus,
+};
+
+/// What the health engine does with one Proxy (see [`plan`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealthPlan {
+    /// Probe the instance `endpoint` (`providerID@ip:port`) on the next
+    /// round. `seed`: the stored verdict is about this instance, so a new
+    /// tracker starts from it; otherwise from no verdict.
+    Probe {
+        /// The instance and address probed.
+        endpoint: String,
+        /// Whether to seed the tracker from the stored condition.
+        seed: bool,
+    },
+    /// Write `Healthy` = `update` and `probedInstance` = `probed` now, before
+    /// any probe: the stored verdict is about something that no longer is.
+    Reset {
+        /// The `Unknown` condition to write.
+        update: ConditionUpdate,
+        /// The instance the reset is about (`None`: not serving).
+        probed: Option<String>,
+    },
+    /// Nothing to probe and nothing to write.
+    Keep,
+}
+
+/// What to do with a Proxy whose status is `status`.
+pub fn plan(status: &ProxyStatus) -> HealthPlan {
+    let stored = status.condition(ConditionType::Healthy);
+    let probed = status.probed_instance.as_deref();
+    let Some(endpoint) = status.instance_endpoint() else {
+        let settled = probed.is_none()
+            && stored.is_none_or(|c| {
+                c.status == ConditionStatus::Unknown
+                    && c.known_reason() == Some(Reason::NotServing)
+            });
+        if settled {
+            return HealthPlan::Keep;
+        }
+        let phase = status.phase.map_or("not reconciled", Phase::as_str);
+        let message = match (status.phase, status.ip) {
+            (Some(Phase::Running), None) => "the proxy has no address; no verdict".to_owned(),
+            _ => format!("the proxy is {phase}; no verdict"),
+        };
+        return HealthPlan::Reset {
+            update: ConditionUpdate::new(
+                ConditionStatus::Unknown,
+                Reason::NotServing,
+                message,
+                None,
+            ),
+            probed: None,
+        };
+    };
+    match probed {
+        Some(p) if p == endpoint => HealthPlan::Probe {
+            endpoint,
+            seed: true,
+        },
+        None if stored.is_none() => HealthPlan::Probe {
+            endpoint,
+            seed: false,
+        },
+        _ => {
+            let instance = |e: &str| e.rsplit_once('@').map(|(id, _)| id.to_owned());
+            let (reason, message) = match probed {
+                Some(p) if instance(p) == instance(&endpoint) => (
+                    Reason::AddressChanged,
+                    format!("the address changed ({p} → {endpoint}); probing again"),
+                ),
+                Some(p) => (
+                    Reason::InstanceReplaced,
+                    format!("the instance changed ({p} → {endpoint}); probing the new one"),
+                ),
+                None => (
+                    Reason::InstanceReplaced,
+                    format!("the stored verdict names no instance; probing {endpoint}"),
+                ),
+            };
+            HealthPlan::Reset {
+                update: ConditionUpdate::new(ConditionStatus::Unknown, reason, message, None),
+                probed: Some(endpoint),
+            }
+        }
+    }
+}
 
 /// The thresholds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,6 +348,101 @@ mod tests {
         let mut new = HealthTracker::seeded(Some(c));
         assert_eq!(run(&mut new, &h, "+"), "U");
         assert_eq!(run(&mut new, &h, "+"), "H");
+    }
+
+    fn running(id: &str, ip: &str) -> ProxyStatus {
+        ProxyStatus {
+            phase: Some(Phase::Running),
+            provider_id: Some(id.into()),
+            ip: Some(ip.parse().unwrap()),
+            port: Some(3128),
+            ..ProxyStatus::default()
+        }
+    }
+
+    fn healthy(mut s: ProxyStatus) -> ProxyStatus {
+        s.probed_instance = s.instance_endpoint();
+        s.set_condition(
+            ConditionType::Healthy,
+            ConditionUpdate::new(ConditionStatus::True, Reason::ProbeSucceeded, "ok", None),
+            Timestamp::from_unix_seconds(0),
+        );
+        s
+    }
+
+    fn reset_reason(p: &HealthPlan) -> Option<(Reason, Option<&str>)> {
+        match p {
+            HealthPlan::Reset { update, probed } => {
+                assert_eq!(update.status, ConditionStatus::Unknown);
+                Some((update.reason, probed.as_deref()))
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn plan_table() {
+        let a = healthy(running("kvm2://e/h/a", "10.0.0.7"));
+        // The current instance's verdict: probe, seeded.
+        assert_eq!(
+            plan(&a),
+            HealthPlan::Probe {
+                endpoint: "kvm2://e/h/a@10.0.0.7:3128".into(),
+                seed: true
+            }
+        );
+        // A new Proxy: probe from no verdict, nothing to reset.
+        assert_eq!(
+            plan(&running("kvm2://e/h/a", "10.0.0.7")),
+            HealthPlan::Probe {
+                endpoint: "kvm2://e/h/a@10.0.0.7:3128".into(),
+                seed: false
+            }
+        );
+        // Replaced (the new instance got the same address).
+        let mut replaced = a.clone();
+        replaced.provider_id = Some("kvm2://e/h/b".into());
+        assert_eq!(
+            reset_reason(&plan(&replaced)),
+            Some((Reason::InstanceReplaced, Some("kvm2://e/h/b@10.0.0.7:3128")))
+        );
+        // Same instance, new address.
+        let mut moved = a.clone();
+        moved.ip = Some("10.0.0.8".parse().unwrap());
+        assert_eq!(
+            reset_reason(&plan(&moved)),
+            Some((Reason::AddressChanged, Some("kvm2://e/h/a@10.0.0.8:3128")))
+        );
+        // Leaving Running, whatever the phase: reset, no instance.
+        for phase in [
+            Phase::Deleting,
+            Phase::Pending,
+            Phase::Provisioning,
+            Phase::Failed,
+        ] {
+            let mut left = a.clone();
+            left.phase = Some(phase);
+            assert_eq!(
+                reset_reason(&plan(&left)),
+                Some((Reason::NotServing, None)),
+                "{phase:?}"
+            );
+        }
+        // Once reset, nothing more is written until it serves again.
+        let mut settled = a.clone();
+        settled.phase = Some(Phase::Deleting);
+        settled.probed_instance = None;
+        settled.set_condition(
+            ConditionType::Healthy,
+            ConditionUpdate::new(ConditionStatus::Unknown, Reason::NotServing, "", None),
+            Timestamp::from_unix_seconds(5),
+        );
+        assert_eq!(plan(&settled), HealthPlan::Keep);
+        assert_eq!(plan(&ProxyStatus::default()), HealthPlan::Keep);
+        // After a reset to the new instance: probe it, seeded from Unknown.
+        let mut after = replaced.clone();
+        after.probed_instance = after.instance_endpoint();
+        assert!(matches!(plan(&after), HealthPlan::Probe { seed: true, .. }));
     }
 
     #[test]

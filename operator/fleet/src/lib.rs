@@ -135,7 +135,7 @@ pub use cluster::{CLUSTER_TAG_KEY, ClusterIdentity};
 pub use discovery::{DiscoveredProxy, DiscoveryQuery, DiscoveryResponse, discover};
 pub use error::Error;
 pub use event::{Event, EventKind, EventReason};
-pub use health::{HealthTracker, Hysteresis};
+pub use health::{HealthPlan, HealthTracker, Hysteresis, plan as health_plan};
 pub use probe::{
     FailureKind, MAX_PROBE_TIMEOUT, MAX_STATUS_LINE, Probe, ProbeFailure, ProbeOutcome,
     ProbeTarget, parse_status_line,

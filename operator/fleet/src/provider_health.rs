@@ -31,6 +31,7 @@ pub struct ProviderHealthStatus {
     /// Each target, in config order, keyed by name (a list-map).
     #[serde(default)]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    #[schemars(transform = crate::status::no_schema_default)]
     pub targets: Vec<TargetHealth>,
     /// When the check that produced this status (its last material change)
     /// ran.

@@ -76,6 +76,18 @@ pub enum Reason {
     ProbeBadResponse,
     /// Not enough probes yet for a verdict, or nothing to probe.
     AwaitingProbes,
+    /// The proxy is not `Running` (being created, replaced or deleted,
+    /// failed, or without an address): no verdict, and an earlier one is
+    /// dropped.
+    NotServing,
+    /// The instance was replaced: the old instance's verdict is dropped and
+    /// the new one is probed from scratch.
+    InstanceReplaced,
+    /// The proxy's address changed: the verdict starts over.
+    AddressChanged,
+    /// The instance was unhealthy for longer than
+    /// `--replace-unhealthy-after`; it is replaced (within the cap).
+    Unhealthy,
 }
 
 /// What kind of situation a [`Reason`] describes.
@@ -125,6 +137,10 @@ impl Reason {
             Reason::ProbeUnreachable => "ProbeUnreachable",
             Reason::ProbeBadResponse => "ProbeBadResponse",
             Reason::AwaitingProbes => "AwaitingProbes",
+            Reason::NotServing => "NotServing",
+            Reason::InstanceReplaced => "InstanceReplaced",
+            Reason::AddressChanged => "AddressChanged",
+            Reason::Unhealthy => "Unhealthy",
         }
     }
 
@@ -139,6 +155,7 @@ impl Reason {
             Reason::InstanceFailed
             | Reason::InstanceGone
             | Reason::AddressLost
+            | Reason::Unhealthy
             | Reason::ReplaceLimitReached => ReasonCategory::InstanceFailure,
             Reason::InvalidSpec
             | Reason::SpecImmutable
@@ -155,12 +172,15 @@ impl Reason {
             | Reason::ProbeTimeout
             | Reason::ProbeUnreachable
             | Reason::ProbeBadResponse
-            | Reason::AwaitingProbes => ReasonCategory::Health,
+            | Reason::AwaitingProbes
+            | Reason::NotServing
+            | Reason::InstanceReplaced
+            | Reason::AddressChanged => ReasonCategory::Health,
         }
     }
 
     /// Every reason, in declaration order (for docs, CRD enums and tests).
-    pub const ALL: [Reason; 25] = [
+    pub const ALL: [Reason; 29] = [
         Reason::Creating,
         Reason::Provisioning,
         Reason::Running,
@@ -186,6 +206,10 @@ impl Reason {
         Reason::ProbeUnreachable,
         Reason::ProbeBadResponse,
         Reason::AwaitingProbes,
+        Reason::NotServing,
+        Reason::InstanceReplaced,
+        Reason::AddressChanged,
+        Reason::Unhealthy,
     ];
 
     /// The reason named `s`, if any.

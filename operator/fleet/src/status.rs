@@ -4,8 +4,14 @@
 //! Field names are the CRD's (camelCase, `providerID`); absent values are
 //! omitted, so a server-side apply of a status releases the fields it no
 //! longer sets. Two writers share the status: the reconciler owns every
-//! field but the `Healthy` condition, which the health engine owns (separate
-//! field managers; [`ProxyStatus::without_condition`] gives each its part).
+//! field but the health engine's part — the `Healthy` condition and
+//! `probedInstance`, the instance that verdict is about — (separate field
+//! managers; [`ProxyStatus::without_health`] is the reconciler's part).
+//!
+//! `Healthy` describes the current instance only (invariant 15 in
+//! ARCHITECTURE.md): [`ProxyStatus::is_healthy`] holds only while the
+//! Proxy is `Running` and the verdict was earned by the instance and
+//! address it has now ([`ProxyStatus::instance_endpoint`]).
 
 use std::net::IpAddr;
 
@@ -58,12 +64,27 @@ pub struct ProxyStatus {
     /// The spec the instance was made from (the immutability reference).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_spec: Option<ProxySpec>,
+    /// The instance the `Healthy` condition is about, as
+    /// [`instance_endpoint`](Self::instance_endpoint) named it when the
+    /// health engine wrote it (`providerID@ip:port`). Written by the health
+    /// engine with `Healthy`; a verdict about another instance or address
+    /// is no verdict about this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probed_instance: Option<String>,
     /// `Provisioned`, `Ready` (the reconciler's) and `Healthy` (the health
     /// engine's), keyed by type (a list-map, so each writer applies its
     /// own entries).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// Drops the `default` schemars derives from a `#[serde(default)]` on a
+/// status field: the operator always writes these fields, and a `default`
+/// of `""` is refused by Kubernetes 1.20's CRD validation (kubectl's apply
+/// turns it into `null`).
+pub(crate) fn no_schema_default(schema: &mut schemars::Schema) {
+    schema.remove("default");
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -158,6 +179,7 @@ pub struct Condition {
     pub reason: String,
     /// Details for humans (no secrets).
     #[serde(default)]
+    #[schemars(transform = crate::status::no_schema_default)]
     pub message: String,
     /// When `status` last changed.
     pub last_transition_time: Timestamp,
@@ -189,9 +211,41 @@ impl ProxyStatus {
         self.condition(t).and_then(Condition::known_reason)
     }
 
-    /// Whether the `Healthy` condition is `True`.
+    /// The instance a health verdict would be about now: `providerID@ip:port`
+    /// while the Proxy is `Running` with an instance and an address; `None`
+    /// otherwise (pending, provisioning, replacing, failed, deleting).
+    pub fn instance_endpoint(&self) -> Option<String> {
+        if self.phase != Some(Phase::Running) {
+            return None;
+        }
+        let (id, ip, port) = (self.provider_id.as_ref()?, self.ip?, self.port?);
+        Some(format!("{id}@{}", std::net::SocketAddr::new(ip, port)))
+    }
+
+    /// Whether the proxy is healthy now: `Healthy` is `True` **and** was
+    /// earned by the instance and address the Proxy has now. A verdict left
+    /// from an instance that was replaced, from an earlier address, or kept
+    /// while the Proxy is no longer `Running` does not count.
     pub fn is_healthy(&self) -> bool {
         self.condition_status(ConditionType::Healthy) == Some(ConditionStatus::True)
+            && self.instance_endpoint().is_some()
+            && self.probed_instance == self.instance_endpoint()
+    }
+
+    /// The reconciler's part: everything but the health engine's `Healthy`
+    /// condition and `probedInstance`.
+    pub fn without_health(&self) -> ProxyStatus {
+        let mut s = self.without_condition(ConditionType::Healthy);
+        s.probed_instance = None;
+        s
+    }
+
+    /// This status's own part joined with the health engine's part of
+    /// `other` (how the reconciler's last write is joined with the cache).
+    pub fn with_health_of(&self, other: &ProxyStatus) -> ProxyStatus {
+        let mut s = self.with_condition_of(other, ConditionType::Healthy);
+        s.probed_instance = other.probed_instance.clone();
+        s
     }
 
     /// Sets the condition of type `t`. Its transition time becomes `now` only
@@ -329,7 +383,18 @@ mod tests {
 
     #[test]
     fn healthy_is_read_from_its_condition_and_split_off() {
-        let mut s = ProxyStatus::default();
+        let mut s = ProxyStatus {
+            phase: Some(Phase::Running),
+            provider_id: Some("kvm2://e/h/vm".into()),
+            ip: Some("10.0.0.5".parse().unwrap()),
+            port: Some(3128),
+            ..ProxyStatus::default()
+        };
+        s.probed_instance = s.instance_endpoint();
+        assert_eq!(
+            s.probed_instance.as_deref(),
+            Some("kvm2://e/h/vm@10.0.0.5:3128")
+        );
         assert!(!s.is_healthy());
         s.set_condition(
             ConditionType::Healthy,
@@ -342,9 +407,13 @@ mod tests {
             t(1),
         );
         assert!(s.is_healthy());
-        let r = s.without_condition(ConditionType::Healthy);
+        let r = s.without_health();
         assert_eq!(r.conditions.len(), 1);
+        assert_eq!(r.probed_instance, None);
         assert!(!r.is_healthy());
+        let joined = r.with_health_of(&s);
+        assert!(joined.is_healthy());
+        assert_eq!(joined.probed_instance, s.probed_instance);
         assert_eq!(
             r.condition_reason(ConditionType::Ready),
             Some(Reason::Running)
