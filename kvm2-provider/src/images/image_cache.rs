@@ -192,10 +192,11 @@ impl ImageCache {
     /// `deadline` at most.
     ///
     /// # Errors
-    /// Permanent when the image is the sample config's placeholder
-    /// ([`refuse_placeholder`]), when the configured image was edited after
-    /// its base was made (add a new key instead), the download's digest does not match,
-    /// the image is over the size cap or the server refuses it (4xx), or a
+    /// Permanent when the image is the sample config's placeholder (an
+    /// all-zero sha256: nothing is downloaded), when the configured image
+    /// was edited after its base was made (add a new key instead), the
+    /// download's digest does not match, the image is over the size cap or
+    /// the server refuses it (4xx), or a
     /// base without a valid marker is in use (kept); QuotaExceeded when the
     /// pool lacks the space; Transient for network, libvirt and budget
     /// failures, and when `deadline` passes first (the fill goes on; a
