@@ -46,10 +46,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kvm2_provider::host_table::{HostOptions, HostTable};
-use kvm2_provider::image_source::{ImageSource, SourceLimits};
-use kvm2_provider::volume_xml::raw_volume;
-use kvm2_provider::{Kvm2Provider, ProviderOptions};
+use kvm2_provider::__internals::Timestamp;
+use kvm2_provider::__internals::definition::{seed_iso, vendor_data};
+use kvm2_provider::__internals::hosts::HostTable;
+use kvm2_provider::__internals::images::ImageSource;
+use kvm2_provider::__internals::storage::volume_xml::{overlay_volume, raw_volume};
+use kvm2_provider::__internals::storage::{BaseNames, VmVolumes};
+use kvm2_provider::{HostOptions, Kvm2Provider, ProviderOptions, SourceLimits};
 use libvirt_rpc::{Config as RpcConfig, StorageVolCreateFlags, StorageVolStreamFlags};
 use provider_api::Identifier;
 use provider_api::config::Kvm2Config;
@@ -390,14 +393,13 @@ impl Drop for Cleanup<'_> {
 async fn direct_create(
     client: &libvirt_rpc::Client,
     pool_name: &str,
-    base: &kvm2_provider::volume_names::BaseNames,
+    base: &BaseNames,
     entry: &Identifier,
     name: &Identifier,
     seed: &[u8],
     bridge: &str,
 ) {
-    use kvm2_provider::domain_xml::render;
-    use kvm2_provider::volume_names::VmVolumes;
+    use kvm2_provider::__internals::definition::domain_xml::render;
     use libvirt_rpc::{DomainCreateFlags, DomainDefineFlags, NoFlags};
 
     assert!(client.domain_lookup_by_name(name.as_str()).await.is_err());
@@ -427,7 +429,7 @@ async fn direct_create(
             .await
             .is_err()
     );
-    let overlay_xml = kvm2_provider::volume_xml::overlay_volume(
+    let overlay_xml = overlay_volume(
         &vols.overlay(),
         1 << 30,
         &base_path,
@@ -522,7 +524,7 @@ async fn create_bench(d: &Descriptor) {
         .ensure(&host, &key, &image)
         .await
         .unwrap();
-    let base_names = kvm2_provider::volume_names::BaseNames::new(
+    let base_names = BaseNames::new(
         &Identifier::parse(&entry).unwrap(),
         &key,
         provider_api::config::ImageFormat::Raw,
@@ -531,7 +533,7 @@ async fn create_bench(d: &Descriptor) {
     // libvirt-rpc), dialled outside the timing like the provider's.
     let table = HostTable::new(&config, &options(d).hosts).unwrap();
     let conn = table.shared(&host.name).await.unwrap();
-    let vendor = kvm2_provider::vendor_data::render(&config.proxy).unwrap();
+    let vendor = vendor_data::render(&config.proxy).unwrap();
 
     let rounds: usize = std::env::var("KVM2_BENCH_CREATE_ROUNDS")
         .ok()
@@ -571,16 +573,13 @@ async fn create_bench(d: &Descriptor) {
                 let seeds: Vec<Vec<u8>> = names
                     .iter()
                     .map(|name| {
-                        kvm2_provider::seed_iso::build(&kvm2_provider::seed_iso::SeedSpec {
+                        seed_iso::build(&seed_iso::SeedSpec {
                             instance_id: name,
                             hostname: name,
                             user_data: None,
                             vendor_data: &vendor,
-                            time: kvm2_provider::timestamp::Timestamp::from_unix_seconds(
-                                1_796_200_000,
-                            )
-                            .unwrap(),
-                            size_limit: kvm2_provider::seed_iso::DEFAULT_SIZE_LIMIT,
+                            time: Timestamp::from_unix_seconds(1_796_200_000).unwrap(),
+                            size_limit: seed_iso::DEFAULT_SIZE_LIMIT,
                         })
                         .unwrap()
                     })

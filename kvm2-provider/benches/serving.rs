@@ -37,10 +37,11 @@ use std::net::Ipv4Addr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kvm2_provider::domain_xml::{DomainSpec, MacAddress, MemoryMib, render};
-use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
-use kvm2_provider::timestamp::Timestamp;
-use kvm2_provider::vendor_data::ProxySettings;
+use kvm2_provider::__internals::Timestamp;
+use kvm2_provider::__internals::definition::domain_xml::render;
+use kvm2_provider::__internals::definition::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
+use kvm2_provider::__internals::definition::vendor_data::{self, ProxySettings};
+use kvm2_provider::__internals::definition::{DomainSpec, MacAddress, MemoryMib};
 use kvm2_provider::{Kvm2Provider, ProviderOptions};
 use provider_api::config::Cidr;
 use provider_api::config::values::BridgeName;
@@ -316,7 +317,7 @@ fn main() {
         let peer = Peer {
             d: &d,
             base_path: base.path.clone(),
-            vendor: kvm2_provider::vendor_data::render(&proxy).unwrap(),
+            vendor: vendor_data::render(&proxy).unwrap(),
             bridge: BridgeName::parse(&d.bridge).unwrap(),
         };
         if let Ok(counts) = std::env::var("KVM2_BENCH_SERVING_PEER") {

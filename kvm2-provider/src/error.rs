@@ -118,7 +118,7 @@ pub enum Error {
     /// was lost, or heartbeats went unconfirmed too long): another process
     /// may judge the fill abandoned, so it must not write on.
     #[error("image fill stopped")]
-    FillFenced(#[from] crate::fill_lease::Fenced),
+    FillFenced(#[from] crate::images::Fenced),
 
     /// The HTTP client failed: connection refused or reset, body cut short,
     /// too many redirects, TLS failure.
@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn a_converted_error_says_its_layer_once() {
-        let e = Error::FillFenced(crate::fill_lease::Fenced::Lost);
+        let e = Error::FillFenced(crate::images::Fenced::Lost);
         let api = provider_api::Error::from(e);
         assert_eq!(
             provider_api::error::chain(&api),

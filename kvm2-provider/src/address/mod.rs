@@ -29,7 +29,9 @@
 //! the MACs come from the domain's XML, read once per lookup and only
 //! then).
 
-pub mod nic_macs;
+mod nic_macs;
+
+pub use nic_macs::interface_macs;
 
 use provider_api::error::chain;
 use std::net::IpAddr;
@@ -40,8 +42,8 @@ use libvirt_rpc::{
 };
 use provider_api::{AddressSource, AddressSources, Error as ApiError};
 
-use crate::connection::Connection;
-use crate::observe::{observed, observed_source};
+use crate::hosts::Connection;
+use crate::libvirt::{observed, observed_source};
 use libvirt_rpc::proc_num;
 
 /// The sources, in the order they are asked, with the name each call is
@@ -158,8 +160,8 @@ fn is_usable(ip: IpAddr) -> bool {
     }
 }
 
-/// Asks the sources in order (see the [module docs](self)) for `domain`'s
-/// address on `conn`.
+/// Asks the [`SOURCES`] in order for `domain`'s address on `conn`,
+/// keeping invariant 8.
 ///
 /// Returns the address from the first source that knows one, or none when
 /// at least one source answered and none knew an address ("no address
@@ -222,7 +224,7 @@ async fn nic_macs(conn: &Connection, domain: &Domain) -> Result<Vec<String>, Api
         .client()
         .domain_get_xml_desc(domain, DomainXmlFlags::empty());
     match observed(conn.host(), proc_num::DOMAIN_GET_XML_DESC, call).await {
-        Ok(xml) => Ok(crate::nic_macs::interface_macs(&xml).unwrap_or_else(|e| {
+        Ok(xml) => Ok(interface_macs(&xml).unwrap_or_else(|e| {
             tracing::debug!(domain = %domain.name, error = %chain(&e), "domain XML unreadable; addresses not matched to NICs");
             Vec::new()
         })),

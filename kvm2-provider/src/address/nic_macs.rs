@@ -8,7 +8,7 @@ use quick_xml::events::Event;
 use quick_xml::{Reader, XmlVersion};
 
 use crate::Error;
-use crate::ownership_mark::MAX_DOCUMENT_LEN;
+use crate::definition::MAX_DOCUMENT_LEN;
 
 /// The interfaces' MAC addresses in document order, lower-cased.
 ///

@@ -1,8 +1,8 @@
-//! The values a [`DomainSpec`](crate::domain_xml::DomainSpec) is made of,
+//! The values a [`DomainSpec`](super::DomainSpec) is made of,
 //! each parsed once where it enters (the newtype pattern of
 //! `provider_api::config::values`): a `RULE`, a constructor that is the only
 //! way to build one, and so no check left for
-//! [`render`](crate::domain_xml::render) to make.
+//! [`render`](super::domain_xml::render) to make.
 
 use std::fmt;
 

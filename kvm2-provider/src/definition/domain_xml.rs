@@ -1,7 +1,8 @@
 //! Domain XML for a proxy VM, built from typed structs.
 //!
 //! [`render`] is a pure function of a [`DomainSpec`] whose every field is
-//! already valid (parsed where it entered: [`domain_values`](super::domain_values)),
+//! already valid (parsed where it entered: [`MemoryMib`], [`Vcpus`],
+//! [`MacAddress`], [`disk_path`](super::disk_path), ...),
 //! so no input makes it fail; quick-xml serialises and escapes each value.
 //! The document has:
 //!
@@ -19,15 +20,12 @@
 
 use serde::Serialize;
 
+use super::domain_values::{BootFirmware, MacAddress, MachineName, MemoryMib, Vcpus};
+use super::ownership_mark::{MARK_ELEMENT, MARK_NAMESPACE, MARK_PREFIX, OwnerMark};
 use crate::Error;
-use crate::ownership_mark::{MARK_ELEMENT, MARK_NAMESPACE, MARK_PREFIX, OwnerMark};
 use provider_api::Identifier;
 use provider_api::config::DomainType;
 use provider_api::config::values::{AbsolutePath, BridgeName};
-
-pub use super::domain_values::{
-    BootFirmware, MAX_MEMORY_MIB, MAX_VCPUS, MacAddress, MachineName, MemoryMib, Vcpus, disk_path,
-};
 
 /// Everything the domain XML is made of; every field's type holds only
 /// values the document can carry.
@@ -451,7 +449,7 @@ const _: () = assert!(matches!(MARK_PREFIX.as_bytes(), b"kvm2"));
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ownership_mark::parse_mark;
+    use crate::definition::{MAX_MEMORY_MIB, MAX_VCPUS, disk_path, parse_mark};
     use crate::timestamp::Timestamp;
     use provider_api::OwnerUid;
 

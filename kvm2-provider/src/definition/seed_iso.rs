@@ -36,7 +36,7 @@ pub struct SeedSpec<'a> {
     pub hostname: &'a Identifier,
     /// The request's user data; `None` writes an empty `user-data`.
     pub user_data: Option<&'a SecretString>,
-    /// The provider's vendor data (see [`crate::vendor_data`]).
+    /// The provider's vendor data (see [`vendor_data`](super::vendor_data)).
     pub vendor_data: &'a str,
     /// Date recorded in the image (creation time of the instance).
     pub time: Timestamp,

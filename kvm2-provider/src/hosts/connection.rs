@@ -13,7 +13,7 @@ use libvirt_rpc::{Client, Config as RpcConfig, OpenFlags};
 use provider_api::{Error as ApiError, ErrorClass, Identifier};
 use ssh_socket::{Closer, SshConfig};
 
-use crate::libvirt_errors::to_provider_error;
+use crate::libvirt::to_provider_error;
 
 /// Longest wait for the libvirt client's task after the SSH side is closed.
 const CLIENT_CLOSE_BOUND: Duration = Duration::from_millis(500);
@@ -51,7 +51,7 @@ impl Connection {
     /// # Errors
     /// A provider error: Permanent for SSH authentication, host-key and key
     /// file failures (retrying cannot help) and for libvirt refusals the
-    /// [error table](crate::libvirt_errors) calls permanent; Transient for
+    /// [error table](crate::libvirt::errors) calls permanent; Transient for
     /// network failures, timeouts and the budget running out.
     ///
     /// # Cancel safety

@@ -23,7 +23,7 @@ use provider_api::{Error as ApiError, Identifier};
 use ssh_socket::{HostKeyPolicy, SshConfig};
 use tokio::sync::Mutex;
 
-use crate::connection::{Connection, DialTarget};
+use super::connection::{Connection, DialTarget};
 
 /// Default deadline of one libvirt call.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -62,8 +62,10 @@ struct Slot {
     shared: Mutex<Option<Arc<Connection>>>,
 }
 
-/// The hosts of one provider entry and their connections; see the
-/// [module docs](self).
+/// The hosts of one provider entry and their connections: one
+/// [`shared`](Self::shared) connection per host, redialled when dead, and
+/// [`dedicated`](Self::dedicated) ones on request. Dials nothing until
+/// asked.
 pub struct HostTable {
     slots: Vec<Slot>,
 }

@@ -26,9 +26,8 @@ use quick_xml::events::Event;
 use quick_xml::{Reader, XmlVersion};
 
 use crate::Error;
-use crate::libvirt_errors::{is_absent, to_provider_error};
-use crate::observe::observed;
-use crate::ownership_mark::MAX_DOCUMENT_LEN;
+use crate::definition::MAX_DOCUMENT_LEN;
+use crate::libvirt::{is_absent, observed, to_provider_error};
 use libvirt_rpc::proc_num;
 
 /// What references a base's file.
@@ -74,7 +73,7 @@ impl std::fmt::Display for Users {
 /// `path` (the base's file).
 ///
 /// # Errors
-/// As the [error table](crate::libvirt_errors) for the listing calls and
+/// As the [error table](crate::libvirt::errors) for the listing calls and
 /// for any per-item read other than "it vanished"; an unreadable XML
 /// document is an error too (the caller then keeps the base).
 ///

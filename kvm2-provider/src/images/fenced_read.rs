@@ -1,7 +1,7 @@
 //! An upload source that stops when its fill's lease fence closes: the
 //! read after the fence fails errors, so libvirt-rpc aborts the volume
 //! stream on the wire and no further byte of a fenced fill reaches the
-//! host ([`fill_lease`](crate::fill_lease) says why that makes a stale
+//! host ([`fill_lease`](super::fill_lease) says why that makes a stale
 //! lease provably abandoned).
 
 use std::io;
@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use crate::fill_lease::Fence;
+use super::fill_lease::Fence;
 
 /// `inner`, checked against `fence` before every read.
 #[derive(Debug)]

@@ -23,7 +23,7 @@
 //! streamed straight into the base's name, and the marker, written last, is
 //! the publish step. Readers never use a base without a valid marker; what
 //! keeps them from taking an upload in progress for debris is the fill
-//! lease ([`fill_lease`](crate::fill_lease)): a base without a marker is
+//! lease ([`fill_lease`](super::fill_lease)): a base without a marker is
 //! swept only when no lease exists or its lease is provably abandoned.
 //! The image is written once per cold fill (the earlier design cloned the
 //! upload into the base name, writing it twice).
@@ -45,7 +45,7 @@
 //! **Never delete a base in use.** Before any base is deleted (debris, or
 //! an abandoned fill's), the pool's volumes and the host's domains are
 //! searched for a backing chain or disk naming its file
-//! ([`base_users`](crate::base_users)); if any does, the base is kept and
+//! ([`base_users`](super::base_users)); if any does, the base is kept and
 //! the call fails Permanent naming them (surfaced in the Proxy's status):
 //! restore the marker or move to a new image key.
 //!
@@ -63,19 +63,17 @@ use provider_api::config::{ImageFormat, Kvm2Image};
 use provider_api::{Error as ApiError, ErrorClass, Identifier};
 use tokio::time::Instant;
 
-use crate::base_users::users_of;
-use crate::connection::Connection;
-use crate::fenced_read::FencedRead;
-use crate::fill_lease::{Fence, Fenced, Lease, LeaseTiming, MAX_LEASE_LEN};
-use crate::host_table::HostTable;
-use crate::image_marker::{BaseState, ImageMarker, MAX_MARKER_LEN, WantedImage, judge};
-use crate::image_source::ImageSource;
-use crate::observe::observed;
-use crate::pool_space::check_pool_space;
-use crate::single_flight::{Left, SharedResult, SingleFlight};
-use crate::volume_names::BaseNames;
-use crate::volume_xml::raw_volume;
-use crate::volumes::PoolOps;
+use super::base_users::users_of;
+use super::fenced_read::FencedRead;
+use super::fill_lease::{Fence, Fenced, Lease, LeaseTiming, MAX_LEASE_LEN};
+use super::image_marker::{BaseState, ImageMarker, MAX_MARKER_LEN, WantedImage, judge};
+use super::image_source::{Download, ImageSource};
+use super::pool_space::{self, check_pool_space};
+use super::single_flight::{Left, SharedResult, SingleFlight};
+use crate::hosts::{Connection, HostTable};
+use crate::libvirt::{errors, observed};
+use crate::storage::volume_xml::raw_volume;
+use crate::storage::{BaseNames, PoolOps};
 use libvirt_rpc::proc_num;
 
 /// Budgets of the image cache.
@@ -86,7 +84,7 @@ pub struct CacheOptions {
     /// minutes; the download has its own deadline too). A fill that keeps
     /// its lease beating is waited for this long (plus the staleness
     /// window) by other processes; a killed one frees its image after the
-    /// staleness window alone ([`fill_lease`](crate::fill_lease)).
+    /// staleness window alone ([`LeaseTiming`]).
     pub fill_budget: Duration,
     /// Bound on removing a failed fill's volumes (default 30 s).
     pub cleanup_budget: Duration,
@@ -101,7 +99,7 @@ impl Default for CacheOptions {
         Self {
             fill_budget: Duration::from_secs(45 * 60),
             cleanup_budget: Duration::from_secs(30),
-            headroom: crate::pool_space::DEFAULT_HEADROOM,
+            headroom: pool_space::DEFAULT_HEADROOM,
             lease: LeaseTiming::default(),
         }
     }
@@ -129,8 +127,13 @@ struct Shared {
     options: CacheOptions,
 }
 
-/// The base images of one provider entry on all its hosts; see the
-/// [module docs](self).
+/// The base images of one provider entry on all its hosts: one verified
+/// base volume per (host, image key), downloaded once by a fill that is a
+/// task of the cache's (fenced across processes by a fill lease) and
+/// shared by every VM's overlay. [`ensure_by`](Self::ensure_by) says what a
+/// caller gets.
+///
+/// Dropping the cache aborts its fills.
 pub struct ImageCache {
     shared: Arc<Shared>,
     flights: SingleFlight<(Identifier, Identifier), SharedResult<BaseImage, ApiError>>,
@@ -139,7 +142,7 @@ pub struct ImageCache {
 impl ImageCache {
     /// A cache for provider entry `entry`, reaching hosts through `hosts`
     /// and downloading with `source`. Does no I/O.
-    pub fn new(
+    pub(crate) fn new(
         entry: Identifier,
         hosts: Arc<HostTable>,
         source: ImageSource,
@@ -189,10 +192,11 @@ impl ImageCache {
     /// `deadline` at most.
     ///
     /// # Errors
-    /// Permanent when the image is the sample config's placeholder
-    /// ([`refuse_placeholder`]), when the configured image was edited after
-    /// its base was made (add a new key instead), the download's digest does not match,
-    /// the image is over the size cap or the server refuses it (4xx), or a
+    /// Permanent when the image is the sample config's placeholder (an
+    /// all-zero sha256: nothing is downloaded), when the configured image
+    /// was edited after its base was made (add a new key instead), the
+    /// download's digest does not match, the image is over the size cap or
+    /// the server refuses it (4xx), or a
     /// base without a valid marker is in use (kept); QuotaExceeded when the
     /// pool lacks the space; Transient for network, libvirt and budget
     /// failures, and when `deadline` passes first (the fill goes on; a
@@ -759,7 +763,7 @@ impl FillSteps<'_> {
         &self,
         source: &ImageSource,
         headroom: u64,
-    ) -> Result<crate::image_source::Download, ApiError> {
+    ) -> Result<Download, ApiError> {
         let download = source
             .open(&self.image.url, self.image.sha256)
             .await
@@ -782,7 +786,7 @@ impl FillSteps<'_> {
     /// base and the bytes sent.
     async fn upload(
         &self,
-        download: crate::image_source::Download,
+        download: Download,
         debris: &mut FillDebris,
     ) -> Result<(libvirt_rpc::StorageVol, u64), ApiError> {
         let (ops, host) = (self.ops, self.ops.host);
@@ -879,7 +883,7 @@ fn upload_error(host: &Identifier, e: libvirt_rpc::Error) -> ApiError {
         }
         return ApiError::new(class, format!("image download failed: {text}"));
     }
-    let class = crate::libvirt_errors::classify(&e);
+    let class = errors::classify(&e);
     // An aborted upload is never a missing object.
     let class = if class == ErrorClass::NotFound {
         ErrorClass::Transient

@@ -13,9 +13,9 @@
 //! ```
 //!
 //! Each call is observed (one span and debug line, see
-//! [`observe`](crate::observe)) and bounded by its connection's per-call
+//! [`observed`](super::observed)) and bounded by its connection's per-call
 //! deadline; libvirt failures become provider errors that name the host.
-//! The twin of [`PoolOps`](crate::volumes::PoolOps) for domains.
+//! The twin of [`PoolOps`](crate::storage::PoolOps) for domains.
 
 use libvirt_rpc::{
     DomainDestroyFlags, DomainModificationImpact, DomainState, DomainUndefineFlags, ErrorCode,
@@ -24,10 +24,10 @@ use libvirt_rpc::{
 use provider_api::error::chain;
 use provider_api::{Error as ApiError, Identifier};
 
-use crate::connection::Connection;
-use crate::libvirt_errors::{is_absent, to_provider_error};
-use crate::observe::observed;
-use crate::ownership_mark::{MARK_NAMESPACE, OwnerMark, parse_metadata_reply};
+use super::errors::{is_absent, to_provider_error};
+use super::observe::observed;
+use crate::definition::{MARK_NAMESPACE, OwnerMark, parse_metadata_reply};
+use crate::hosts::Connection;
 
 /// Whose a domain is, by its ownership mark.
 #[derive(Debug)]
@@ -89,7 +89,7 @@ impl<'a> DomainOps<'a> {
     /// The domain named `name`, or `None` when there is none.
     ///
     /// # Errors
-    /// As the [error table](crate::libvirt_errors).
+    /// As the [error table](super::errors).
     pub(crate) async fn find(&self, name: &str) -> Result<Option<Domain>, ApiError> {
         let host = self.conn.host();
         match observed(
@@ -112,7 +112,7 @@ impl<'a> DomainOps<'a> {
     /// ownership check.
     ///
     /// # Errors
-    /// As the [error table](crate::libvirt_errors); a domain vanishing
+    /// As the [error table](super::errors); a domain vanishing
     /// meanwhile is [`Ownership::Absent`], not an error.
     ///
     /// # Cancel safety
@@ -149,7 +149,7 @@ impl<'a> DomainOps<'a> {
     ///
     /// # Errors
     /// NotFound when the domain vanished; otherwise as the
-    /// [error table](crate::libvirt_errors).
+    /// [error table](super::errors).
     ///
     /// # Cancel safety
     /// Cancel safe: read-only.
@@ -189,7 +189,7 @@ impl<'a> DomainOps<'a> {
     /// gone is done. The caller has checked the mark.
     ///
     /// # Errors
-    /// As the [error table](crate::libvirt_errors).
+    /// As the [error table](super::errors).
     pub(crate) async fn remove(&self, name: &Identifier) -> Result<(), ApiError> {
         let host = self.conn.host();
         let client = self.conn.client();

@@ -16,7 +16,7 @@ use libvirt_rpc::proc_num;
 use provider_api::Identifier;
 use tracing::Instrument;
 
-use crate::libvirt_errors::classify;
+use super::errors::classify;
 
 /// Runs `call` (a libvirt-rpc call on `host`) inside a `libvirt` span named
 /// for `procedure` (a [`proc_num`] constant, recorded by its

@@ -29,8 +29,8 @@ use async_trait::async_trait;
 use provider_api::error::chain;
 use provider_api::{CheckReason, Checker, Error as ApiError, Identifier, TargetStatus};
 
-use crate::host_table::HostTable;
-use crate::observe::observed;
+use crate::hosts::HostTable;
+use crate::libvirt::observed;
 use libvirt_rpc::proc_num;
 
 /// The kvm2 provider's [`Checker`]: checks every host of one provider entry.
@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn a_printed_libvirt_chain_does_not_repeat_itself() {
         let lost = libvirt_rpc::Error::Disconnected(libvirt_rpc::DisconnectReason::Eof);
-        let e = crate::libvirt_errors::to_provider_error("host h: state of ep-1", lost)
+        let e = crate::libvirt::to_provider_error("host h: state of ep-1", lost)
             .context("get kvm2://e/h/ep-1");
         assert_eq!(
             chain(&e),

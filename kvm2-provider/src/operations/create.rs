@@ -34,7 +34,7 @@
 //!
 //! **Capacity.** Before anything per-VM is made, the host's logical CPUs,
 //! free memory and the pool's free space (seed + overlay reserve) are
-//! checked against the machine type ([`host_capacity`](crate::host_capacity)):
+//! checked against the machine type ([`capacity`](crate::hosts::capacity)):
 //! short → QuotaExceeded naming what. A start that fails for want of
 //! memory or disk is QuotaExceeded too. Only the chosen host is searched for an existing instance: a
 //! frozen host never stalls Creates meant for others (invariant 1). Known limit: an
@@ -59,22 +59,18 @@ use provider_api::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::connection::Connection;
-use crate::domain_xml::{
-    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, disk_path, render,
+use super::provider::Inner;
+use crate::definition::{
+    BootFirmware, DomainSpec, MachineName, MemoryMib, OwnerMark, SeedSpec, Vcpus, disk_path,
+    domain_xml, seed_iso, stored_tags, vendor_data,
 };
-use crate::domains::{DomainOps, Ownership};
-use crate::host_capacity::{HostFree, start_failure_class};
-use crate::libvirt_errors::to_provider_error;
-use crate::observe::observed;
-use crate::ownership_mark::OwnerMark;
-use crate::provider::Inner;
-use crate::seed_iso::{SeedSpec, build};
-use crate::state::{DomainPhase, classify};
+use crate::hosts::Connection;
+use crate::hosts::capacity::{self, HostFree, start_failure_class};
+use crate::libvirt::state::{DomainPhase, classify};
+use crate::libvirt::{DomainOps, Ownership, observed, to_provider_error};
+use crate::storage::volume_xml::overlay_volume;
+use crate::storage::{PoolOps, VmVolumes};
 use crate::timestamp::Timestamp;
-use crate::volume_names::VmVolumes;
-use crate::volume_xml::overlay_volume;
-use crate::volumes::PoolOps;
 use libvirt_rpc::proc_num;
 use provider_api::config::values::AbsolutePath;
 
@@ -132,9 +128,9 @@ async fn create_once(
     })?;
     let (_, machine) = inner.config.machine_type_for(req.machine_type.as_ref())?;
     let (key, image) = inner.config.image_for(req.image.as_ref())?;
-    crate::image_cache::refuse_placeholder(key, image)?;
+    crate::images::refuse_placeholder(key, image)?;
     // Refused before anything is made (the mark is written at define).
-    crate::ownership_mark::stored_tags(&req.tags)?;
+    stored_tags(&req.tags)?;
     let (host, conn) = choose_host(inner, &req.placement, &req.owner_uid, deadline).await?;
     let client = conn.client();
     let id = ProviderId::new(
@@ -254,7 +250,7 @@ struct Build<'a> {
     name: &'a Identifier,
     req: &'a CreateRequest,
     machine: &'a provider_api::config::MachineType,
-    base: &'a crate::image_cache::BaseImage,
+    base: &'a crate::images::BaseImage,
     now: SystemTime,
 }
 
@@ -306,9 +302,8 @@ impl Build<'_> {
 
     /// The seed ISO: the request's user data and the proxy's vendor data.
     fn seed(&self, created_at: Timestamp) -> Result<Vec<u8>, ApiError> {
-        let vendor =
-            crate::vendor_data::render(&self.inner.config.proxy).map_err(ApiError::from)?;
-        let seed = build(&SeedSpec {
+        let vendor = vendor_data::render(&self.inner.config.proxy).map_err(ApiError::from)?;
+        let seed = seed_iso::build(&SeedSpec {
             instance_id: self.name,
             hostname: self.name,
             user_data: self.req.user_data.as_ref(),
@@ -327,14 +322,14 @@ impl Build<'_> {
             return Ok(());
         }
         let h = &self.host.name;
-        let (cpus, memory) = crate::host_capacity::cpus_and_free_memory(h, self.client).await?;
+        let (cpus, memory) = capacity::cpus_and_free_memory(h, self.client).await?;
         let free = HostFree {
             cpus,
             memory,
             pool: ops.available().await?,
         };
         let needed = seed_len.saturating_add(options.overlay_reserve);
-        crate::host_capacity::check(h, &self.host.pool, free, self.machine, needed)
+        capacity::check(h, &self.host.pool, free, self.machine, needed)
     }
 
     /// The overlay on the base and the seed volume. Leftovers of a
@@ -387,7 +382,7 @@ impl Build<'_> {
             mark: OwnerMark::new(self.req.owner_uid.clone(), inner.name.clone(), created_at)
                 .with_tags(&self.req.tags)?,
         };
-        let xml = render(&spec).map_err(ApiError::from)?;
+        let xml = domain_xml::render(&spec).map_err(ApiError::from)?;
         let (h, name) = (&self.host.name, self.name);
         observed(
             h,

@@ -9,11 +9,10 @@
 
 use provider_api::{Error as ApiError, ProviderId};
 
-use crate::domains::{DomainOps, Ownership};
-use crate::get::ensure_ours;
-use crate::provider::Inner;
-use crate::volume_names::VmVolumes;
-use crate::volumes::PoolOps;
+use super::get::ensure_ours;
+use super::provider::Inner;
+use crate::libvirt::{DomainOps, Ownership};
+use crate::storage::{PoolOps, VmVolumes};
 
 pub(crate) async fn delete(inner: &Inner, id: &ProviderId) -> Result<(), ApiError> {
     ensure_ours(&inner.name, id)?;

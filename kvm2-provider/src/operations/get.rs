@@ -23,11 +23,9 @@ use provider_api::{
 };
 
 use crate::address;
-use crate::domains::{DomainOps, Foreign, Ownership};
-use crate::host_table::HostTable;
-use crate::libvirt_errors::to_provider_error;
-use crate::observe::observed;
-use crate::state::{DomainPhase, classify};
+use crate::hosts::HostTable;
+use crate::libvirt::state::{DomainPhase, classify};
+use crate::libvirt::{DomainOps, Foreign, Ownership, observed, to_provider_error};
 use libvirt_rpc::proc_num;
 
 /// Reads the instance `id` of provider entry `entry` from its host in
@@ -35,7 +33,7 @@ use libvirt_rpc::proc_num;
 ///
 /// A running domain is [`Running`](provider_api::InstanceState::Running)
 /// with an address, or `Provisioning` while no source knows one yet; other
-/// states map through [`state::classify`](crate::state::classify). The
+/// states map through [`state::classify`](crate::libvirt::state::classify). The
 /// instance carries the address sources that answered
 /// ([`Instance::address_sources`]); its `proxy_port` is left to the caller
 /// (the provider sets it from its config).

@@ -21,11 +21,8 @@ use provider_api::{
     Error as ApiError, ErrorClass, Identifier, ListedInstance, ProviderId, ProviderType, Tag,
 };
 
-use crate::connection::Connection;
-use crate::domains::{DomainOps, Ownership};
-use crate::host_table::HostTable;
-use crate::libvirt_errors::to_provider_error;
-use crate::observe::observed;
+use crate::hosts::{Connection, HostTable};
+use crate::libvirt::{DomainOps, Ownership, observed, to_provider_error};
 use libvirt_rpc::proc_num;
 
 /// Mark reads in flight per host.

@@ -5,8 +5,8 @@
 //! The struct holds what every operation shares — the entry's name and
 //! config, the [`HostTable`], the [`ImageCache`] — and forwards each trait
 //! method to the module that does the work (`create`,
-//! `delete`, [`get`](crate::get), [`list`](crate::list),
-//! [`check`](crate::check)). Construction dials
+//! `delete`, [`get`](super::get), [`list`](super::list),
+//! [`check`](super::check)). Construction dials
 //! nothing: a host that is down at start-up fails the operations that need
 //! it, not the operator.
 
@@ -20,10 +20,9 @@ use provider_api::{
     ProviderEntry, ProviderId, ProviderType, Registry, Tag,
 };
 
-use crate::check::HostChecker;
-use crate::host_table::{HostOptions, HostTable};
-use crate::image_cache::{CacheOptions, ImageCache};
-use crate::image_source::{ImageSource, SourceLimits};
+use super::check::HostChecker;
+use crate::hosts::{HostOptions, HostTable};
+use crate::images::{CacheOptions, ImageCache, ImageSource, SourceLimits};
 
 /// How the provider behaves beyond what the providers config says: budgets
 /// and limits.
@@ -70,7 +69,7 @@ impl Default for ProviderOptions {
             source: SourceLimits::default(),
             cache: CacheOptions::default(),
             start_watch: Duration::from_secs(3),
-            seed_size_limit: crate::seed_iso::DEFAULT_SIZE_LIMIT,
+            seed_size_limit: crate::definition::seed_iso::DEFAULT_SIZE_LIMIT,
             create_budget: Duration::from_secs(10 * 60),
             dial_cooldown: Duration::from_secs(60),
             overlay_reserve: 1 << 30,
@@ -101,9 +100,9 @@ pub(crate) struct Inner {
     /// The base image cache.
     pub(crate) images: ImageCache,
     /// Instance names with a Create running.
-    pub(crate) creating: crate::create::Creating,
+    pub(crate) creating: super::create::Creating,
     /// When each host's dial last failed (Create's cool-down ranking).
-    pub(crate) dial_failures: crate::create::DialFailures,
+    pub(crate) dial_failures: super::create::DialFailures,
 }
 
 impl std::fmt::Debug for Kvm2Provider {
@@ -149,8 +148,8 @@ impl Kvm2Provider {
                 options,
                 hosts,
                 images,
-                creating: crate::create::Creating::default(),
-                dial_failures: crate::create::DialFailures::default(),
+                creating: super::create::Creating::default(),
+                dial_failures: super::create::DialFailures::default(),
             }),
             checker,
         })
@@ -194,24 +193,24 @@ impl Provider for Kvm2Provider {
 
     async fn create(&self, req: &CreateRequest) -> Result<Instance, ApiError> {
         let port = self.inner.config.proxy.port;
-        crate::create::create(&self.inner, req)
+        super::create::create(&self.inner, req)
             .await
             .map(|i| i.with_proxy_port(port))
     }
 
     async fn get(&self, id: &ProviderId) -> Result<Instance, ApiError> {
         let port = self.inner.config.proxy.port;
-        crate::get::get(&self.inner.hosts, &self.inner.name, id)
+        super::get::get(&self.inner.hosts, &self.inner.name, id)
             .await
             .map(|i| i.with_proxy_port(port))
     }
 
     async fn delete(&self, id: &ProviderId) -> Result<(), ApiError> {
-        crate::delete::delete(&self.inner, id).await
+        super::delete::delete(&self.inner, id).await
     }
 
     async fn list_by_tag(&self, tag: &Tag) -> Result<Vec<ListedInstance>, ApiError> {
-        crate::list::list_by_tag(&self.inner.hosts, &self.inner.name, tag).await
+        super::list::list_by_tag(&self.inner.hosts, &self.inner.name, tag).await
     }
 
     fn checker(&self) -> Option<&dyn Checker> {

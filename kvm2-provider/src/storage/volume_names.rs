@@ -57,7 +57,7 @@ impl BaseNames {
     }
 
     /// The fill lease, held while a fill uploads into the base
-    /// ([`fill_lease`](crate::fill_lease)): `base-<entry>.<key>.<fmt>.fill`.
+    /// ([fill lease](crate::images::Lease)): `base-<entry>.<key>.<fmt>.fill`.
     pub fn fill_lease(&self) -> String {
         format!("{}.fill", self.base())
     }

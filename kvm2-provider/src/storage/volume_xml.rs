@@ -2,7 +2,8 @@
 //! base image, the marker, the per-VM qcow2 overlay and the seed ISO.
 //!
 //! Pure functions, serialised by quick-xml like the domain XML. Volume names
-//! come from [`volume_names`](crate::volume_names); they are escaped anyway.
+//! come from [`BaseNames`](super::BaseNames) and [`VmVolumes`](super::VmVolumes);
+//! they are escaped anyway.
 //!
 //! Upload targets are created `raw` with the declared length (or 0 when the
 //! server sent none): their bytes are opaque until the upload finishes, and a
@@ -14,7 +15,7 @@ use provider_api::config::ImageFormat;
 use serde::Serialize;
 
 use crate::Error;
-use crate::domain_xml::disk_path;
+use crate::definition::disk_path;
 
 /// A raw volume of `capacity` bytes that a stream upload will fill: a base
 /// image's upload target, a marker or a seed ISO.

@@ -1,6 +1,6 @@
 //! Storage pool and volume calls shared by the image cache, Create and
 //! Delete: each one observed (one span and debug line, see
-//! [`observe`](crate::observe)) and bounded by its connection's per-call
+//! [`observed`](crate::libvirt::observed)) and bounded by its connection's per-call
 //! deadline, with libvirt failures turned into provider errors that name the
 //! host.
 
@@ -11,9 +11,8 @@ use libvirt_rpc::{
 use provider_api::error::chain;
 use provider_api::{Error as ApiError, Identifier};
 
-use crate::libvirt_errors::{is_absent, to_provider_error};
-use crate::observe::observed;
-use crate::volume_xml::raw_volume;
+use super::volume_xml::raw_volume;
+use crate::libvirt::{is_absent, observed, to_provider_error};
 use libvirt_rpc::proc_num;
 
 /// One host's pool, reached through one client.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::sandbox_hosts::*;
-use kvm2_provider::check::HostChecker;
-use kvm2_provider::host_table::HostTable;
+use kvm2_provider::__internals::hosts::HostTable;
+use kvm2_provider::__internals::operations::HostChecker;
 use provider_api::{CheckReason, Checker, TargetStatus};
 use testkit::Descriptor;
 use testkit::relay::Relay;

@@ -6,9 +6,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use kvm2_provider::domain_xml::{BootFirmware, DomainSpec, MacAddress, render};
-use kvm2_provider::nic_macs::interface_macs;
-use kvm2_provider::ownership_mark::{MARK_NAMESPACE, parse_mark, parse_metadata_reply};
+use kvm2_provider::__internals::address::interface_macs;
+use kvm2_provider::__internals::definition::domain_xml::render;
+use kvm2_provider::__internals::definition::{
+    BootFirmware, DomainSpec, MARK_NAMESPACE, MacAddress, parse_mark, parse_metadata_reply,
+};
 use provider_api::config::DomainType;
 use testkit::Descriptor;
 

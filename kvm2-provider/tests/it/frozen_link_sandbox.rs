@@ -7,7 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use kvm2_provider::host_table::{HostOptions, HostTable};
+use kvm2_provider::__internals::hosts::HostTable;
+use kvm2_provider::HostOptions;
 use libvirt_rpc::StorageVolStreamFlags;
 use provider_api::Identifier;
 use testkit::Descriptor;

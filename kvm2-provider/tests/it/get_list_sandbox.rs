@@ -6,9 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::sandbox_hosts::*;
-use kvm2_provider::get::get;
-use kvm2_provider::host_table::HostTable;
-use kvm2_provider::list::list_by_tag;
+use kvm2_provider::__internals::hosts::HostTable;
+use kvm2_provider::__internals::operations::{get, list_by_tag};
 use provider_api::{ErrorClass, InstanceState, ProviderId, ProviderType, Tag, TagValue};
 use testkit::Descriptor;
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::http_server::{digest, image};
 use crate::provider_env::{Env, Host, Image};
-use kvm2_provider::image_cache::CacheOptions;
+use kvm2_provider::CacheOptions;
 use provider_api::{Identifier, Placement, Provider};
 use testkit::relay::{Relay, RelayOptions};
 use testkit::sshd::known_hosts_with_port;

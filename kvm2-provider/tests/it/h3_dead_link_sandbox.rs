@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::sandbox_hosts::*;
-use kvm2_provider::get::get;
-use kvm2_provider::host_table::HostTable;
+use kvm2_provider::__internals::hosts::HostTable;
+use kvm2_provider::__internals::operations::get;
 use provider_api::{ErrorClass, InstanceState, ProviderId, ProviderType};
 use testkit::Descriptor;
 use testkit::relay::Relay;

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::sandbox_hosts::{Host, providers, sandbox_config};
-use kvm2_provider::host_table::{HostOptions, HostTable};
+use kvm2_provider::__internals::hosts::HostTable;
+use kvm2_provider::HostOptions;
 use provider_api::{ErrorClass, Identifier};
 use testkit::Descriptor;
 use testkit::sshd::{new_key, public_key};

@@ -11,7 +11,7 @@ use testkit::tasks::alive_tasks;
 
 use crate::http_server::{Reply, Server, digest, image};
 use crate::provider_env::{Env, Host, Image};
-use kvm2_provider::image_cache::CacheOptions;
+use kvm2_provider::CacheOptions;
 use provider_api::{
     ErrorClass, Identifier, Placement, Provider, ProviderId, ProviderType, name_from_uid,
 };

@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use crate::http_server::{Reply, Server, digest, image};
-use kvm2_provider::Error;
-use kvm2_provider::host_table::{HostOptions, HostTable};
-use kvm2_provider::image_source::{ImageSource, SourceLimits};
-use kvm2_provider::observe::observed;
-use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
-use kvm2_provider::timestamp::Timestamp;
+use kvm2_provider::__internals::Timestamp;
+use kvm2_provider::__internals::definition::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
+use kvm2_provider::__internals::hosts::HostTable;
+use kvm2_provider::__internals::images::ImageSource;
+use kvm2_provider::__internals::libvirt::observed;
+use kvm2_provider::{Error, HostOptions, SourceLimits};
 use libvirt_rpc::StorageVolStreamFlags;
 use provider_api::{Identifier, SecretString};
 use testkit::Descriptor;

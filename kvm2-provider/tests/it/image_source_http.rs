@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::http_server::{Reply, Server, digest, image};
 use futures::StreamExt;
-use kvm2_provider::Error;
-use kvm2_provider::image_source::{Download, ImageSource, SourceLimits};
+use kvm2_provider::__internals::images::{Download, ImageSource};
+use kvm2_provider::{Error, SourceLimits};
 use provider_api::ErrorClass;
 use tokio::io::AsyncReadExt;
 

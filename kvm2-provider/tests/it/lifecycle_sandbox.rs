@@ -8,9 +8,9 @@ use std::process::Command;
 
 use crate::http_server::{Reply, Server};
 use crate::provider_env::{Env, Host, served_image, unreachable_image};
-use kvm2_provider::domain_xml::render;
-use kvm2_provider::ownership_mark::OwnerMark;
-use kvm2_provider::timestamp::Timestamp;
+use kvm2_provider::__internals::Timestamp;
+use kvm2_provider::__internals::definition::OwnerMark;
+use kvm2_provider::__internals::definition::domain_xml::render;
 use provider_api::{
     ErrorClass, Identifier, InstanceState, OwnerUid, Placement, Provider, ProviderId, ProviderType,
     SecretString, name_from_uid,

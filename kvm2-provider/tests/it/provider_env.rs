@@ -7,9 +7,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kvm2_provider::host_table::HostOptions;
-use kvm2_provider::image_cache::CacheOptions;
-use kvm2_provider::{Kvm2Provider, ProviderOptions};
+use kvm2_provider::{CacheOptions, HostOptions, Kvm2Provider, ProviderOptions};
 use libvirt_rpc::Config as RpcConfig;
 use provider_api::config::Kvm2Config;
 use provider_api::{

@@ -6,11 +6,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kvm2_provider::connection::Connection;
-use kvm2_provider::domain_xml::{DomainSpec, MemoryMib, render};
-use kvm2_provider::host_table::HostOptions;
-use kvm2_provider::ownership_mark::OwnerMark;
-use kvm2_provider::volume_xml::raw_volume;
+use kvm2_provider::__internals::definition::domain_xml::render;
+use kvm2_provider::__internals::definition::{DomainSpec, MemoryMib, OwnerMark};
+use kvm2_provider::__internals::hosts::Connection;
+use kvm2_provider::__internals::storage::volume_xml::raw_volume;
+use kvm2_provider::HostOptions;
 use libvirt_rpc::{
     Client, Config as RpcConfig, Domain, DomainCreateFlags, DomainDefineFlags, OpenFlags,
     StorageVol, StorageVolCreateFlags,

@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
-use kvm2_provider::timestamp::Timestamp;
-use kvm2_provider::vendor_data::{ProxySettings, render};
+use kvm2_provider::__internals::Timestamp;
+use kvm2_provider::__internals::definition::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
+use kvm2_provider::__internals::definition::vendor_data::{ProxySettings, render};
 use provider_api::config::Cidr;
 use provider_api::{Identifier, SecretString};
 

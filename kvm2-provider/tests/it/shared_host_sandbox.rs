@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::provider_env::{Env, Host, Image, served_image};
-use kvm2_provider::Kvm2Provider;
-use kvm2_provider::host_table::HostOptions;
+use kvm2_provider::__internals::images::Lease;
+use kvm2_provider::{HostOptions, Kvm2Provider};
 use provider_api::{
     ErrorClass, Identifier, OwnerUid, Placement, Provider, ProvidersConfig, name_from_uid,
 };
@@ -92,7 +92,7 @@ impl SlowServer {
 /// Writes `lease` into the volume `name` as another process would: created
 /// when absent, else rewritten in place (as a heartbeat is: never absent
 /// meanwhile).
-fn put_lease(env: &Env, pool: &str, name: &str, lease: &kvm2_provider::fill_lease::Lease) {
+fn put_lease(env: &Env, pool: &str, name: &str, lease: &Lease) {
     let bytes = lease.render();
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), &bytes).unwrap();
@@ -326,12 +326,11 @@ async fn only_a_provably_abandoned_fill_is_swept() {
     let base = format!("base-{}.guest.qcow2", env.entry);
     let lease_name = format!("{base}.fill");
     let now = std::time::SystemTime::now();
-    let write_lease =
-        |lease: kvm2_provider::fill_lease::Lease| put_lease(&env, &pool, &lease_name, &lease);
+    let write_lease = |lease: Lease| put_lease(&env, &pool, &lease_name, &lease);
     // Another process's fill, live: started now, beating.
     let (ok, out) = env.virsh(&["vol-create-as", &pool, &base, "64K"]);
     assert!(ok, "{out}");
-    write_lease(kvm2_provider::fill_lease::Lease::new(7, now));
+    write_lease(Lease::new(7, now));
     let soon = tokio::time::Instant::now() + Duration::from_secs(4);
     let err = provider
         .image_cache()
@@ -348,7 +347,7 @@ async fn only_a_provably_abandoned_fill_is_swept() {
 
     // The same fill, killed: started 3 min ago, its last beat then too
     // (well inside its 45 min budget).
-    let old = kvm2_provider::fill_lease::Lease::new(7, now - Duration::from_secs(180));
+    let old = Lease::new(7, now - Duration::from_secs(180));
     write_lease(old);
     let got = provider
         .image_cache()
@@ -400,7 +399,7 @@ async fn a_fill_that_loses_its_lease_stops_writing_at_once() {
     // Another process sweeps the lease and takes it for a fill of its own.
     let (ok, out) = env.virsh(&["vol-delete", "--pool", &pool, &lease_name]);
     assert!(ok, "{out}");
-    let theirs = kvm2_provider::fill_lease::Lease::new(9, std::time::SystemTime::now());
+    let theirs = Lease::new(9, std::time::SystemTime::now());
     put_lease(&env, &pool, &lease_name, &theirs);
 
     let err = tokio::time::timeout(Duration::from_secs(60), filling)

@@ -13,8 +13,8 @@
 //! `<test:runstate>` names (reason 0).
 
 use crate::sandbox_hosts::*;
-use kvm2_provider::get::get;
-use kvm2_provider::host_table::HostTable;
+use kvm2_provider::__internals::hosts::HostTable;
+use kvm2_provider::__internals::operations::get;
 use libvirt_rpc::{Domain, DomainCreateFlags, DomainDefineFlags, NoFlags};
 use provider_api::{InstanceState, ProviderId, ProviderType};
 use testkit::Descriptor;
@@ -106,7 +106,7 @@ async fn libvirt_states_map_to_instance_states() {
 /// Plus one running domain whose NIC names a network the test driver does
 /// not have: every address source fails for it.
 fn node_file(dir: &std::path::Path) -> (std::path::PathBuf, Vec<(String, i32)>, String) {
-    use kvm2_provider::ownership_mark::MARK_NAMESPACE;
+    use kvm2_provider::__internals::definition::MARK_NAMESPACE;
     let mut domains = String::new();
     let mut names = Vec::new();
     let no_network = format!("{}-nonet", unique("rs"));

@@ -3,11 +3,10 @@
 //! callers adjust with struct update syntax, and the ownership mark they
 //! put in it. Shared by `tests/it` and the benchmarks (by `#[path]`).
 
-use kvm2_provider::domain_xml::{
-    BootFirmware, DomainSpec, MachineName, MemoryMib, Vcpus, disk_path,
+use kvm2_provider::__internals::Timestamp;
+use kvm2_provider::__internals::definition::{
+    BootFirmware, DomainSpec, MachineName, MemoryMib, OwnerMark, Vcpus, disk_path,
 };
-use kvm2_provider::ownership_mark::OwnerMark;
-use kvm2_provider::timestamp::Timestamp;
 use provider_api::config::DomainType;
 use provider_api::config::values::BridgeName;
 use provider_api::{Identifier, OwnerUid};

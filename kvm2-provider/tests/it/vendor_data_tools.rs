@@ -7,7 +7,9 @@
 
 use std::process::Command;
 
-use kvm2_provider::vendor_data::{ProxySettings, SQUID_CONFIG_PATH, render};
+use kvm2_provider::__internals::definition::vendor_data::{
+    ProxySettings, SQUID_CONFIG_PATH, render,
+};
 use provider_api::config::Cidr;
 
 fn settings() -> ProxySettings {

@@ -7,11 +7,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use kvm2_provider::image_marker::ImageMarker;
-use kvm2_provider::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
-use kvm2_provider::timestamp::Timestamp;
-use kvm2_provider::volume_names::{BaseNames, VmVolumes};
-use kvm2_provider::volume_xml::{overlay_volume, raw_volume};
+use kvm2_provider::__internals::Timestamp;
+use kvm2_provider::__internals::definition::seed_iso::{DEFAULT_SIZE_LIMIT, SeedSpec, build};
+use kvm2_provider::__internals::images::ImageMarker;
+use kvm2_provider::__internals::storage::volume_xml::{overlay_volume, raw_volume};
+use kvm2_provider::__internals::storage::{BaseNames, VmVolumes};
 use provider_api::Identifier;
 use provider_api::config::ImageFormat;
 use provider_api::config::values::{HttpUrl, Sha256Digest};

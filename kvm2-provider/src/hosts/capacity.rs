@@ -29,8 +29,7 @@ use libvirt_rpc::proto::xdr::{Decode, Reader, XdrError};
 use provider_api::config::MachineType;
 use provider_api::{Error as ApiError, ErrorClass, Identifier};
 
-use crate::libvirt_errors::to_provider_error;
-use crate::observe::observed;
+use crate::libvirt::{observed, to_provider_error};
 use libvirt_rpc::proc_num;
 
 /// `remote_node_get_info_ret`: `char model[32]` (32 XDR ints), `memory`
@@ -68,7 +67,7 @@ pub struct HostFree {
 /// Reads the host's CPUs and free memory on `client`.
 ///
 /// # Errors
-/// As the [error table](crate::libvirt_errors).
+/// As the [error table](crate::libvirt::errors).
 pub(crate) async fn cpus_and_free_memory(
     host: &Identifier,
     client: &Client,
