@@ -94,6 +94,11 @@ pub struct RunArgs {
     /// Deadline of one CONNECT probe.
     #[arg(long, default_value = "5s")]
     pub probe_timeout: Secs,
+    /// Replace an instance whose own `Healthy` verdict has been `False` for
+    /// this long (within the replacement cap); `0` never replaces for
+    /// health alone.
+    #[arg(long, env = "EGRESS_REPLACE_UNHEALTHY_AFTER", default_value = "5m")]
+    pub replace_unhealthy_after: OffOrSecs,
     /// Interval between provider health checks.
     #[arg(long, default_value = "60s")]
     pub check_interval: Secs,
@@ -152,6 +157,21 @@ impl From<Secs> for Duration {
     }
 }
 
+/// A duration, or `0` (also `0s`, `off`) for none.
+#[derive(Debug, Clone, Copy)]
+pub struct OffOrSecs(pub Option<Duration>);
+
+impl FromStr for OffOrSecs {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if matches!(s, "0" | "0s" | "0m" | "0h" | "0ms" | "off") {
+            return Ok(OffOrSecs(None));
+        }
+        s.parse::<Secs>().map(|d| OffOrSecs(Some(d.0)))
+    }
+}
+
 impl FromStr for Secs {
     type Err = String;
 
@@ -192,6 +212,18 @@ mod tests {
         for bad in ["", "5", "s", "0s", "5d", "-1s", "1.5s"] {
             assert!(bad.parse::<Secs>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn off_or_a_duration() {
+        for off in ["0", "0s", "off"] {
+            assert_eq!(off.parse::<OffOrSecs>().unwrap().0, None, "{off}");
+        }
+        assert_eq!(
+            "5m".parse::<OffOrSecs>().unwrap().0,
+            Some(Duration::from_secs(300))
+        );
+        assert!("5d".parse::<OffOrSecs>().is_err());
     }
 
     #[test]

@@ -308,6 +308,7 @@ mod tests {
             recent_replacements: vec![Timestamp::from_unix_seconds(2)],
             observed_generation: Some(1),
             applied_spec: Some(spec.clone()),
+            probed_instance: Some("kvm2://kvm2-home/host1/ep-1#1@10.0.0.5:3128".into()),
             conditions: Vec::new(),
         };
         status.set_condition(

@@ -1,19 +1,30 @@
 //! The health engine (leader only): every interval, a CONNECT probe
-//! ([`probe`](crate::probe): the socket and clock around `fleet::Probe`) through each running Proxy to the configured target;
+//! ([`probe`](crate::probe): the socket and clock around `fleet::Probe`)
+//! through each running Proxy's current instance to the configured target;
 //! `fleet::HealthTracker` turns K successes / M failures into the `Healthy`
-//! condition, written by server-side apply with its own field manager
-//! ([`HEALTH_MANAGER`]) only when it changes. A new leader seeds each
-//! tracker from the stored condition, so a rollout does not flap it.
+//! condition, written with `probedInstance` (the instance it is about) by
+//! server-side apply with its own field manager ([`HEALTH_MANAGER`]) only
+//! when it changes. A new leader seeds each tracker from the stored
+//! condition when it is about the same instance, so a rollout does not flap
+//! it.
+//!
+//! Between rounds, every change the Proxy watch cache sees wakes the engine
+//! for a reset pass (no probes): a Proxy that left `Running`, whose instance
+//! was replaced or whose address changed gets `Healthy` = `Unknown` at once
+//! (`fleet::health_plan`), so a verdict never outlives its instance
+//! (invariant 14).
 
 use provider_api::error::chain;
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::crd::Proxy;
@@ -44,40 +55,97 @@ pub struct Engine {
     pub hysteresis: fleet::Hysteresis,
     /// Metrics.
     pub metrics: OperatorMetrics,
+    /// Notified on every change of the Proxy watch cache.
+    pub changed: Arc<Notify>,
+}
+
+/// One Proxy's tracker, and the instance it counts probes of.
+struct Tracked {
+    endpoint: String,
+    tracker: fleet::HealthTracker,
 }
 
 impl Engine {
-    /// Probes every interval until `cancel`.
+    /// Probes every interval, and resets stale verdicts whenever the cache
+    /// changes, until `cancel`.
     pub async fn run(self, cancel: CancellationToken) {
-        let mut trackers: HashMap<String, fleet::HealthTracker> = HashMap::new();
+        let mut trackers: HashMap<String, Tracked> = HashMap::new();
+        let mut next_round = tokio::time::Instant::now() + self.interval;
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
-                () = tokio::time::sleep(self.interval) => {}
-            }
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = self.round(&mut trackers) => {}
+                () = tokio::time::sleep_until(next_round) => {
+                    next_round = tokio::time::Instant::now() + self.interval;
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = self.round(&mut trackers) => {}
+                    }
+                }
+                () = self.changed.notified() => {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = self.resets(&mut trackers) => {}
+                    }
+                }
             }
         }
     }
 
-    async fn round(&self, trackers: &mut HashMap<String, fleet::HealthTracker>) {
-        let running: Vec<(std::sync::Arc<Proxy>, SocketAddr)> = self
-            .proxies
-            .state()
-            .into_iter()
-            .filter_map(|p| {
-                let s = &p.status.as_ref()?;
-                if s.phase != Some(fleet::Phase::Running) {
-                    return None;
+    /// Writes the resets the cache calls for (no probes).
+    async fn resets(&self, trackers: &mut HashMap<String, Tracked>) {
+        for p in self.proxies.state() {
+            let status = p.status.clone().unwrap_or_default();
+            if let fleet::HealthPlan::Reset { update, probed } = fleet::health_plan(&status) {
+                self.reset(&p, &status, update, probed, trackers).await;
+            }
+        }
+    }
+
+    async fn reset(
+        &self,
+        p: &Proxy,
+        stored: &fleet::ProxyStatus,
+        update: fleet::ConditionUpdate,
+        probed: Option<String>,
+        trackers: &mut HashMap<String, Tracked>,
+    ) {
+        if let Some(uid) = &p.metadata.uid {
+            trackers.remove(uid);
+        }
+        let mut next = stored.clone();
+        next.set_condition(
+            fleet::ConditionType::Healthy,
+            update,
+            fleet::Timestamp::from_system_time(std::time::SystemTime::now()),
+        );
+        let Some(condition) = next.condition(fleet::ConditionType::Healthy) else {
+            return;
+        };
+        tracing::info!(proxy = %p.name_any(), reason = %condition.reason, "Healthy reset");
+        if let Err(e) = self.write(p, condition, probed.as_deref()).await {
+            tracing::warn!(proxy = %p.name_any(), error = %chain(e.as_ref()), "reset Healthy failed");
+        }
+    }
+
+    async fn round(&self, trackers: &mut HashMap<String, Tracked>) {
+        let mut running: Vec<(Arc<Proxy>, SocketAddr, String, bool)> = Vec::new();
+        for p in self.proxies.state() {
+            let status = p.status.clone().unwrap_or_default();
+            match fleet::health_plan(&status) {
+                fleet::HealthPlan::Probe { endpoint, seed } => {
+                    let (Some(ip), Some(port)) = (status.ip, status.port) else {
+                        continue;
+                    };
+                    running.push((p, SocketAddr::new(ip, port), endpoint, seed));
                 }
-                let addr = SocketAddr::new(s.ip?, s.port?);
-                Some((p, addr))
-            })
-            .collect();
+                fleet::HealthPlan::Reset { update, probed } => {
+                    self.reset(&p, &status, update, probed, trackers).await;
+                }
+                fleet::HealthPlan::Keep => {}
+            }
+        }
         let results: Vec<_> = futures::stream::iter(running)
-            .map(|(p, addr)| async move {
+            .map(|(p, addr, endpoint, seed)| async move {
                 let outcome = match &self.netns {
                     None => probe::probe(addr, &self.target, self.timeout).await,
                     Some(ns) => {
@@ -85,22 +153,32 @@ impl Engine {
                         probe::probe_over(connect, addr, &self.target, self.timeout).await
                     }
                 };
-                (p, outcome)
+                (p, endpoint, seed, outcome)
             })
             .buffer_unordered(self.concurrency.max(1))
             .collect()
             .await;
         let mut seen = std::collections::HashSet::new();
-        for (p, outcome) in results {
+        for (p, endpoint, seed, outcome) in results {
             let Some(uid) = p.metadata.uid.clone() else {
                 continue;
             };
             seen.insert(uid.clone());
             let stored = p.status.clone().unwrap_or_default();
-            let tracker = trackers.entry(uid).or_insert_with(|| {
-                fleet::HealthTracker::seeded(stored.condition(fleet::ConditionType::Healthy))
-            });
-            tracker.observe(&outcome, &self.hysteresis);
+            let fresh = || Tracked {
+                endpoint: endpoint.clone(),
+                tracker: if seed {
+                    fleet::HealthTracker::seeded(stored.condition(fleet::ConditionType::Healthy))
+                } else {
+                    fleet::HealthTracker::default()
+                },
+            };
+            let tracked = trackers.entry(uid).or_insert_with(fresh);
+            if tracked.endpoint != endpoint {
+                // Another instance or address: its counters start over.
+                *tracked = fresh();
+            }
+            tracked.tracker.observe(&outcome, &self.hysteresis);
             self.metrics.probe(match &outcome {
                 fleet::ProbeOutcome::Healthy { .. } => "healthy",
                 fleet::ProbeOutcome::Unhealthy(f) => f.kind.reason().as_str(),
@@ -108,7 +186,7 @@ impl Engine {
             let mut next = stored.clone();
             next.set_condition(
                 fleet::ConditionType::Healthy,
-                tracker.condition(),
+                tracked.tracker.condition(),
                 fleet::Timestamp::from_system_time(std::time::SystemTime::now()),
             );
             let (Some(new), old) = (
@@ -117,25 +195,36 @@ impl Engine {
             ) else {
                 continue;
             };
-            if old == Some(new) {
+            if old == Some(new) && stored.probed_instance.as_deref() == Some(endpoint.as_str()) {
                 continue;
             }
-            if let Err(e) = self.write(&p, new).await {
+            if let Err(e) = self.write(&p, new, Some(&endpoint)).await {
                 tracing::warn!(proxy = %p.name_any(), error = %chain(e.as_ref()), "write Healthy failed");
             }
         }
         trackers.retain(|uid, _| seen.contains(uid));
     }
 
-    async fn write(&self, p: &Proxy, condition: &fleet::Condition) -> anyhow::Result<()> {
+    /// Applies the engine's part of the status: `Healthy` and the instance
+    /// it is about (`probed`: `None` releases `probedInstance`).
+    async fn write(
+        &self,
+        p: &Proxy,
+        condition: &fleet::Condition,
+        probed: Option<&str>,
+    ) -> anyhow::Result<()> {
         let ns = p.namespace().unwrap_or_default();
         let name = p.name_any();
         let api: Api<Proxy> = Api::namespaced(self.client.clone(), &ns);
+        let mut status = serde_json::json!({ "conditions": [condition] });
+        if let Some(probed) = probed {
+            status["probedInstance"] = serde_json::json!(probed);
+        }
         let body = serde_json::json!({
             "apiVersion": Proxy::api_version(&()),
             "kind": Proxy::kind(&()),
             "metadata": { "name": name },
-            "status": { "conditions": [condition] },
+            "status": status,
         });
         tokio::time::timeout(
             Duration::from_secs(10),

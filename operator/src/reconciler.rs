@@ -178,10 +178,10 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
     // The watch cache can lag this reconciler's own last write (a reconcile
     // triggered before that write's event arrived). Its fields are written
     // by it alone, so the status it last wrote wins over the cached copy: a
-    // stale copy would repeat a Create and its Event. `Healthy` belongs to
-    // the health engine and is taken from the cache.
+    // stale copy would repeat a Create and its Event. The health engine's
+    // part (`Healthy`, `probedInstance`) is taken from the cache.
     let mut written = match ctx.tasks.written(&meta.uid) {
-        Some(mine) => mine.with_condition_of(&cached, fleet::ConditionType::Healthy),
+        Some(mine) => mine.with_health_of(&cached),
         None => cached,
     };
     let mut status = written.clone();
@@ -210,8 +210,8 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
             now: SystemTime::now(),
             jitter: jitter(),
         });
-        let mine = step.status.without_condition(fleet::ConditionType::Healthy);
-        if mine != written.without_condition(fleet::ConditionType::Healthy) {
+        let mine = step.status.without_health();
+        if mine != written.without_health() {
             write_status(ctx, &meta.namespace, &meta.name, &mine).await?;
             ctx.tasks.set_written(&meta.uid, mine);
             written = step.status.clone();

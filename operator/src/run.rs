@@ -4,7 +4,7 @@
 //!  SIGTERM/SIGINT ─▶ cancel ─┬─▶ HTTP server, discovery reflector (every replica)
 //!                            └─▶ leader-only work: Proxy controller, monitor,
 //!                                GC sweeper, health engine; then lease release
-//!  lease lost ─────▶ leader-only work cancelled at once ─▶ exit 1
+//!  lease lost ─────▶ leader-only work cancelled at once ─▶ exit 3 (EXIT_LEADERSHIP_LOST)
 //! ```
 //!
 //! Every task is in one `JoinSet` owned here; shutdown waits for them at
@@ -153,6 +153,8 @@ struct Replica {
     metrics: OperatorMetrics,
     /// The Proxy watch cache (discovery, health engine).
     proxies: reflector::Store<Proxy>,
+    /// Notified on every change the Proxy watch cache sees.
+    proxies_changed: Arc<tokio::sync::Notify>,
 }
 
 impl Replica {
@@ -192,7 +194,8 @@ impl Replica {
             cancel.child_token(),
         ));
         let api = proxy_api(&client, args.namespace.as_deref());
-        spawn_proxy_cache(tasks, api, writer, state, cancel);
+        let proxies_changed = Arc::new(tokio::sync::Notify::new());
+        spawn_proxy_cache(tasks, api, writer, state, proxies_changed.clone(), cancel);
         Ok(Self {
             args,
             client,
@@ -201,6 +204,7 @@ impl Replica {
             cluster,
             metrics,
             proxies: reader,
+            proxies_changed,
         })
     }
 
@@ -316,6 +320,7 @@ impl Replica {
                 concurrency: usize::from(args.concurrency),
                 hysteresis: fleet::Hysteresis::default(),
                 metrics: self.metrics.clone(),
+                changed: self.proxies_changed.clone(),
             }
             .run(cancel.child_token()),
         );
@@ -331,9 +336,11 @@ impl Replica {
     ) {
         let (args, client) = (&self.args, &self.client);
         let (trigger_tx, trigger_rx) = mpsc::channel(TRIGGER_QUEUE);
+        let mut policy = fleet::Policy::default();
+        policy.replace_unhealthy_after = self.args.replace_unhealthy_after.0;
         let ctx = Arc::new(Ctx {
             client: client.clone(),
-            reconciler: fleet::Reconciler::new(fleet::Policy::default(), self.cluster.clone()),
+            reconciler: fleet::Reconciler::new(policy, self.cluster.clone()),
             providers: self.providers.clone(),
             provider_names: self.provider_names.clone(),
             recorder: Recorder::new(
@@ -402,22 +409,27 @@ impl Replica {
     }
 }
 
-/// The Proxy watch cache every replica keeps (discovery reads it), and the
-/// readiness flag it sets once synced.
+/// The Proxy watch cache every replica keeps (discovery reads it), the
+/// readiness flag it sets once synced, and `changed`, notified on each
+/// change.
 fn spawn_proxy_cache(
     tasks: &mut JoinSet<()>,
     api: Api<Proxy>,
     writer: reflector::store::Writer<Proxy>,
     state: Arc<HttpState>,
+    changed: Arc<tokio::sync::Notify>,
     cancel: &CancellationToken,
 ) {
     let watch_cancel = cancel.child_token();
     let stream = reflector(writer, watcher(api, watcher::Config::default()))
         .default_backoff()
-        .for_each(|event| async move {
-            if let Err(e) = event {
-                tracing::warn!(error = %chain(&e), "proxy watch error (retrying)");
+        .for_each(move |event| {
+            match event {
+                // The health engine's reset pass (one pending wake at most).
+                Ok(_) => changed.notify_one(),
+                Err(e) => tracing::warn!(error = %chain(&e), "proxy watch error (retrying)"),
             }
+            std::future::ready(())
         });
     tasks.spawn(async move {
         tokio::select! {

@@ -8,6 +8,11 @@
 //!   reconcile on a watch cache that lags the operator's own status write
 //!   once repeated both).
 //! - Once every Proxy is Healthy, nothing is written at all.
+//! - `Healthy` describes the current instance (invariant 14): when a
+//!   healthy Proxy's instance fails and is replaced by one with the same
+//!   name and address, the old verdict is reset at once, discovery stops
+//!   listing it as healthy, and `Healthy=True` comes back earned by the new
+//!   instance.
 //!
 //! A test binary with its own `main` (`harness = false`), because it re-runs
 //! itself as the operator.
@@ -39,25 +44,198 @@ fn main() -> ExitCode {
     if let Some(code) = instant::run_child_if_asked() {
         return code;
     }
-    // `cargo test -- --list` and filters: one test, named below.
+    // `cargo test -- --list` and filters: the tests named below.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    const NAME: &str = "proxies_reach_running_in_four_writes_and_then_write_nothing";
+    const WRITES: &str = "proxies_reach_running_in_four_writes_and_then_write_nothing";
+    const HEALTH: &str = "healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance";
     if args.iter().any(|a| a == "--list") {
-        println!("{NAME}: test");
+        println!("{WRITES}: test\n{HEALTH}: test");
         return ExitCode::SUCCESS;
     }
     // (A bare number is an option's value, e.g. `--test-threads 2`.)
     let filter = args
         .iter()
         .find(|a| !a.starts_with('-') && a.parse::<u64>().is_err());
-    if filter.is_some_and(|f| !NAME.contains(f.as_str())) {
-        return ExitCode::SUCCESS;
-    }
-    println!("running 1 test");
+    let chosen: Vec<&str> = [WRITES, HEALTH]
+        .into_iter()
+        .filter(|name| filter.is_none_or(|f| name.contains(f.as_str())))
+        .collect();
+    println!("running {} tests", chosen.len());
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(proxies_reach_running_in_four_writes_and_then_write_nothing());
-    println!("test {NAME} ... ok");
+    for name in chosen {
+        match name {
+            WRITES => rt.block_on(proxies_reach_running_in_four_writes_and_then_write_nothing()),
+            _ => {
+                rt.block_on(healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance())
+            }
+        }
+        println!("test {name} ... ok");
+    }
     ExitCode::SUCCESS
+}
+
+/// The instance a verdict must name (`providerID#replacements@ip:port`).
+fn current_instance(p: &serde_json::Value) -> Option<String> {
+    let s = &p["status"];
+    Some(format!(
+        "{}#{}@{}:{}",
+        s["providerID"].as_str()?,
+        s["replacements"].as_u64().unwrap_or(0),
+        s["ip"].as_str()?,
+        s["port"].as_u64()?
+    ))
+}
+
+fn healthy_condition(p: &serde_json::Value) -> Option<serde_json::Value> {
+    p["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Healthy")
+        .cloned()
+}
+
+async fn healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance() {
+    use futures::TryStreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let world = World::new().await;
+    let client = &world.client;
+    let responder = instant::responder().await;
+    let ns = world.namespace("health");
+    let api = instant::proxies(client, &ns);
+    instant::create_proxies(&api, &ns, &world.entry, 1).await;
+    let operator = world
+        .operator(
+            &ns,
+            responder,
+            &["--probe-interval", "1s", "--log", "info,kube=warn"],
+        )
+        .await;
+    instant::wait_all(&api, 1, WITHIN, "Healthy", instant::healthy).await;
+    let before = api.list(&Default::default()).await.unwrap().items.remove(0);
+    let before = serde_json::to_value(&before).unwrap();
+    let name = before["metadata"]["name"].as_str().unwrap().to_owned();
+    let old = current_instance(&before).unwrap();
+    assert_eq!(before["status"]["probedInstance"], old.as_str());
+    let listed_healthy = |body: &str| {
+        serde_json::from_str::<serde_json::Value>(body).unwrap()["proxies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == name.as_str())
+    };
+    let query = format!("/proxies?namespace={ns}&healthy=true");
+    assert!(listed_healthy(&operator.get(&query).await));
+
+    // Fail the instance; a change to the Proxy makes the operator look now
+    // rather than at its next 60 s poll. The replacement gets the same name
+    // and address (the instant provider, like kvm2, names it after the
+    // Proxy).
+    let instance = before["status"]["providerID"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut seen: Vec<serde_json::Value> = Vec::new();
+    let watch = watcher(
+        api.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .applied_objects();
+    let mut watch = Box::pin(watch);
+    world.fail(&instance);
+    let failed_at = std::time::SystemTime::now();
+    api.patch(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({
+            "metadata": {"annotations": {"test/poke": "1"}}
+        })),
+    )
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    let mut discovery_while_stale = Vec::new();
+    let after = loop {
+        let next = tokio::time::timeout_at(deadline, watch.try_next())
+            .await
+            .expect("healthy again within the bound")
+            .unwrap()
+            .expect("the watch goes on");
+        let v = serde_json::to_value(&next).unwrap();
+        let stale = v["status"]["replacements"].as_u64().unwrap_or(0) >= 1
+            && v["status"]["probedInstance"] == old.as_str();
+        if stale && listed_healthy(&operator.get(&query).await) {
+            discovery_while_stale.push(v["status"].clone());
+        }
+        seen.push(v.clone());
+        let replaced = v["status"]["replacements"].as_u64().unwrap_or(0) >= 1;
+        if replaced
+            && instant::healthy(&v)
+            && v["status"]["probedInstance"].as_str() == current_instance(&v).as_deref()
+        {
+            break v;
+        }
+    };
+    drop(watch);
+    let summary: Vec<String> = seen
+        .iter()
+        .map(|v| {
+            let h = healthy_condition(v).unwrap_or_default();
+            format!(
+                "{} r{} {}/{} {}",
+                v["status"]["phase"].as_str().unwrap_or("-"),
+                v["status"]["replacements"].as_u64().unwrap_or(0),
+                h["status"].as_str().unwrap_or("-"),
+                h["reason"].as_str().unwrap_or("-"),
+                v["status"]["probedInstance"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    // The old verdict was reset before the new instance earned one.
+    assert!(
+        seen.iter().any(|v| {
+            healthy_condition(v).is_some_and(|h| {
+                h["status"] == "Unknown"
+                    && ["NotServing", "InstanceReplaced"]
+                        .contains(&h["reason"].as_str().unwrap_or(""))
+            })
+        }),
+        "Healthy was never reset across the replacement: {summary:#?}"
+    );
+    assert!(
+        discovery_while_stale.is_empty(),
+        "discovery listed the replaced instance's verdict as healthy: {discovery_while_stale:?}"
+    );
+    // The new verdict is the new instance's, and newer than the failure.
+    let new = current_instance(&after).unwrap();
+    assert_ne!(new, old, "{summary:#?}");
+    assert_eq!(after["status"]["probedInstance"], new.as_str());
+    let since = healthy_condition(&after).unwrap()["lastTransitionTime"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let since: std::time::SystemTime = humantime_rfc3339(&since);
+    assert!(
+        since + Duration::from_secs(1) >= failed_at,
+        "Healthy=True since {since:?}, before the failure at {failed_at:?}"
+    );
+    println!("health across a replacement: {summary:#?}");
+
+    instant::delete_all(&api).await;
+    instant::wait_gone(&api, WITHIN).await;
+    drop(operator);
+    let _ = world
+        .kube
+        .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// `2026-12-05T11:06:22Z` as a time (the API server's second precision).
+fn humantime_rfc3339(s: &str) -> std::time::SystemTime {
+    let t: k8s_openapi::jiff::Timestamp = s.parse().unwrap();
+    std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(t.as_second()).unwrap())
 }
 
 async fn proxies_reach_running_in_four_writes_and_then_write_nothing() {

@@ -12,8 +12,8 @@ pub const DEFAULT_HEADROOM: u64 = 1 << 30;
 
 /// Checks that `pool` on `host`, with `available` bytes free, can take
 /// `needed` bytes (what a fill writes: the download — its declared length,
-/// or the size cap when the server declared none — and its published copy)
-/// plus `headroom`.
+/// or the size cap when the server declared none — streamed once, into the
+/// base volume itself) plus `headroom`.
 ///
 /// # Errors
 /// QuotaExceeded naming the pool, host and both sizes.
@@ -31,7 +31,7 @@ pub fn check_pool_space(
         return Ok(());
     }
     Err(ApiError::quota_exceeded(format!(
-        "pool {pool} on host {host} has {} free; the image needs {} (download and published copy) plus {} headroom",
+        "pool {pool} on host {host} has {} free; the image needs {} (written once, into the base volume) plus {} headroom",
         mib(available),
         mib(needed),
         mib(headroom)
@@ -58,7 +58,7 @@ mod tests {
         assert_eq!(err.class(), ErrorClass::QuotaExceeded);
         assert_eq!(
             err.to_string(),
-            "pool default on host host1 has 3071 MiB free; the image needs 2048 MiB (download and published copy) plus 1024 MiB headroom"
+            "pool default on host host1 has 3071 MiB free; the image needs 2048 MiB (written once, into the base volume) plus 1024 MiB headroom"
         );
         // No overflow at the top of the range.
         assert!(check_pool_space(&h, &p, u64::MAX, u64::MAX, 1).is_err());

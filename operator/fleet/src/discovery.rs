@@ -311,10 +311,14 @@ mod tests {
     fn healthy_is_the_current_instances_verdict_only() {
         let s = healthy_running();
         assert!(view(&s).healthy);
-        // Replaced: a new instance (same address, as DHCP may give).
+        // Replaced: a new instance (same address, as DHCP may give), by
+        // another name or by the same one.
         let mut replaced = s.clone();
         replaced.provider_id = Some("kvm2://e/h/new".into());
         assert!(!view(&replaced).healthy);
+        let mut same_name = s.clone();
+        same_name.replacements = 1;
+        assert!(!view(&same_name).healthy);
         // The address changed.
         let mut moved = s.clone();
         moved.ip = Some("10.0.0.8".parse().unwrap());

@@ -25,7 +25,7 @@ use crate::status::{
 /// What the health engine does with one Proxy (see [`plan`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HealthPlan {
-    /// Probe the instance `endpoint` (`providerID@ip:port`) on the next
+    /// Probe the instance `endpoint` (`providerID#replacements@ip:port`) on the next
     /// round. `seed`: the stored verdict is about this instance, so a new
     /// tracker starts from it; otherwise from no verdict.
     Probe {
@@ -53,8 +53,7 @@ pub fn plan(status: &ProxyStatus) -> HealthPlan {
     let Some(endpoint) = status.instance_endpoint() else {
         let settled = probed.is_none()
             && stored.is_none_or(|c| {
-                c.status == ConditionStatus::Unknown
-                    && c.known_reason() == Some(Reason::NotServing)
+                c.status == ConditionStatus::Unknown && c.known_reason() == Some(Reason::NotServing)
             });
         if settled {
             return HealthPlan::Keep;
@@ -79,7 +78,8 @@ pub fn plan(status: &ProxyStatus) -> HealthPlan {
             endpoint,
             seed: true,
         },
-        None if stored.is_none() => HealthPlan::Probe {
+        // New, or reset while it did not serve: nothing to drop.
+        None if stored.is_none_or(|c| c.status == ConditionStatus::Unknown) => HealthPlan::Probe {
             endpoint,
             seed: false,
         },
@@ -387,7 +387,7 @@ mod tests {
         assert_eq!(
             plan(&a),
             HealthPlan::Probe {
-                endpoint: "kvm2://e/h/a@10.0.0.7:3128".into(),
+                endpoint: "kvm2://e/h/a#0@10.0.0.7:3128".into(),
                 seed: true
             }
         );
@@ -395,7 +395,7 @@ mod tests {
         assert_eq!(
             plan(&running("kvm2://e/h/a", "10.0.0.7")),
             HealthPlan::Probe {
-                endpoint: "kvm2://e/h/a@10.0.0.7:3128".into(),
+                endpoint: "kvm2://e/h/a#0@10.0.0.7:3128".into(),
                 seed: false
             }
         );
@@ -404,14 +404,28 @@ mod tests {
         replaced.provider_id = Some("kvm2://e/h/b".into());
         assert_eq!(
             reset_reason(&plan(&replaced)),
-            Some((Reason::InstanceReplaced, Some("kvm2://e/h/b@10.0.0.7:3128")))
+            Some((
+                Reason::InstanceReplaced,
+                Some("kvm2://e/h/b#0@10.0.0.7:3128")
+            ))
+        );
+        // Replaced under the same name and address (kvm2 names instances
+        // after their Proxy): the replacement count tells them apart.
+        let mut renamed_alike = a.clone();
+        renamed_alike.replacements = 1;
+        assert_eq!(
+            reset_reason(&plan(&renamed_alike)),
+            Some((
+                Reason::InstanceReplaced,
+                Some("kvm2://e/h/a#1@10.0.0.7:3128")
+            ))
         );
         // Same instance, new address.
         let mut moved = a.clone();
         moved.ip = Some("10.0.0.8".parse().unwrap());
         assert_eq!(
             reset_reason(&plan(&moved)),
-            Some((Reason::AddressChanged, Some("kvm2://e/h/a@10.0.0.8:3128")))
+            Some((Reason::AddressChanged, Some("kvm2://e/h/a#0@10.0.0.8:3128")))
         );
         // Leaving Running, whatever the phase: reset, no instance.
         for phase in [
@@ -439,6 +453,11 @@ mod tests {
         );
         assert_eq!(plan(&settled), HealthPlan::Keep);
         assert_eq!(plan(&ProxyStatus::default()), HealthPlan::Keep);
+        // Serving again after a reset while it did not serve: probe, with
+        // nothing more to reset.
+        let mut back = settled.clone();
+        back.phase = Some(Phase::Running);
+        assert!(matches!(plan(&back), HealthPlan::Probe { seed: false, .. }));
         // After a reset to the new instance: probe it, seeded from Unknown.
         let mut after = replaced.clone();
         after.probed_instance = after.instance_endpoint();

@@ -8,7 +8,7 @@
 //! `probedInstance`, the instance that verdict is about — (separate field
 //! managers; [`ProxyStatus::without_health`] is the reconciler's part).
 //!
-//! `Healthy` describes the current instance only (invariant 15 in
+//! `Healthy` describes the current instance only (invariant 14 in
 //! ARCHITECTURE.md): [`ProxyStatus::is_healthy`] holds only while the
 //! Proxy is `Running` and the verdict was earned by the instance and
 //! address it has now ([`ProxyStatus::instance_endpoint`]).
@@ -64,11 +64,10 @@ pub struct ProxyStatus {
     /// The spec the instance was made from (the immutability reference).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_spec: Option<ProxySpec>,
-    /// The instance the `Healthy` condition is about, as
-    /// [`instance_endpoint`](Self::instance_endpoint) named it when the
-    /// health engine wrote it (`providerID@ip:port`). Written by the health
-    /// engine with `Healthy`; a verdict about another instance or address
-    /// is no verdict about this one.
+    /// The instance and address the `Healthy` condition is about
+    /// (`providerID#replacements@ip:port`), written by the health engine with it. A
+    /// verdict about another instance or address is no verdict about the
+    /// current one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probed_instance: Option<String>,
     /// `Provisioned`, `Ready` (the reconciler's) and `Healthy` (the health
@@ -211,15 +210,22 @@ impl ProxyStatus {
         self.condition(t).and_then(Condition::known_reason)
     }
 
-    /// The instance a health verdict would be about now: `providerID@ip:port`
-    /// while the Proxy is `Running` with an instance and an address; `None`
-    /// otherwise (pending, provisioning, replacing, failed, deleting).
+    /// The instance a health verdict would be about now,
+    /// `providerID#replacements@ip:port`, while the Proxy is `Running` with
+    /// an instance and an address; `None` otherwise (pending, provisioning,
+    /// replacing, failed, deleting). The replacement count tells instances
+    /// apart that a provider names alike (kvm2 names an instance after its
+    /// Proxy, so a replacement keeps the provider ID and often the address).
     pub fn instance_endpoint(&self) -> Option<String> {
         if self.phase != Some(Phase::Running) {
             return None;
         }
         let (id, ip, port) = (self.provider_id.as_ref()?, self.ip?, self.port?);
-        Some(format!("{id}@{}", std::net::SocketAddr::new(ip, port)))
+        Some(format!(
+            "{id}#{}@{}",
+            self.replacements,
+            std::net::SocketAddr::new(ip, port)
+        ))
     }
 
     /// Whether the proxy is healthy now: `Healthy` is `True` **and** was
@@ -393,7 +399,7 @@ mod tests {
         s.probed_instance = s.instance_endpoint();
         assert_eq!(
             s.probed_instance.as_deref(),
-            Some("kvm2://e/h/vm@10.0.0.5:3128")
+            Some("kvm2://e/h/vm#0@10.0.0.5:3128")
         );
         assert!(!s.is_healthy());
         s.set_condition(

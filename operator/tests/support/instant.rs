@@ -36,6 +36,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const CHILD: &str = "OPERATOR_INSTANT_CHILD";
 /// The CONNECT responder the instances point at.
 const RESPONDER: &str = "OPERATOR_INSTANT_RESPONDER";
+/// A directory where a file named after an instance makes `get` report it
+/// failed (until it is deleted): how a test fails an instance the child's
+/// provider holds.
+const FAIL_DIR: &str = "OPERATOR_INSTANT_FAIL_DIR";
 pub const OPERATOR_NS: &str = "egress-proxies-system";
 pub const SA: &str = "egress-proxies-operator";
 pub const LEASE: &str = "egress-proxies-operator";
@@ -52,15 +56,21 @@ pub struct Instant {
     host: Identifier,
     responder: SocketAddr,
     instances: Mutex<HashMap<ProviderId, (Instance, ListedInstance)>>,
+    fail_dir: Option<PathBuf>,
 }
 
 fn instant_registry() -> anyhow::Result<Registry> {
     let responder: SocketAddr = std::env::var(RESPONDER)?.parse()?;
-    Ok(registry_over(responder))
+    let fail_dir = std::env::var_os(FAIL_DIR).map(PathBuf::from);
+    Ok(registry_failing(responder, fail_dir))
 }
 
 /// A registry whose `kvm2` type builds an [`Instant`] pointing at `responder`.
 pub fn registry_over(responder: SocketAddr) -> Registry {
+    registry_failing(responder, None)
+}
+
+fn registry_failing(responder: SocketAddr, fail_dir: Option<PathBuf>) -> Registry {
     let mut registry = Registry::new();
     registry
         .register(ProviderType::Kvm2, move |entry: &ProviderEntry| {
@@ -69,10 +79,18 @@ pub fn registry_over(responder: SocketAddr) -> Registry {
                 host: Identifier::parse("h1").unwrap(),
                 responder,
                 instances: Mutex::new(HashMap::new()),
+                fail_dir: fail_dir.clone(),
             }) as Arc<dyn Provider>)
         })
         .unwrap();
     registry
+}
+
+impl Instant {
+    /// The file whose presence fails instance `id`.
+    fn fail_file(&self, id: &ProviderId) -> Option<PathBuf> {
+        Some(self.fail_dir.as_ref()?.join(id.instance().as_str()))
+    }
 }
 
 #[async_trait]
@@ -111,14 +129,28 @@ impl Provider for Instant {
 
     async fn get(&self, id: &ProviderId) -> Result<Instance, Error> {
         let instances = self.instances.lock().unwrap();
-        instances
+        let instance = instances
             .get(id)
             .map(|(i, _)| i.clone())
-            .ok_or_else(|| Error::not_found(format!("{id}: no such instance")))
+            .ok_or_else(|| Error::not_found(format!("{id}: no such instance")))?;
+        if self.fail_file(id).is_some_and(|f| f.exists()) {
+            return Ok(Instance::new(
+                id.clone(),
+                InstanceState::Failed {
+                    reason: "failed by the test".into(),
+                },
+                None,
+                instance.created_at,
+            ));
+        }
+        Ok(instance)
     }
 
     async fn delete(&self, id: &ProviderId) -> Result<(), Error> {
         self.instances.lock().unwrap().remove(id);
+        if let Some(f) = self.fail_file(id) {
+            let _ = std::fs::remove_file(f);
+        }
         Ok(())
     }
 
@@ -231,6 +263,19 @@ impl World {
         }
     }
 
+    /// Where the operator child's provider looks for failed instances.
+    pub fn fail_dir(&self) -> PathBuf {
+        let dir = self.dir.path().join("fail");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Makes the operator child's provider report the instance named
+    /// `instance` failed, until the operator deletes it.
+    pub fn fail(&self, instance: &str) {
+        std::fs::write(self.fail_dir().join(instance), "").unwrap();
+    }
+
     /// A new namespace `PREFIX-ID`.
     pub fn namespace(&self, prefix: &str) -> String {
         let ns = format!("{prefix}-{}", self.id);
@@ -266,6 +311,7 @@ impl World {
         let child = Command::new(std::env::current_exe().unwrap())
             .env(CHILD, "1")
             .env(RESPONDER, responder.to_string())
+            .env(FAIL_DIR, self.fail_dir())
             .arg("run")
             .arg("--providers-config")
             .arg(&self.config)
@@ -317,10 +363,8 @@ impl Operator {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The value of the sample `series` (name and labels as printed, e.g.
-    /// `operator_status_writes_total{writer="reconciler"}`) on the
-    /// operator's `/metrics`; 0 when absent.
-    pub async fn metric(&self, series: &str) -> f64 {
+    /// The body of `GET path` on the operator's HTTP endpoint.
+    pub async fn get(&self, path: &str) -> String {
         let addr = self
             .log()
             .lines()
@@ -329,11 +373,22 @@ impl Operator {
             .and_then(|v| v["fields"]["addr"].as_str().map(str::to_owned))
             .expect("the operator logged its HTTP address (run it with --log info)");
         let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: operator\r\n\r\n")
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: operator\r\n\r\n").as_bytes())
             .await
             .unwrap();
-        let mut body = String::new();
-        s.read_to_string(&mut body).await.unwrap();
+        let mut response = String::new();
+        s.read_to_string(&mut response).await.unwrap();
+        response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_owned())
+            .unwrap_or_default()
+    }
+
+    /// The value of the sample `series` (name and labels as printed, e.g.
+    /// `operator_status_writes_total{writer="reconciler"}`) on the
+    /// operator's `/metrics`; 0 when absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let body = self.get("/metrics").await;
         body.lines()
             .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
             .unwrap_or(0.0)

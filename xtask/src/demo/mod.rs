@@ -34,12 +34,12 @@ use anyhow::{Context, Result, bail};
 use sandbox_kit::Descriptor;
 use serde_json::Value;
 
-use crate::util::{cmd, run, workspace};
+use crate::util::{cmd, read, run, workspace};
 use target::{Kill, Target};
 
 use crate::flags::IntegrationArgs;
 use crate::sandbox::Session;
-use world::{Runner, World, condition, domain_of, message, serving};
+use world::{Runner, World, condition, current_instance, domain_of, message, serving};
 
 const PROXIES: [&str; 2] = ["demo-a", "demo-b"];
 /// Two guests booting at once under TCG, image fetch included.
@@ -62,6 +62,13 @@ pub fn run_integration(args: &IntegrationArgs) -> Result<ExitCode> {
     let target = Target::from_flags(args, &tag)?;
     let dir = std::env::temp_dir().join(&tag);
     finish(suite(target, dir, None, args.keep)?)
+}
+
+/// Now as Kubernetes writes times (RFC 3339, UTC, seconds).
+fn now_rfc3339() -> Result<String> {
+    Ok(read(cmd("date", ["-u", "+%Y-%m-%dT%H:%M:%SZ"]))?
+        .trim()
+        .to_owned())
 }
 
 fn now_micros() -> u32 {
@@ -489,13 +496,18 @@ fn restart_row(w: &mut World, report: &mut Report) -> Result<()> {
     Ok(())
 }
 
-/// Kills one guest's QEMU; waits for the replacement to serve.
+/// Kills one guest's QEMU; waits for the replacement to serve, and
+/// measures the new instance: another instance (replacement count, QEMU),
+/// `Healthy=True` earned by it (`probedInstance`) with a transition after
+/// the kill.
 fn kill_row(w: &World, report: &mut Report) -> Result<()> {
     let name = PROXIES[0];
     let p = w.proxy(name)?;
     let domain = domain_of(&p).context("no provider ID")?;
     let replacements = p["status"]["replacements"].as_u64().unwrap_or(0);
+    let old_instance = current_instance(&p);
     let pid = qemu_pid(w, &domain);
+    let killed_at = now_rfc3339()?;
     match w.target.kill {
         Kill::Process => run(cmd("kill", ["-9", &pid]))?,
         Kill::Destroy => {
@@ -508,11 +520,17 @@ fn kill_row(w: &World, report: &mut Report) -> Result<()> {
         let now = p["status"]["replacements"].as_u64().unwrap_or(0);
         if now > replacements && serving(&p) {
             let new_pid = qemu_pid(w, &domain);
+            let instance = current_instance(&p);
+            let since = condition(&p, "Healthy")
+                .and_then(|c| c["lastTransitionTime"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            // RFC 3339 UTC timestamps of one format compare as text.
+            let fresh = since.as_str() > killed_at.as_str();
             report.row(
                 "QEMU of one proxy killed: replaced, Healthy again",
-                new_pid != pid,
+                new_pid != pid && instance != old_instance && fresh,
                 format!(
-                    "{name}: {} {pid} killed, replacement #{now} Healthy after {:.0} s at {}",
+                    "{name}: {} {pid} killed, replacement #{now} Healthy (since {since}, killed {killed_at}) after {:.0} s at {}",
                     match w.target.kill {
                         Kill::Process => "QEMU",
                         Kill::Destroy => "domain (virsh destroy) id",

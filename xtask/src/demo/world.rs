@@ -403,4 +403,19 @@ pub fn condition<'a>(proxy: &'a Value, t: &str) -> Option<&'a Value> {
 pub fn serving(proxy: &Value) -> bool {
     proxy["status"]["phase"] == "Running"
         && condition(proxy, "Healthy").is_some_and(|c| c["status"] == "True")
+        && current_instance(proxy).is_some_and(|i| proxy["status"]["probedInstance"] == i)
+}
+
+/// The instance a `Healthy` verdict must name to count
+/// (`providerID#replacements@ip:port`, as `fleet::ProxyStatus` makes it).
+pub fn current_instance(proxy: &Value) -> Option<String> {
+    let s = &proxy["status"];
+    let ip: std::net::IpAddr = s["ip"].as_str()?.parse().ok()?;
+    let port = u16::try_from(s["port"].as_u64()?).ok()?;
+    Some(format!(
+        "{}#{}@{}",
+        s["providerID"].as_str()?,
+        s["replacements"].as_u64().unwrap_or(0),
+        std::net::SocketAddr::new(ip, port)
+    ))
 }

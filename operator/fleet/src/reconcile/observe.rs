@@ -10,7 +10,7 @@ use super::{Call, GraceStart, Next, Step, create};
 use crate::event::{Event, EventReason};
 use crate::reason::Reason;
 use crate::replace_cap::CapVerdict;
-use crate::status::{ConditionType, Phase};
+use crate::status::{ConditionStatus, ConditionType, Phase};
 
 /// An instance is recorded: read it (or report why it cannot be).
 pub(super) fn start(d: Draft<'_>, id: &str) -> Step {
@@ -74,12 +74,23 @@ pub(super) fn created(mut d: Draft<'_>, instance: Instance) -> Step {
 }
 
 /// Running at `addr`: the instance's address and the port it reports
-/// (the policy's default when it reports none).
+/// (the policy's default when it reports none). An instance whose own
+/// `Healthy` verdict has been `False` for longer than the policy allows is
+/// replaced like a failed one.
 fn running(mut d: Draft<'_>, id: &ProviderId, addr: SocketAddr) -> Step {
     d.memory.grace = None;
     d.status.phase = Some(Phase::Running);
     d.status.ip = Some(addr.ip());
     d.status.port = Some(addr.port());
+    if let Some(why) = unhealthy_too_long(&d) {
+        return replace(
+            d,
+            id.clone(),
+            &why,
+            EventReason::ReplacingUnhealthy,
+            Reason::Unhealthy,
+        );
+    }
     let msg = format!("instance {id} runs at {addr}");
     d.provisioned(true, Reason::Running, msg.clone());
     d.ready(true, Reason::Running, msg);
@@ -131,19 +142,65 @@ fn no_address(mut d: Draft<'_>, id: &ProviderId, state: &str) -> Step {
     d.finish(next)
 }
 
+/// Why the current instance is to be replaced for its health: its own
+/// `Healthy` verdict (`probedInstance` is this instance at this address)
+/// has been `False` for at least the policy's
+/// [`replace_unhealthy_after`](super::Policy::replace_unhealthy_after), and
+/// the replacement cap allows one (at the cap, a running instance keeps
+/// serving what it can).
+fn unhealthy_too_long(d: &Draft<'_>) -> Option<String> {
+    let after = d.r.policy.replace_unhealthy_after?;
+    if !matches!(
+        d.r.policy
+            .replace_cap
+            .check(&d.status.recent_replacements, d.now),
+        CapVerdict::Allowed
+    ) {
+        return None;
+    }
+    let endpoint = d.status.instance_endpoint()?;
+    if d.status.probed_instance.as_deref() != Some(endpoint.as_str()) {
+        return None;
+    }
+    let c = d.status.condition(ConditionType::Healthy)?;
+    if c.status != ConditionStatus::False {
+        return None;
+    }
+    let for_ = d.now.since(c.last_transition_time);
+    (for_ >= after).then(|| {
+        format!(
+            "is unhealthy for {}s ({}: {})",
+            for_.as_secs(),
+            c.reason,
+            c.message
+        )
+    })
+}
+
 /// The instance failed or stopped: delete it to make it again, unless the
 /// replacement cap holds.
-fn failed(mut d: Draft<'_>, id: ProviderId, what: &str) -> Step {
+fn failed(d: Draft<'_>, id: ProviderId, what: &str) -> Step {
+    replace(d, id, what, EventReason::Replacing, Reason::InstanceFailed)
+}
+
+/// Deletes instance `id` (which `what`) to make it again, unless the
+/// replacement cap holds; `event` and `reason` say why.
+fn replace(
+    mut d: Draft<'_>,
+    id: ProviderId,
+    what: &str,
+    event: EventReason,
+    reason: Reason,
+) -> Step {
     d.memory.grace = None;
     d.status.ip = None;
     let cap = d.r.policy.replace_cap;
     match cap.check(&d.status.recent_replacements, d.now) {
         CapVerdict::Allowed => {
             let msg = format!("instance {id} {what}; replacing it");
-            d.events
-                .push(Event::warning(EventReason::Replacing, msg.clone()));
+            d.events.push(Event::warning(event, msg.clone()));
             d.status.phase = Some(Phase::Pending);
-            d.provisioned(false, Reason::InstanceFailed, msg.clone());
+            d.provisioned(false, reason, msg.clone());
             d.ready(false, Reason::Replacing, msg);
             d.finish(Next::Call(Call::Delete(id)))
         }
@@ -155,7 +212,7 @@ fn failed(mut d: Draft<'_>, id: ProviderId, what: &str) -> Step {
                 &msg,
             );
             d.status.phase = Some(Phase::Failed);
-            d.provisioned(false, Reason::InstanceFailed, msg.clone());
+            d.provisioned(false, reason, msg.clone());
             d.ready(false, Reason::ReplaceLimitReached, msg);
             let next = d.requeue_at(until);
             d.finish(next)

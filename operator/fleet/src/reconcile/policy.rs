@@ -47,6 +47,10 @@ pub struct Policy {
     pub address_grace: AddressGrace,
     /// Replacements allowed per window (3 per hour).
     pub replace_cap: ReplaceCap,
+    /// Replace a running instance whose `Healthy` verdict (about that
+    /// instance) has been `False` for this long, within `replace_cap`
+    /// (5 min; `None`: never for health alone).
+    pub replace_unhealthy_after: Option<Duration>,
     /// The port a proxy is probed on when its `Instance` reports none (3128).
     pub proxy_port: u16,
     /// Largest cloud-init user data accepted, in bytes (256 KiB; kvm2's
@@ -69,6 +73,7 @@ impl Default for Policy {
                 duration: Duration::from_secs(60),
             },
             replace_cap: ReplaceCap::new(3, Duration::from_secs(3600)),
+            replace_unhealthy_after: Some(Duration::from_secs(300)),
             proxy_port: 3128,
             max_user_data: 256 * 1024,
         }

@@ -13,7 +13,7 @@ use super::*;
 use crate::event::EventReason;
 use crate::replace_cap::ReplaceCap;
 use crate::spec::{PlacementPolicy, PlacementSpec};
-use crate::status::{ConditionStatus, Phase};
+use crate::status::{ConditionStatus, ConditionUpdate, Phase};
 
 const ID: &str = "kvm2://kvm2-home/host1/ep-e7749fc11676e12e";
 const T0: u64 = 1_750_000_000;
@@ -644,6 +644,108 @@ fn failed_is_replaced_delete_then_create() {
     assert_eq!(w.status.recent_replacements.len(), 1);
     assert_eq!(w.status.phase, Some(Phase::Provisioning));
     assert_eq!(w.status.provider_id.as_deref(), Some(ID));
+}
+
+/// `w`'s running instance judged `healthy` by the health engine at the
+/// current clock (its `probedInstance` names `probed`).
+fn judged(w: &mut World, healthy: bool, probed: Option<String>) {
+    w.status.probed_instance = probed;
+    w.status.set_condition(
+        ConditionType::Healthy,
+        ConditionUpdate::new(
+            ConditionStatus::from_bool(healthy),
+            if healthy {
+                Reason::ProbeSucceeded
+            } else {
+                Reason::ProbeTimeout
+            },
+            "3 consecutive CONNECT probes failed",
+            None,
+        ),
+        Timestamp::from(w.now),
+    );
+}
+
+#[test]
+fn unhealthy_past_the_policy_is_replaced_within_the_cap() {
+    let mut w = World::running();
+    let endpoint = w.status.instance_endpoint();
+    judged(&mut w, false, endpoint);
+    // Under the threshold: polled, kept.
+    w.advance(299);
+    let pass = w.pass(&mut [got(Ok(running()))].into_iter());
+    assert_eq!(pass.calls, ["get"]);
+    assert_eq!(w.status.phase, Some(Phase::Running));
+    // Past it: replaced, with its own event and reason.
+    w.advance(1);
+    let pass = w.pass(
+        &mut [
+            got(Ok(running())),
+            Outcome::Deleted(Ok(())),
+            Outcome::Created(Ok(provisioning())),
+        ]
+        .into_iter(),
+    );
+    assert_eq!(pass.calls, ["get", "delete", "create"]);
+    assert_eq!(
+        pass.events,
+        [EventReason::ReplacingUnhealthy, EventReason::Created]
+    );
+    assert_eq!(w.status.replacements, 1);
+}
+
+#[test]
+fn health_replacement_needs_the_current_instances_own_false_verdict() {
+    // Healthy, another instance's verdict, or the policy off: kept.
+    let mut cases: Vec<World> = Vec::new();
+    let mut healthy = World::running();
+    let endpoint = healthy.status.instance_endpoint();
+    judged(&mut healthy, true, endpoint.clone());
+    cases.push(healthy);
+    let mut stale = World::running();
+    judged(
+        &mut stale,
+        false,
+        Some("kvm2://kvm2-home/host1/old#0@10.0.0.9:3128".into()),
+    );
+    cases.push(stale);
+    let mut off = World::running();
+    judged(&mut off, false, endpoint);
+    let policy = Policy {
+        replace_unhealthy_after: None,
+        ..Policy::default()
+    };
+    off.r = Reconciler::new(policy, ClusterIdentity::parse("cluster-a").unwrap());
+    cases.push(off);
+    for (i, mut w) in cases.into_iter().enumerate() {
+        w.advance(3600);
+        let pass = w.pass(&mut [got(Ok(running()))].into_iter());
+        assert_eq!(pass.calls, ["get"], "case {i}");
+        assert_eq!(w.status.phase, Some(Phase::Running), "case {i}");
+    }
+}
+
+#[test]
+fn at_the_cap_an_unhealthy_instance_keeps_running() {
+    let mut w = World::running();
+    for _ in 1..=3u32 {
+        w.advance(60);
+        w.pass(
+            &mut [
+                got(Ok(failed())),
+                Outcome::Deleted(Ok(())),
+                Outcome::Created(Ok(running())),
+            ]
+            .into_iter(),
+        );
+    }
+    let endpoint = w.status.instance_endpoint();
+    judged(&mut w, false, endpoint);
+    w.advance(600);
+    let pass = w.pass(&mut [got(Ok(running()))].into_iter());
+    assert_eq!(pass.calls, ["get"]);
+    assert_eq!(w.status.phase, Some(Phase::Running));
+    assert_eq!(w.status.ip, Some(ip()));
 }
 
 #[test]
