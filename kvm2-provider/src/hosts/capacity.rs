@@ -13,9 +13,13 @@
 //! * **vCPUs**: the machine type's vCPUs against the host's logical CPUs (a
 //!   VM cannot usefully have more; the sum over VMs is not checked —
 //!   overcommitting CPUs across VMs is normal).
-//! * **Memory**: the machine type's memory against the host's free memory
-//!   (`virNodeGetFreeMemory`: memory not in use, page cache counted as
-//!   used, so the check errs on the side of refusing).
+//! * **Memory**: the machine type's memory against the memory the host can
+//!   give a new VM: free memory plus buffers and page cache
+//!   (`virNodeGetMemoryStats`), which the kernel reclaims on demand. A
+//!   hypervisor's page cache normally fills its RAM, so free memory alone
+//!   would refuse VMs on a host with room (as it did on the sandbox after
+//!   a build). Where the stats lack those fields, free memory alone
+//!   (`virNodeGetFreeMemory`).
 //! * **Pool space**: the seed ISO plus the overlay's reserve
 //!   ([`ProviderOptions::overlay_reserve`](crate::ProviderOptions), default
 //!   1 GiB: overlays are thin, so the machine type's whole disk is not
@@ -58,7 +62,7 @@ impl Decode for NodeInfo {
 pub struct HostFree {
     /// Logical CPUs.
     pub cpus: u32,
-    /// Free memory in bytes.
+    /// Memory a new VM can have, in bytes (free + buffers + page cache).
     pub memory: u64,
     /// Free space in the pool in bytes.
     pub pool: u64,
@@ -79,14 +83,59 @@ pub(crate) async fn cpus_and_free_memory(
     )
     .await
     .map_err(|e| to_provider_error(format!("host {host}: node info"), e))?;
-    let free: u64 = observed(
-        host,
-        proc_num::NODE_GET_FREE_MEMORY,
-        client.call(proc_num::NODE_GET_FREE_MEMORY, &()),
-    )
-    .await
-    .map_err(|e| to_provider_error(format!("host {host}: free memory"), e))?;
-    Ok((u32::try_from(info.cpus).unwrap_or(0), free))
+    let stats = memory_stats(host, client).await?;
+    let available = match reclaimable_kib(&stats) {
+        Some(kib) => kib.saturating_mul(1024),
+        None => observed(
+            host,
+            proc_num::NODE_GET_FREE_MEMORY,
+            client.call(proc_num::NODE_GET_FREE_MEMORY, &()),
+        )
+        .await
+        .map_err(|e| to_provider_error(format!("host {host}: free memory"), e))?,
+    };
+    Ok((u32::try_from(info.cpus).unwrap_or(0), available))
+}
+
+/// `VIR_NODE_MEMORY_STATS_ALL_CELLS`: the whole host.
+const ALL_CELLS: i32 = -1;
+
+/// `virNodeGetMemoryStats` for the whole host as libvirt's own clients call
+/// it: first with no room to learn how many parameters the host has, then
+/// with exactly that many (libvirtd's Linux driver refuses any other
+/// count, so the generated call, which offers the protocol's maximum,
+/// cannot be used).
+async fn memory_stats(
+    host: &Identifier,
+    client: &Client,
+) -> Result<Vec<libvirt_rpc::remote::NodeGetMemoryStats>, ApiError> {
+    let wrap = |e| to_provider_error(format!("host {host}: memory stats"), e);
+    let mut count = 0i32;
+    // Two asks: the count, then the parameters.
+    for _ in 0..2 {
+        let args = (count, ALL_CELLS, 0u32);
+        let ret: libvirt_rpc::remote::NodeGetMemoryStatsRet = observed(
+            host,
+            proc_num::NODE_GET_MEMORY_STATS,
+            client.call(proc_num::NODE_GET_MEMORY_STATS, &args),
+        )
+        .await
+        .map_err(wrap)?;
+        if count > 0 || ret.nparams <= 0 {
+            return Ok(ret.params);
+        }
+        count = ret.nparams;
+    }
+    Ok(Vec::new())
+}
+
+/// Free + buffers + cached, in KiB, from `virNodeGetMemoryStats` (libvirt
+/// reports KiB); `None` unless all three are there.
+fn reclaimable_kib(stats: &[libvirt_rpc::remote::NodeGetMemoryStats]) -> Option<u64> {
+    let field = |name: &str| stats.iter().find(|s| s.field == name).map(|s| s.value);
+    field("free")?
+        .checked_add(field("buffers")?)?
+        .checked_add(field("cached")?)
 }
 
 /// Checks that `free` can take one VM of `machine` whose per-VM volumes
@@ -110,7 +159,7 @@ pub fn check(
     }
     if machine.memory.bytes() > free.memory {
         short.push(format!(
-            "memory: the machine type needs {} MiB, the host has {} MiB free",
+            "memory: the machine type needs {} MiB, the host has {} MiB free (with reclaimable cache)",
             machine.memory.mib(),
             free.memory >> 20
         ));
@@ -152,6 +201,38 @@ pub fn start_failure_class(message: &str, class: ErrorClass) -> ErrorClass {
 mod tests {
     use super::*;
     use provider_api::ProvidersConfig;
+
+    fn stat(field: &str, value: u64) -> libvirt_rpc::remote::NodeGetMemoryStats {
+        libvirt_rpc::remote::NodeGetMemoryStats {
+            field: field.into(),
+            value,
+        }
+    }
+
+    #[test]
+    fn page_cache_counts_as_memory_a_vm_can_have() {
+        // A host after a big build: little free, much cached.
+        let stats = [
+            stat("total", 24 << 20),
+            stat("free", 369 << 10),
+            stat("buffers", 100 << 10),
+            stat("cached", 20 << 20),
+        ];
+        assert_eq!(
+            reclaimable_kib(&stats),
+            Some((369 << 10) + (100 << 10) + (20 << 20))
+        );
+        // Without every field: no estimate (free memory alone is read).
+        assert_eq!(reclaimable_kib(&stats[..2]), None);
+        assert_eq!(
+            reclaimable_kib(&[
+                stat("free", u64::MAX),
+                stat("buffers", 1),
+                stat("cached", 0)
+            ]),
+            None
+        );
+    }
 
     fn machine(vcpus: u32, memory: &str) -> MachineType {
         let yaml = format!(
@@ -198,7 +279,7 @@ mod tests {
         assert_eq!(
             e.message(),
             "host h1 lacks capacity for this VM: vCPUs: the machine type has 4, the host 2; \
-             memory: the machine type needs 2048 MiB, the host has 1024 MiB free; \
+             memory: the machine type needs 2048 MiB, the host has 1024 MiB free (with reclaimable cache); \
              pool pool1 space: the overlay and seed need 200 MiB, 100 MiB free"
         );
         let only_memory = check(&h, &p, free, &machine(1, "2GiB"), 1).unwrap_err();
