@@ -26,7 +26,9 @@ pub enum Command {
     /// Print the CustomResourceDefinitions (YAML) this operator serves.
     Crd {
         /// Leave out the CEL rules (for API servers before 1.25, whose
-        /// kubectl validation refuses them); `deploy/crds/` holds this form.
+        /// kubectl validation refuses them): what
+        /// `deploy/crds-without-cel/` renders (`deploy/crds/` holds the
+        /// default form, with them).
         #[arg(long)]
         without_cel: bool,
     },

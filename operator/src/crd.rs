@@ -144,8 +144,9 @@ const KUBERNETES_FORMATS: &[&str] = &[
 /// With `cel` false, the CEL rules (`x-kubernetes-validations`) are left
 /// out: API servers before 1.25 do not know the field, and kubectl's
 /// client-side validation against them refuses the whole CRD. `deploy/`
-/// installs that form (the operator enforces immutability itself);
-/// `deploy/cel/` adds the rule back for newer clusters.
+/// `deploy/crds/` holds the form with the rule (the default);
+/// `deploy/crds-without-cel/` renders the other one for older servers (the
+/// operator enforces immutability itself either way).
 ///
 /// # Errors
 /// When YAML serialization fails (it does not for these types).

@@ -175,7 +175,14 @@ impl Replica {
         let provider_names: BTreeSet<_> = config.providers.iter().map(|p| p.name.clone()).collect();
 
         let client = client(&args).await?;
-        let cluster = cluster_identity(&client, args.cluster_id.as_deref()).await?;
+        let mut cluster = cluster_identity(&client, args.cluster_id.as_deref()).await?;
+        // Seeing one namespace's Proxies, the GC judges only instances made
+        // for that namespace (another operator may own the rest).
+        if let Some(ns) = args.namespace.as_deref() {
+            cluster = cluster
+                .scoped_to(ns)
+                .with_context(|| format!("--namespace {ns:?}"))?;
+        }
         tracing::info!(cluster = cluster.as_str(), namespace = args.namespace.as_deref().unwrap_or("(all)"), providers = ?provider_names, "starting");
 
         let (reader, writer) = reflector::store::<Proxy>();

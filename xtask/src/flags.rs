@@ -64,6 +64,15 @@ pub enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Build the operator's image (operator/Dockerfile's output, without
+    /// docker) as an archive for `docker load`, `podman load` or `ctr images
+    /// import`; print its name and path.
+    Image {
+        /// Where to write the archive (default
+        /// target/egress-proxies-operator-VERSION.tar).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Build (or find cached) the proxy guest image and print its digest
     /// and path.
     GuestImage {

@@ -12,7 +12,7 @@
 //! node/               the sandbox's Kubernetes node (containerd, kubelet, ...)
 //! test.rs, ci.rs      `test` and `bench CRATE` against a Session; `ci`
 //! demo/               `demo`, `integration`, `bench demo`: the validation table
-//! image/              OCI images (no docker) and the proxy guest image
+//! image/              OCI images (no docker): the operator's (`image`); the proxy guest image
 //! codegen/            libvirt-rpc's generated code
 //! fuzz.rs             the decoder fuzzer
 //! ```
@@ -71,6 +71,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         },
         Command::Fuzz { krate, seconds } => fuzz::run(krate, seconds),
         Command::Codegen { target, check } => codegen::run(target, check),
+        Command::Image { out } => image::operator::run_image(out).map(done),
         Command::GuestImage { force } => image::guest::run(force).map(done),
         Command::Demo { keep } => demo::run_demo(keep),
         Command::Integration(args) => demo::run_integration(&args),

@@ -131,7 +131,7 @@ mod time;
 mod user_data;
 
 pub use backoff::{Backoff, Jitter};
-pub use cluster::{CLUSTER_TAG_KEY, ClusterIdentity};
+pub use cluster::{CLUSTER_TAG_KEY, ClusterIdentity, NAMESPACE_TAG_KEY, namespace_tag};
 pub use discovery::{DiscoveredProxy, DiscoveryQuery, DiscoveryResponse, discover};
 pub use error::Error;
 pub use event::{Event, EventKind, EventReason};

@@ -1,6 +1,7 @@
 //! `deploy/` holds exactly what `operator crd` prints (run as the real
-//! binary), in both forms: `deploy/crds/` without CEL rules, and
-//! `deploy/cel/` (rendered by kustomize) with them.
+//! binary), in both forms: `deploy/crds/` with the CEL rule, and
+//! `deploy/crds-without-cel/` (rendered by kustomize) without it; and the
+//! operator's kustomization holds no CRD, so deleting it deletes none.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -50,23 +51,29 @@ fn floats(v: &mut serde_json::Value) {
 }
 
 #[test]
-fn deploy_crds_equal_operator_crd_without_cel() {
-    let printed = operator(&["crd", "--without-cel"]);
+fn deploy_crds_equal_operator_crd() {
+    let printed = operator(&["crd"]);
     let stored = std::fs::read_to_string(deploy("crds/egress-proxies.io.yaml")).unwrap();
     assert!(
         printed == stored,
         "deploy/crds/egress-proxies.io.yaml is stale: regenerate it with \
-         `cargo run -p operator -- crd --without-cel > deploy/crds/egress-proxies.io.yaml`"
+         `cargo run -p operator -- crd > deploy/crds/egress-proxies.io.yaml`"
     );
-    assert!(!stored.contains("x-kubernetes-validations"));
-    assert_eq!(docs(&stored).len(), 2);
+    let crds = docs(&stored);
+    assert_eq!(crds.len(), 2);
+    let spec = &crds[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(
+        spec["x-kubernetes-validations"][0]["rule"],
+        "self == oldSelf",
+        "the default CRDs carry the immutability rule"
+    );
 }
 
 #[test]
-fn the_cel_overlay_renders_what_operator_crd_prints() {
-    let printed = docs(&operator(&["crd"]));
+fn the_overlay_without_cel_renders_what_operator_crd_without_cel_prints() {
+    let printed = docs(&operator(&["crd", "--without-cel"]));
     let out = Command::new("kubectl")
-        .args(["kustomize", &deploy("cel")])
+        .args(["kustomize", &deploy("crds-without-cel")])
         .output()
         .expect("kubectl runs");
     assert!(
@@ -75,18 +82,41 @@ fn the_cel_overlay_renders_what_operator_crd_prints() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rendered = docs(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(rendered.len(), printed.len());
     for crd in &printed {
         let name = &crd["metadata"]["name"];
         let got = rendered
             .iter()
             .find(|d| d["kind"] == "CustomResourceDefinition" && &d["metadata"]["name"] == name)
-            .unwrap_or_else(|| panic!("deploy/cel renders no CRD {name}"));
-        assert_eq!(got, crd, "deploy/cel's {name} differs from `operator crd`");
+            .unwrap_or_else(|| panic!("deploy/crds-without-cel renders no CRD {name}"));
+        assert_eq!(
+            got, crd,
+            "deploy/crds-without-cel's {name} differs from `operator crd --without-cel`"
+        );
+        assert!(!got.to_string().contains("x-kubernetes-validations"));
     }
-    let spec =
-        &printed[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
-    assert_eq!(
-        spec["x-kubernetes-validations"][0]["rule"],
-        "self == oldSelf"
+}
+
+#[test]
+fn deleting_the_operators_kustomization_deletes_no_crd_and_no_namespace() {
+    let out = Command::new("kubectl")
+        .args(["kustomize", &deploy("")])
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let kinds: Vec<String> = docs(&String::from_utf8(out.stdout).unwrap())
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap_or("").to_owned())
+        .collect();
+    for never in ["CustomResourceDefinition", "Namespace", "Proxy", "Secret"] {
+        assert!(
+            !kinds.iter().any(|k| k == never),
+            "`kubectl delete -k deploy/` would delete a {never}: {kinds:?}"
+        );
+    }
+    assert!(kinds.iter().any(|k| k == "Deployment"), "{kinds:?}");
 }

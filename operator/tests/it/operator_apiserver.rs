@@ -184,13 +184,8 @@ impl World {
         .render();
         let config = dir.path().join("providers.yaml");
         std::fs::write(&config, yaml).unwrap();
-        let token = kubectl(
-            &kube,
-            &["-n", OPERATOR_NS, "create", "token", SA, "--duration=1h"],
-        );
-        let user = format!("system:serviceaccount:{OPERATOR_NS}:{SA}");
         let kubeconfig = dir.path().join("operator.kubeconfig");
-        std::fs::write(&kubeconfig, kube.kubeconfig_with_token(&user, token.trim())).unwrap();
+        write_operator_kubeconfig(&kube, &kubeconfig);
         World {
             sandbox,
             kube,
@@ -205,6 +200,18 @@ impl World {
 
     /// Starts the operator binary (leader election on deploy/'s Lease).
     fn operator(&self, extra: &[&str]) -> Operator {
+        self.operator_in(&self.ns, extra)
+    }
+
+    /// A second namespace of this world's (deleted with it).
+    fn second_namespace(&self) -> String {
+        let ns = format!("{}-b", self.ns);
+        kubectl(&self.kube, &["create", "namespace", &ns]);
+        ns
+    }
+
+    /// The operator limited to namespace `ns`.
+    fn operator_in(&self, ns: &str, extra: &[&str]) -> Operator {
         let log = self
             .dir
             .path()
@@ -216,7 +223,7 @@ impl World {
             .arg(&self.config)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
-            .args(["--namespace", &self.ns])
+            .args(["--namespace", ns])
             .args(["--lease-namespace", OPERATOR_NS, "--lease-name", LEASE])
             .args(["--lease-duration", &format!("{LEASE_SECS}s")])
             .args(["--http-addr", "127.0.0.1:0", "--reconcile-wait", "2s"])
@@ -235,23 +242,31 @@ impl World {
     }
 
     fn proxies(&self, client: &Client) -> Api<kube::api::DynamicObject> {
+        self.proxies_in(client, &self.ns)
+    }
+
+    fn proxies_in(&self, client: &Client, ns: &str) -> Api<kube::api::DynamicObject> {
         let resource = kube::api::ApiResource::from_gvk_with_plural(
             &kube::api::GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "Proxy"),
             "proxies",
         );
-        Api::namespaced_with(client.clone(), &self.ns, &resource)
+        Api::namespaced_with(client.clone(), ns, &resource)
     }
 
     async fn create_proxy(&self, client: &Client, name: &str, spec: Value) -> String {
+        self.create_proxy_in(client, &self.ns, name, spec).await
+    }
+
+    async fn create_proxy_in(&self, client: &Client, ns: &str, name: &str, spec: Value) -> String {
         let obj: kube::api::DynamicObject = serde_json::from_value(json!({
             "apiVersion": "egress-proxies.io/v1alpha1",
             "kind": "Proxy",
-            "metadata": { "name": name, "namespace": self.ns },
+            "metadata": { "name": name, "namespace": ns },
             "spec": spec,
         }))
         .unwrap();
         let created = self
-            .proxies(client)
+            .proxies_in(client, ns)
             .create(&PostParams::default(), &obj)
             .await
             .unwrap();
@@ -300,9 +315,11 @@ impl Drop for World {
                 self.virsh(&["vol-delete", "--pool", &pool, vol]);
             }
         }
-        let _ = self
-            .kube
-            .kubectl(&["delete", "namespace", &self.ns, "--wait=false"]);
+        for ns in [self.ns.clone(), format!("{}-b", self.ns)] {
+            let _ = self
+                .kube
+                .kubectl(&["delete", "namespace", &ns, "--wait=false", "--ignore-not-found"]);
+        }
     }
 }
 
@@ -383,24 +400,21 @@ impl Drop for Operator {
     }
 }
 
-/// `kubectl apply -k deploy/` (idempotent), then waits for the CRDs.
+/// A kubeconfig with a token of deploy/'s ServiceAccount at `path` (a
+/// token is bound to the ServiceAccount object: a reinstall needs a new
+/// one).
+fn write_operator_kubeconfig(kube: &KubeService, path: &std::path::Path) {
+    let token = kubectl(
+        kube,
+        &["-n", OPERATOR_NS, "create", "token", SA, "--duration=1h"],
+    );
+    let user = format!("system:serviceaccount:{OPERATOR_NS}:{SA}");
+    std::fs::write(path, kube.kubeconfig_with_token(&user, token.trim())).unwrap();
+}
+
+/// deploy/ installed as docs/operator.md says (idempotent).
 async fn install(k: &KubeService) {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
-    kubectl(k, &["apply", "-k", dir]);
-    for crd in [
-        "proxies.egress-proxies.io",
-        "providerhealths.egress-proxies.io",
-    ] {
-        kubectl(
-            k,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                &format!("crd/{crd}"),
-            ],
-        );
-    }
+    testkit::kubectl::install_deploy(k);
 }
 
 /// Clears the Lease so the next test's operator need not wait it out.
@@ -813,6 +827,180 @@ async fn the_gc_sweeps_its_own_orphans_and_never_another_clusters() {
     );
     assert!(op.log().contains("gc round planned"), "{}", op.log());
     delete_and_wait(&api, "keeper", Duration::from_secs(90)).await;
+    op.assert_no_errors();
+    drop(op);
+    clear_lease(&client).await;
+}
+
+/// Two operators, each limited to its namespace, one cluster identity, one
+/// provider entry, an orphan in each namespace: each collects only its own
+/// (a namespace-limited operator sees only its namespace's Proxies, so
+/// another namespace's live instance looks orphaned to it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_limited_operators_collect_only_their_own_namespaces_instances() {
+    let _serial = SERIAL.lock().await;
+    let world = World::new(Duration::ZERO).await;
+    let client = admin(&world.kube).await;
+    let (ns_a, ns_b) = (world.ns.clone(), world.second_namespace());
+    let gc = [
+        "--cluster-id",
+        "cluster-shared",
+        "--gc-interval",
+        "1s",
+        "--gc-min-age",
+        "1ms",
+    ];
+    let abandon = |ns: String, name: &'static str| {
+        let api = world.proxies_in(&client, &ns);
+        async move {
+            let patch = json!({"metadata": {"annotations": {
+                "egress-proxies.io/abandon-instance": "true"
+            }}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+            delete_and_wait(&api, name, Duration::from_secs(60)).await;
+        }
+    };
+    // Namespace A: an orphan and a live Proxy, made by A's operator, whose
+    // GC is slow (it must not sweep before B's turn).
+    let a = world.operator_in(&ns_a, &["--cluster-id", "cluster-shared"]);
+    a.wait_leader().await;
+    let mut domains = std::collections::BTreeMap::new();
+    for (ns, name) in [(&ns_a, "orphan-a"), (&ns_a, "keeper-a")] {
+        let uid = world
+            .create_proxy_in(&client, ns, name, json!({"provider": world.entry}))
+            .await;
+        wait_instance(&world.proxies_in(&client, ns), name, Duration::from_secs(120)).await;
+        domains.insert(name, World::domain_of(&uid));
+    }
+    abandon(ns_a.clone(), "orphan-a").await;
+    drop(a);
+    clear_lease(&client).await;
+
+    // Namespace B's operator, sweeping every second: its orphan goes, A's
+    // instances (an orphan and a live one it cannot see) stay.
+    let b = world.operator_in(&ns_b, &gc);
+    b.wait_leader().await;
+    for name in ["orphan-b", "keeper-b"] {
+        let uid = world
+            .create_proxy_in(&client, &ns_b, name, json!({"provider": world.entry}))
+            .await;
+        wait_instance(&world.proxies_in(&client, &ns_b), name, Duration::from_secs(120)).await;
+        domains.insert(name, World::domain_of(&uid));
+    }
+    abandon(ns_b.clone(), "orphan-b").await;
+    eventually("B's orphan to be swept", Duration::from_secs(60), || async {
+        (!world.domains().contains(&domains["orphan-b"])).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for name in ["orphan-a", "keeper-a", "keeper-b"] {
+        assert!(
+            world.domains().contains(&domains[name]),
+            "B's GC swept {name} ({})",
+            domains[name]
+        );
+    }
+    b.assert_no_errors();
+    drop(b);
+    clear_lease(&client).await;
+
+    // A's operator, now sweeping: its orphan goes, B's live instance stays.
+    let a = world.operator_in(&ns_a, &gc);
+    a.wait_leader().await;
+    eventually("A's orphan to be swept", Duration::from_secs(60), || async {
+        (!world.domains().contains(&domains["orphan-a"])).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for name in ["keeper-a", "keeper-b"] {
+        assert!(
+            world.domains().contains(&domains[name]),
+            "A's GC swept {name}"
+        );
+    }
+    delete_and_wait(&world.proxies_in(&client, &ns_a), "keeper-a", Duration::from_secs(90)).await;
+    a.assert_no_errors();
+    drop(a);
+    clear_lease(&client).await;
+    let b = world.operator_in(&ns_b, &["--cluster-id", "cluster-shared"]);
+    b.wait_leader().await;
+    delete_and_wait(&world.proxies_in(&client, &ns_b), "keeper-b", Duration::from_secs(90)).await;
+    drop(b);
+    clear_lease(&client).await;
+}
+
+/// `kubectl delete -k deploy/` removes the operator and nothing else: the
+/// CRDs, the Proxies (with their finalizers) and their instances stay;
+/// applying deploy/ again and starting the operator adopts every Proxy —
+/// same instance, nothing re-created, no `Created` Event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstalling_the_operator_keeps_proxies_and_a_reinstall_adopts_them() {
+    let _serial = SERIAL.lock().await;
+    let world = World::new(Duration::ZERO).await;
+    let client = admin(&world.kube).await;
+    let api = world.proxies(&client);
+    let op = world.operator(&[]);
+    op.wait_leader().await;
+    let mut before = Vec::new();
+    for name in ["p1", "p2"] {
+        let uid = world
+            .create_proxy(&client, name, json!({"provider": world.entry}))
+            .await;
+        let obj = wait_instance(&api, name, Duration::from_secs(120)).await;
+        let domain = World::domain_of(&uid);
+        let domain_uuid = world.virsh(&["domuuid", &domain]).trim().to_owned();
+        before.push((name, obj, domain, domain_uuid));
+    }
+    let created_events = || async {
+        events(&client, &world.ns)
+            .await
+            .into_iter()
+            .filter(|(reason, _)| reason == "Created")
+            .count()
+    };
+    let created = created_events().await;
+    assert_eq!(created, 2);
+
+    // Uninstall the operator as docs/operator.md says (the process goes
+    // with its Deployment).
+    drop(op);
+    kubectl(
+        &world.kube,
+        &["delete", "-k", &testkit::kubectl::deploy_dir().to_string_lossy()],
+    );
+    for crd in [
+        "proxies.egress-proxies.io",
+        "providerhealths.egress-proxies.io",
+    ] {
+        kubectl(&world.kube, &["get", "crd", crd]);
+    }
+    for (name, obj, domain, uuid) in &before {
+        let now = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
+        assert_eq!(now["metadata"]["deletionTimestamp"], Value::Null, "{name}");
+        assert_eq!(now["status"]["providerID"], obj["status"]["providerID"]);
+        assert_eq!(world.virsh(&["domuuid", domain]).trim(), uuid, "{name}");
+    }
+
+    // Reinstall: the same instances, adopted.
+    install(&world.kube).await;
+    write_operator_kubeconfig(&world.kube, &world.kubeconfig);
+    let op = world.operator(&[]);
+    op.wait_leader().await;
+    // A few reconcile passes.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    for (name, obj, domain, uuid) in &before {
+        let now = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
+        for field in ["providerID", "createdAt", "ip", "host", "replacements"] {
+            assert_eq!(now["status"][field], obj["status"][field], "{name}: {field}");
+        }
+        assert_eq!(world.virsh(&["domuuid", domain]).trim(), uuid, "{name}");
+    }
+    assert_eq!(created_events().await, created, "a Proxy was made again");
+    for (name, ..) in &before {
+        delete_and_wait(&api, name, Duration::from_secs(90)).await;
+    }
     op.assert_no_errors();
     drop(op);
     clear_lease(&client).await;

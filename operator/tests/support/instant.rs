@@ -215,16 +215,7 @@ impl World {
             .await
             .unwrap();
         let client = Client::try_from(config).unwrap();
-        let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
-        kube.kubectl(&["apply", "-k", deploy]).unwrap();
-        for crd in [
-            "proxies.egress-proxies.io",
-            "providerhealths.egress-proxies.io",
-        ] {
-            let crd = format!("crd/{crd}");
-            kube.kubectl(&["wait", "--for=condition=Established", "--timeout=60s", &crd])
-                .unwrap();
-        }
+        testkit::kubectl::install_deploy(&kube);
         let t = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap();

@@ -211,7 +211,7 @@ fn runner(
 ) -> Result<Runner> {
     Ok(match node {
         Some(node) => {
-            let release = pod::build_release(&workspace())?;
+            let release = crate::image::operator::build_release(&workspace())?;
             Runner::Pod(pod::Deployment::prepare(
                 target, node, dir, &release, deploy,
             )?)

@@ -20,16 +20,15 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::image::oci::{self, Config, Layer};
+use crate::image::operator as operator_image;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::target::Target;
 use super::world::OPERATOR_NS;
 use crate::node::{self, Node};
 use crate::util::free_port;
-use crate::util::{cmd, read, run};
+use crate::util::{cmd, read};
 
 /// deploy/'s Deployment.
 const DEPLOYMENT: &str = "egress-proxies-operator";
@@ -218,77 +217,17 @@ fn ready(pod: &Value) -> bool {
     })
 }
 
-/// The Dockerfile's second stage, without docker: the release binary, the
-/// glibc it links, CA roots, the non-root user; imported into the node.
-/// Returns the tag (the binary's digest, so a new build rolls out).
+/// The operator's image ([`crate::image::operator`]) built from `binary`
+/// and imported into the node. Returns the tag (the binary's digest, so a
+/// new build rolls out).
 fn image(node: &Node, dir: &Path, binary: &Path) -> Result<String> {
-    let bytes = std::fs::read(binary).with_context(|| format!("read {}", binary.display()))?;
-    let digest: String = Sha256::digest(&bytes)
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = operator_image::binary_digest(binary)?;
     let reference = format!("{LOCAL_IMAGE}:{digest}");
-    let mut layers = vec![
-        Layer::File {
-            from: binary.to_owned(),
-            to: "usr/local/bin/operator".into(),
-        },
-        Layer::Text {
-            to: "etc/passwd".into(),
-            content: "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n".into(),
-        },
-        Layer::Text {
-            to: "etc/group".into(),
-            content: "root:x:0:\nnonroot:x:65532:\n".into(),
-        },
-        Layer::Dir("tmp".into()),
-    ];
-    for lib in oci::shared_libraries(binary)? {
-        layers.push(Layer::File {
-            to: lib.strip_prefix("/").unwrap_or(&lib).to_owned(),
-            from: lib,
-        });
-    }
-    let roots = Path::new("/etc/ssl/certs/ca-certificates.crt");
-    if roots.exists() {
-        layers.push(Layer::File {
-            from: roots.to_owned(),
-            to: "etc/ssl/certs/ca-certificates.crt".into(),
-        });
-    }
     let tarball = dir.join("operator-image.tar");
     println!("demo: building image {reference} and importing it into the node");
-    oci::build(
-        &dir.join("image-work"),
-        &reference,
-        &layers,
-        &Config {
-            entrypoint: vec!["/usr/local/bin/operator".into()],
-            cmd: vec![
-                "run".into(),
-                "--providers-config=/etc/egress-proxies/config/providers-config.yaml".into(),
-            ],
-            user: "65532:65532".into(),
-            exposed_ports: vec![8080],
-        },
-        &tarball,
-    )?;
+    operator_image::build(binary, &reference, &dir.join("image-work"), &tarball)?;
     node::import(&node.containerd, &tarball)?;
     Ok(digest)
-}
-
-/// Builds the release binary the image carries (what the Dockerfile builds).
-pub fn build_release(workspace: &Path) -> Result<PathBuf> {
-    println!("suite: building the operator (release, as the Dockerfile does)");
-    run(cmd(
-        "cargo",
-        ["build", "--release", "--locked", "-p", "operator"],
-    ))?;
-    Ok(std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace.join("target"))
-        .join("release/operator"))
 }
 
 /// `path` relative to `from` (both absolute): up to `/`, then down.

@@ -73,10 +73,33 @@ impl World {
         })
     }
 
-    /// `kubectl apply -k deploy/` (with the pod: the overlay over it, and
-    /// the SSH Secret), the CRDs established, the namespace, the
-    /// ServiceAccount's token.
+    /// The API server's minor version (`1.20` → 20).
+    fn server_minor(&self) -> Result<u32> {
+        let v: Value = serde_json::from_str(&self.kubectl(&["version", "-o", "json"])?)?;
+        let minor = v["serverVersion"]["minor"]
+            .as_str()
+            .context("kubectl version names no server minor version")?;
+        minor
+            .trim_end_matches('+')
+            .parse()
+            .with_context(|| format!("server minor version {minor:?}"))
+    }
+
+    /// deploy/ as docs/operator.md installs it: the CRDs (`deploy/crds/`,
+    /// or `deploy/crds-without-cel/` on servers older than 1.25), the
+    /// operator's namespace, `kubectl apply -k deploy/` (with the pod: the
+    /// overlay over it, and the SSH Secret); then the CRDs established, the
+    /// run's namespace, the ServiceAccount's token.
     pub fn install(&self, deploy: &Path) -> Result<()> {
+        let crds = if self.server_minor()? >= 25 {
+            "crds"
+        } else {
+            "crds-without-cel"
+        };
+        self.kubectl(&["apply", "-k", &deploy.join(crds).to_string_lossy()])?;
+        if self.kubectl(&["get", "namespace", OPERATOR_NS]).is_err() {
+            self.kubectl(&["create", "namespace", OPERATOR_NS])?;
+        }
         match &self.runner {
             Runner::Pod(d) => d.install(&self.target)?,
             Runner::Process { .. } => {

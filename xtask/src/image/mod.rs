@@ -1,6 +1,8 @@
-//! Images this project builds without docker: OCI images ([`oci`]: the
-//! operator's, and the node's pause image) and the proxy guest's qcow2
-//! ([`guest`], `cargo xtask guest-image`).
+//! Images this project builds without docker: OCI images ([`oci`]), among
+//! them the operator's ([`operator`], `cargo xtask image`) and the node's
+//! pause image, and the proxy guest's qcow2 ([`guest`], `cargo xtask
+//! guest-image`).
 
 pub mod guest;
 pub mod oci;
+pub mod operator;

@@ -74,6 +74,10 @@ pub(super) fn start(mut d: Draft<'_>) -> Step {
     request.user_data = user_data;
     let tag = d.r.cluster.tag();
     request.tags.insert(tag.key, tag.value);
+    // A namespace is a DNS label, always a tag value.
+    if let Ok(ns) = crate::cluster::namespace_tag(&meta.namespace) {
+        request.tags.insert(ns.key, ns.value);
+    }
 
     // While retrying after provider trouble with the same spec, keep the
     // trouble visible (and the status unchanged) instead of flipping to
