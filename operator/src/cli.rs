@@ -81,8 +81,8 @@ pub struct RunArgs {
     /// call run on in its task (the Proxy is reconciled again when it ends).
     #[arg(long, default_value = "5s")]
     pub reconcile_wait: Secs,
-    /// The CONNECT target of the health probe (`host:port`); no probing when
-    /// absent.
+    /// The CONNECT target of the health probe (`host:port`) for every
+    /// provider entry, over each entry's `proxy.probe_target`.
     #[arg(long, env = "EGRESS_PROBE_TARGET")]
     pub probe_target: Option<String>,
     /// Open each probe's connection from inside this network namespace

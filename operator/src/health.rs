@@ -1,6 +1,8 @@
 //! The health engine (leader only): every interval, a CONNECT probe
 //! ([`probe`](crate::probe): the socket and clock around `fleet::Probe`)
-//! through each running Proxy's current instance to the configured target;
+//! through each running Proxy's current instance to its provider entry's
+//! probe target (`proxy.probe_target` in the providers config, or
+//! `--probe-target` for all);
 //! `fleet::HealthTracker` turns K successes / M failures into the `Healthy`
 //! condition, written with `probedInstance` (the instance it is about) by
 //! server-side apply with its own field manager ([`HEALTH_MANAGER`]) only
@@ -41,7 +43,7 @@ pub struct Engine {
     /// The Proxy watch cache.
     pub proxies: Store<Proxy>,
     /// What each probe CONNECTs to.
-    pub target: fleet::ProbeTarget,
+    pub targets: ProbeTargets,
     /// Where probe connections are opened (`--probe-netns`); this
     /// process's own namespace when `None`.
     pub netns: Option<crate::netns::Netns>,
@@ -57,6 +59,23 @@ pub struct Engine {
     pub metrics: OperatorMetrics,
     /// Notified on every change of the Proxy watch cache.
     pub changed: Arc<Notify>,
+}
+
+/// What each provider entry's proxies are probed with.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeTargets {
+    /// Entry name → its `probe_target`.
+    pub by_entry: HashMap<String, fleet::ProbeTarget>,
+    /// `--probe-target`: one target for every entry.
+    pub all: Option<fleet::ProbeTarget>,
+}
+
+impl ProbeTargets {
+    /// The target for proxies of `entry` (`None`: an entry the config does
+    /// not name; the reconciler reports it).
+    pub fn of(&self, entry: &str) -> Option<&fleet::ProbeTarget> {
+        self.all.as_ref().or_else(|| self.by_entry.get(entry))
+    }
 }
 
 /// One Proxy's tracker, and the instance it counts probes of.
@@ -128,7 +147,8 @@ impl Engine {
     }
 
     async fn round(&self, trackers: &mut HashMap<String, Tracked>) {
-        let mut running: Vec<(Arc<Proxy>, SocketAddr, String, bool)> = Vec::new();
+        let mut running: Vec<(Arc<Proxy>, SocketAddr, fleet::ProbeTarget, String, bool)> =
+            Vec::new();
         for p in self.proxies.state() {
             let status = p.status.clone().unwrap_or_default();
             match fleet::health_plan(&status) {
@@ -136,7 +156,10 @@ impl Engine {
                     let (Some(ip), Some(port)) = (status.ip, status.port) else {
                         continue;
                     };
-                    running.push((p, SocketAddr::new(ip, port), endpoint, seed));
+                    let Some(target) = self.targets.of(&p.spec.inner.provider).cloned() else {
+                        continue;
+                    };
+                    running.push((p, SocketAddr::new(ip, port), target, endpoint, seed));
                 }
                 fleet::HealthPlan::Reset { update, probed } => {
                     self.reset(&p, &status, update, probed, trackers).await;
@@ -145,12 +168,12 @@ impl Engine {
             }
         }
         let results: Vec<_> = futures::stream::iter(running)
-            .map(|(p, addr, endpoint, seed)| async move {
+            .map(|(p, addr, target, endpoint, seed)| async move {
                 let outcome = match &self.netns {
-                    None => probe::probe(addr, &self.target, self.timeout).await,
+                    None => probe::probe(addr, &target, self.timeout).await,
                     Some(ns) => {
                         let connect = ns.connect(addr, self.timeout);
-                        probe::probe_over(connect, addr, &self.target, self.timeout).await
+                        probe::probe_over(connect, addr, &target, self.timeout).await
                     }
                 };
                 (p, endpoint, seed, outcome)

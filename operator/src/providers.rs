@@ -37,6 +37,18 @@ pub fn load(path: &Path, registry: RegistryFn) -> anyhow::Result<(ProvidersConfi
 /// `operator validate --config F`: prints every problem, exits 1 when any.
 pub fn validate_command(path: &Path, registry: RegistryFn) -> ExitCode {
     match ProvidersConfig::load(path) {
+        Ok(config) if !config.placeholders().is_empty() => {
+            let left = config.placeholders();
+            println!(
+                "{}: {} placeholder(s) from the sample left to replace",
+                path.display(),
+                left.len()
+            );
+            for issue in left {
+                println!("  {issue}");
+            }
+            ExitCode::FAILURE
+        }
         Ok(config) => match registry().and_then(|r| Ok(r.build(&config)?)) {
             Ok(providers) => {
                 println!(

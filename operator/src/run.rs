@@ -155,6 +155,29 @@ struct Replica {
     proxies: reflector::Store<Proxy>,
     /// Notified on every change the Proxy watch cache sees.
     proxies_changed: Arc<tokio::sync::Notify>,
+    /// What the health engine probes each entry's proxies with.
+    probe_targets: crate::health::ProbeTargets,
+}
+
+/// Each entry's `probe_target`, and `--probe-target` over all of them.
+fn probe_targets(
+    config: &provider_api::ProvidersConfig,
+    all: Option<&str>,
+) -> anyhow::Result<crate::health::ProbeTargets> {
+    let mut targets = crate::health::ProbeTargets::default();
+    for entry in &config.providers {
+        let text = entry.probe_target().to_string();
+        let target = fleet::ProbeTarget::parse(&text).with_context(|| {
+            format!("providers[{}].proxy.probe_target {text:?}", entry.name)
+        })?;
+        targets.by_entry.insert(entry.name.to_string(), target);
+    }
+    if let Some(all) = all {
+        targets.all = Some(
+            fleet::ProbeTarget::parse(all).with_context(|| format!("--probe-target {all:?}"))?,
+        );
+    }
+    Ok(targets)
 }
 
 impl Replica {
@@ -168,6 +191,7 @@ impl Replica {
         cancel: &CancellationToken,
     ) -> anyhow::Result<Self> {
         let (config, providers) = crate::providers::load(&args.providers_config, registry)?;
+        let probe_targets = probe_targets(&config, args.probe_target.as_deref())?;
         let mut registry = prometheus_client::registry::Registry::default();
         let provider_metrics = provider_api::ProviderMetrics::new(&mut registry);
         let metrics = OperatorMetrics::new(&mut registry);
@@ -212,6 +236,7 @@ impl Replica {
             metrics,
             proxies: reader,
             proxies_changed,
+            probe_targets,
         })
     }
 
@@ -265,7 +290,7 @@ impl Replica {
     }
 
     /// The Proxy controller, the monitor, the GC sweeper and (with
-    /// `--probe-target`) the health engine, all under `cancel`.
+    /// the health engine, all under `cancel`.
     fn spawn_leader_work(
         &self,
         tasks: &mut JoinSet<()>,
@@ -304,11 +329,6 @@ impl Replica {
             }
             .run(cancel.child_token()),
         );
-        let Some(target) = &args.probe_target else {
-            return Ok(());
-        };
-        let target = fleet::ProbeTarget::parse(target)
-            .with_context(|| format!("--probe-target {target:?}"))?;
         let netns = match &args.probe_netns {
             Some(name) => Some(
                 crate::netns::Netns::open(name)
@@ -320,7 +340,7 @@ impl Replica {
             crate::health::Engine {
                 client: self.client.clone(),
                 proxies: self.proxies.clone(),
-                target,
+                targets: self.probe_targets.clone(),
                 netns,
                 interval: args.probe_interval.0,
                 timeout: args.probe_timeout.0,

@@ -27,7 +27,7 @@ async fn the_sample_configs_placeholder_image_is_refused_with_what_to_do() {
         ObjectName::parse("proxy-a").unwrap(),
         Identifier::parse("default").unwrap(),
     );
-    // The sample's hosts (192.168.10.11, kvm2.lan.example) are never
+    // The sample's hosts (192.0.2.11, kvm2.lan.example) are never
     // dialled: the refusal comes first, so this returns at once.
     let err = tokio::time::timeout(std::time::Duration::from_secs(30), provider.create(&req))
         .await

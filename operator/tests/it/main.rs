@@ -7,4 +7,5 @@
 mod apiserver_smoke;
 mod crds;
 mod operator_apiserver;
+mod samples;
 mod support;

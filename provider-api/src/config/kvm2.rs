@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::values::{
-    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HttpUrl, Sha256Digest, SshUser,
+    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HostPort, HttpUrl, Sha256Digest,
+    SshUser,
 };
 use crate::error::Error;
 use crate::ident::Identifier;
@@ -167,7 +168,16 @@ pub struct ProxySettings {
     /// The client networks allowed to use the proxy (never empty; default
     /// the RFC 1918 ranges).
     pub allowed_clients: Vec<Cidr>,
+    /// What the operator's health probe CONNECTs to through each proxy
+    /// (default [`DEFAULT_PROBE_TARGET`]): a destination the guests can
+    /// reach and that answers TLS, such as the upstream your consumers use.
+    pub probe_target: HostPort,
 }
+
+/// The health probe's target unless `proxy.probe_target` says otherwise:
+/// Debian's package mirror, which the Debian guest image reaches wherever it
+/// has a way out.
+pub const DEFAULT_PROBE_TARGET: &str = "deb.debian.org:443";
 
 /// Squid's port unless `proxy.port` says otherwise.
 pub const DEFAULT_PROXY_PORT: u16 = 3128;
@@ -179,7 +189,14 @@ impl ProxySettings {
         Self {
             port,
             allowed_clients,
+            probe_target: default_probe_target(),
         }
+    }
+
+    /// These settings with `probe_target`.
+    pub fn with_probe_target(mut self, probe_target: HostPort) -> Self {
+        self.probe_target = probe_target;
+        self
     }
 }
 
@@ -189,8 +206,13 @@ impl Default for ProxySettings {
         ProxySettings {
             port: DEFAULT_PROXY_PORT,
             allowed_clients: rfc1918.iter().filter_map(|c| Cidr::parse(c).ok()).collect(),
+            probe_target: default_probe_target(),
         }
     }
+}
+
+fn default_probe_target() -> HostPort {
+    HostPort::parse_or_loopback(DEFAULT_PROBE_TARGET)
 }
 
 /// The disk format of a base image.

@@ -42,6 +42,7 @@
 //! against alias bombs; YAML 1.1 booleans (`yes`, `on`) are rejected.
 
 mod kvm2;
+mod placeholders;
 mod raw;
 mod validate;
 pub mod values;
@@ -50,12 +51,13 @@ use std::fmt;
 use std::path::Path;
 
 pub use kvm2::{
-    DEFAULT_PROXY_PORT, DISK_MAX, DISK_MIN, DomainType, Firmware, ImageFormat, Kvm2Config,
+    DEFAULT_PROBE_TARGET, DEFAULT_PROXY_PORT, DISK_MAX, DISK_MIN, DomainType, Firmware, ImageFormat, Kvm2Config,
     Kvm2Defaults, Kvm2Host, Kvm2Image, Kvm2Ssh, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings,
     VCPUS_MAX, VCPUS_MIN,
 };
 pub use values::{
-    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HttpUrl, Sha256Digest, SshUser,
+    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HostPort, HttpUrl, Sha256Digest,
+    SshUser,
 };
 
 use crate::ident::Identifier;
@@ -89,6 +91,14 @@ impl ProviderEntry {
     pub fn provider_type(&self) -> ProviderType {
         match self.block {
             ProviderBlock::Kvm2(_) => ProviderType::Kvm2,
+        }
+    }
+
+    /// What the operator's health probe CONNECTs to through this entry's
+    /// proxies (kvm2: `proxy.probe_target`).
+    pub fn probe_target(&self) -> &HostPort {
+        match &self.block {
+            ProviderBlock::Kvm2(k) => &k.proxy.probe_target,
         }
     }
 

@@ -1003,6 +1003,11 @@ fn proxy_defaults_to_3128_and_rfc1918() {
         .map(|c| c.to_string())
         .collect();
     assert_eq!(nets, ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]);
+    assert_eq!(k.proxy.probe_target.to_string(), "deb.debian.org:443");
+    assert_eq!(
+        ok(&base()).providers[0].probe_target().to_string(),
+        "deb.debian.org:443"
+    );
 }
 
 #[test]
@@ -1016,6 +1021,34 @@ fn proxy_settings_are_read() {
     assert_eq!(p.port, 8080);
     let nets: Vec<String> = p.allowed_clients.iter().map(|c| c.to_string()).collect();
     assert_eq!(nets, ["100.64.0.0/10", "fd00::/8"]);
+}
+
+#[test]
+fn the_probe_target_is_read() {
+    let c = ok(&edit(
+        &base(),
+        "firmware: bios",
+        "firmware: bios\nproxy: {probe_target: \"upstream.lan.example:8443\"}",
+    ));
+    assert_eq!(
+        c.providers[0].probe_target().to_string(),
+        "upstream.lan.example:8443"
+    );
+}
+
+#[test]
+fn rule_proxy_probe_target_is_host_port() {
+    assert_eq!(
+        one_issue(&edit(
+            &base(),
+            "firmware: bios",
+            "firmware: bios\nproxy: {probe_target: upstream}"
+        )),
+        format!(
+            "providers[0].kvm2.proxy.probe_target: {}; got \"upstream\"",
+            crate::config::HostPort::RULE
+        )
+    );
 }
 
 #[test]

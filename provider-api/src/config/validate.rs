@@ -10,7 +10,7 @@ use super::raw::{
     Entries, RawConfig, RawHost, RawKvm2, RawMachineType, RawProvider, RawProxy, RawSsh,
 };
 use super::values::{
-    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HttpUrl, Sha256Digest, SshUser,
+    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HostPort, HttpUrl, Sha256Digest, SshUser,
 };
 use super::{ConfigError, ConfigIssue, ProviderBlock, ProviderEntry, ProvidersConfig};
 use crate::ident::{Identifier, ParseError};
@@ -501,9 +501,14 @@ fn proxy(v: &mut Validator, path: &str, raw: &RawProxy) -> Option<ProxySettings>
             parsed.into_iter().collect()
         }
     };
+    let probe_target = match &raw.probe_target {
+        None => Some(defaults.probe_target),
+        Some(t) => v.parsed(&format!("{path}.probe_target"), t, HostPort::parse),
+    };
     Some(ProxySettings {
         port: port?,
         allowed_clients: allowed_clients?,
+        probe_target: probe_target?,
     })
 }
 

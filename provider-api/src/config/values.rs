@@ -167,6 +167,74 @@ impl fmt::Debug for HostAddress {
     }
 }
 
+/// A TCP endpoint `host:port` (`[v6]:port` for an IPv6 literal): what a
+/// health probe CONNECTs to through a proxy.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    host: HostAddress,
+    port: u16,
+}
+
+impl HostPort {
+    /// The rule every value satisfies.
+    pub const RULE: &'static str =
+        "must be host:port (an IP address, [IPv6] or a lowercase DNS name, and a port 1-65535)";
+
+    /// Parses `host:port`.
+    ///
+    /// # Errors
+    /// [`ParseError`] with [`Self::RULE`].
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let bad = || ParseError::new(Self::RULE);
+        let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+        let host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            Some(v6) => match v6.parse::<IpAddr>() {
+                Ok(ip @ IpAddr::V6(_)) => HostAddress::Ip(ip),
+                _ => return Err(bad()),
+            },
+            // A bare IPv6 literal has colons of its own: it needs brackets.
+            None if host.contains(':') => return Err(bad()),
+            None => HostAddress::parse(host).map_err(|_| bad())?,
+        };
+        let port = port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(bad)?;
+        Ok(HostPort { host, port })
+    }
+
+    /// `s` parsed, for constants: `127.0.0.1:443` should a constant break
+    /// the rule (a unit test parses every constant passed here).
+    pub(crate) fn parse_or_loopback(s: &str) -> HostPort {
+        HostPort::parse(s).unwrap_or(HostPort {
+            host: HostAddress::Ip(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+            port: 443,
+        })
+    }
+
+    /// The host.
+    pub fn host(&self) -> &HostAddress {
+        &self.host
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.host {
+            HostAddress::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]:{}", self.port),
+            host => write!(f, "{host}:{}", self.port),
+        }
+    }
+}
+
+impl fmt::Debug for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HostPort({self})")
+    }
+}
+
 /// The rule text of [`BridgeName`].
 const BRIDGE_NAME_RULE: &str = "must be a bridge name (1 to 15 characters from A-Z, a-z, 0-9, '_', '.' and '-', \
      starting with a letter or digit, without '..')";
@@ -402,6 +470,40 @@ mod tests {
             assert_eq!(
                 Sha256Digest::parse(bad).unwrap_err().rule(),
                 Sha256Digest::RULE
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_probe_target_keeps_the_rule() {
+        let d = crate::config::kvm2::DEFAULT_PROBE_TARGET;
+        assert_eq!(HostPort::parse(d).unwrap().to_string(), d);
+    }
+
+    #[test]
+    fn host_port_rules() {
+        for (good, shown) in [
+            ("deb.debian.org:443", "deb.debian.org:443"),
+            ("10.0.0.1:8443", "10.0.0.1:8443"),
+            ("[2001:db8::1]:443", "[2001:db8::1]:443"),
+        ] {
+            assert_eq!(HostPort::parse(good).unwrap().to_string(), shown);
+        }
+        for bad in [
+            "",
+            "deb.debian.org",
+            "deb.debian.org:",
+            "deb.debian.org:0",
+            "deb.debian.org:65536",
+            "2001:db8::1:443",
+            "[10.0.0.1]:443",
+            "Deb.Debian.org:443",
+            ":443",
+        ] {
+            assert_eq!(
+                HostPort::parse(bad).unwrap_err().rule(),
+                HostPort::RULE,
+                "{bad:?}"
             );
         }
     }

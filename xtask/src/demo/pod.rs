@@ -73,13 +73,7 @@ impl Deployment {
         )?;
         std::fs::write(
             overlay.join("kustomization.yaml"),
-            kustomization(
-                &relative_to_root(deploy, &overlay),
-                &tag,
-                port,
-                api_port,
-                target,
-            ),
+            kustomization(&relative_to_root(deploy, &overlay), &tag, port, api_port),
         )?;
         Ok(Deployment {
             admin: target.admin_kubeconfig.clone(),
@@ -237,29 +231,15 @@ fn relative_to_root(path: &Path, from: &Path) -> String {
     format!("{}{}", "../".repeat(ups), down.display())
 }
 
-fn kustomization(deploy: &str, tag: &str, port: u16, api_port: u16, t: &Target) -> String {
-    let args = serde_json::json!([
-        "run",
-        "--providers-config=/etc/egress-proxies/config/providers-config.yaml",
-        "--shutdown-timeout=20s",
-        "--namespace",
-        t.tag,
-        "--cluster-id",
-        t.tag,
-        "--probe-target",
-        t.probe_target,
-        "--probe-interval",
-        "3s",
-        "--check-interval",
-        "10s",
-        "--log",
-        "info,kube=warn",
-    ]);
+/// The overlay: deploy/ with the image, the run's providers config and
+/// what a single loopback node needs (host network, the API server by
+/// address, a free HTTP port, one replica at a time) — nothing else; a test
+/// keeps the operator's arguments and environment deploy/'s.
+fn kustomization(deploy: &str, tag: &str, port: u16, api_port: u16) -> String {
     let patch = serde_json::json!([
         { "op": "replace", "path": "/spec/replicas", "value": 0 },
         { "op": "add", "path": "/spec/template/spec/hostNetwork", "value": true },
         { "op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy", "value": "Never" },
-        { "op": "replace", "path": "/spec/template/spec/containers/0/args", "value": args },
         { "op": "replace", "path": "/spec/template/spec/containers/0/ports/0/containerPort", "value": port },
         { "op": "add", "path": "/spec/template/spec/containers/0/env/-",
           "value": { "name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1" } },
@@ -300,3 +280,101 @@ fn kustomization(deploy: &str, tag: &str, port: u16, api_port: u16, t: &Target) 
     });
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `kubectl kustomize DIR`'s Deployment (the operator's).
+    fn deployment(dir: &Path) -> Value {
+        let out = read(cmd("kubectl", ["kustomize".as_ref(), dir.as_os_str()])).unwrap();
+        out.split("\n---")
+            .filter_map(|d| serde_saphyr::from_str::<Value>(d.trim_start_matches("---")).ok())
+            .find(|d| d["kind"] == "Deployment")
+            .expect("a Deployment")
+    }
+
+    fn container(d: &Value) -> &Value {
+        &d["spec"]["template"]["spec"]["containers"][0]
+    }
+
+    fn env(d: &Value) -> Vec<(String, Value)> {
+        container(d)["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap().to_owned(), e.clone()))
+            .collect()
+    }
+
+    /// The demo runs deploy/ as shipped: its overlay changes the image, the
+    /// providers config, and what a loopback node needs — never the
+    /// operator's arguments, nor its environment but the API server's
+    /// address and the HTTP port.
+    #[test]
+    fn the_demo_overlay_changes_only_what_a_loopback_node_needs() {
+        let deploy = crate::util::workspace().join("deploy");
+        let dir = tempfile::tempdir().unwrap();
+        let overlay = dir.path().join("overlay");
+        std::fs::create_dir_all(&overlay).unwrap();
+        std::fs::write(overlay.join("providers-config.yaml"), "providers: []\n").unwrap();
+        std::fs::write(
+            overlay.join("kustomization.yaml"),
+            kustomization(&relative_to_root(&deploy, &overlay), "t1", 18080, 6443),
+        )
+        .unwrap();
+        let shipped = deployment(&deploy);
+        let demo = deployment(&overlay);
+        assert_eq!(
+            container(&demo)["args"],
+            container(&shipped)["args"],
+            "the demo must run the operator with deploy/'s arguments"
+        );
+        let (shipped_env, demo_env) = (env(&shipped), env(&demo));
+        let loopback = [
+            "KUBERNETES_SERVICE_HOST",
+            "KUBERNETES_SERVICE_PORT",
+            "EGRESS_HTTP_ADDR",
+        ];
+        for (name, value) in &shipped_env {
+            if !loopback.contains(&name.as_str()) {
+                assert!(
+                    demo_env.contains(&(name.clone(), value.clone())),
+                    "the demo changed or dropped {name}"
+                );
+            }
+        }
+        for (name, _) in &demo_env {
+            assert!(
+                loopback.contains(&name.as_str()) || shipped_env.iter().any(|(n, _)| n == name),
+                "the demo added {name}"
+            );
+        }
+        assert_eq!(
+            container(&demo)["image"],
+            format!("{LOCAL_IMAGE}:t1"),
+            "the image is the one change kustomize makes"
+        );
+        for field in ["volumeMounts", "securityContext", "resources", "livenessProbe", "readinessProbe"] {
+            assert_eq!(container(&demo)[field], container(&shipped)[field], "{field}");
+        }
+        let (sd, dd) = (&shipped["spec"]["template"]["spec"], &demo["spec"]["template"]["spec"]);
+        for field in ["serviceAccountName", "securityContext"] {
+            assert_eq!(dd[field], sd[field], "{field}");
+        }
+        // The volumes, but for the generated config map's hash suffix (the
+        // providers config is the overlay's to set).
+        let volumes = |spec: &Value| {
+            let mut v = spec["volumes"].clone();
+            for vol in v.as_array_mut().unwrap() {
+                if let Some(name) = vol["configMap"]["name"].as_str() {
+                    let base = name.rsplit_once('-').map_or(name, |(b, _)| b).to_owned();
+                    vol["configMap"]["name"] = Value::String(base);
+                }
+            }
+            v
+        };
+        assert_eq!(volumes(dd), volumes(sd));
+    }
+}
+

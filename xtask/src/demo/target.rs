@@ -99,6 +99,7 @@ impl Target {
                 url: image.url.clone(),
                 sha256: image.sha256.clone(),
                 allowed: sandbox.guest_net.cidr(),
+                probe_target: sandbox.guest_net.upstream.to_string(),
             },
             base_volume: format!("base-{entry}.proxy-guest.qcow2"),
             entry,
@@ -162,6 +163,7 @@ impl Target {
                 url: url.to_owned(),
                 sha256: sha.to_owned(),
                 allowed: allowed.to_owned(),
+                probe_target: flags.probe_target.clone(),
             },
             base_volume: format!("base-{entry}.proxy-guest.qcow2"),
             entry,
@@ -199,12 +201,14 @@ struct ProviderConfig {
     url: String,
     sha256: String,
     allowed: String,
+    /// `proxy.probe_target`: what the health probe CONNECTs to.
+    probe_target: String,
 }
 
 impl ProviderConfig {
     fn render(&self, key: &str, known_hosts: &str) -> String {
         format!(
-            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: {domain_type}\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {known_hosts}\n      hosts:\n{hosts}      images:\n        proxy-guest:\n          url: {url}\n          sha256: {sha}\n          format: qcow2\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 4GiB}}\n      proxy:\n        port: 3128\n        allowed_clients: [{allowed}]\n      defaults: {{machine_type: small, image: proxy-guest}}\n",
+            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: {domain_type}\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {known_hosts}\n      hosts:\n{hosts}      images:\n        proxy-guest:\n          url: {url}\n          sha256: {sha}\n          format: qcow2\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 4GiB}}\n      proxy:\n        port: 3128\n        allowed_clients: [{allowed}]\n        probe_target: \"{probe}\"\n      defaults: {{machine_type: small, image: proxy-guest}}\n",
             entry = self.entry,
             domain_type = self.domain_type,
             user = self.ssh.user,
@@ -212,6 +216,7 @@ impl ProviderConfig {
             url = self.url,
             sha = self.sha256,
             allowed = self.allowed,
+            probe = self.probe_target,
         )
     }
 }
