@@ -167,9 +167,8 @@ fn probe_targets(
     let mut targets = crate::health::ProbeTargets::default();
     for entry in &config.providers {
         let text = entry.probe_target().to_string();
-        let target = fleet::ProbeTarget::parse(&text).with_context(|| {
-            format!("providers[{}].proxy.probe_target {text:?}", entry.name)
-        })?;
+        let target = fleet::ProbeTarget::parse(&text)
+            .with_context(|| format!("providers[{}].proxy.probe_target {text:?}", entry.name))?;
         targets.by_entry.insert(entry.name.to_string(), target);
     }
     if let Some(all) = all {

@@ -63,8 +63,7 @@ fn deploy_crds_equal_operator_crd() {
     assert_eq!(crds.len(), 2);
     let spec = &crds[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
     assert_eq!(
-        spec["x-kubernetes-validations"][0]["rule"],
-        "self == oldSelf",
+        spec["x-kubernetes-validations"][0]["rule"], "self == oldSelf",
         "the default CRDs carry the immutability rule"
     );
 }

@@ -316,9 +316,13 @@ impl Drop for World {
             }
         }
         for ns in [self.ns.clone(), format!("{}-b", self.ns)] {
-            let _ = self
-                .kube
-                .kubectl(&["delete", "namespace", &ns, "--wait=false", "--ignore-not-found"]);
+            let _ = self.kube.kubectl(&[
+                "delete",
+                "namespace",
+                &ns,
+                "--wait=false",
+                "--ignore-not-found",
+            ]);
         }
     }
 }
@@ -431,6 +435,18 @@ async fn wait_instance(api: &Api<kube::api::DynamicObject>, name: &str, within: 
         o["status"]["providerID"].is_string().then_some(o)
     })
     .await
+}
+
+/// Lets the Proxy `name` go without its instance (the abandon annotation,
+/// then delete): the instance becomes an orphan.
+async fn abandon(api: Api<kube::api::DynamicObject>, name: &'static str) {
+    let patch = json!({"metadata": {"annotations": {
+        "egress-proxies.io/abandon-instance": "true"
+    }}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    delete_and_wait(&api, name, Duration::from_secs(60)).await;
 }
 
 /// Deletes the Proxy `name` and waits (up to `within`) until it is gone:
@@ -758,18 +774,7 @@ async fn the_gc_sweeps_its_own_orphans_and_never_another_clusters() {
     let world = World::new(Duration::ZERO).await;
     let client = admin(&world.kube).await;
     let api = world.proxies(&client);
-    let abandon = |name: &'static str| {
-        let api = api.clone();
-        async move {
-            let patch = json!({"metadata": {"annotations": {
-                "egress-proxies.io/abandon-instance": "true"
-            }}});
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .unwrap();
-            delete_and_wait(&api, name, Duration::from_secs(60)).await;
-        }
-    };
+    let abandon = |name: &'static str| abandon(api.clone(), name);
     let instance_of = |name: &'static str| {
         let api = api.clone();
         async move {
@@ -850,18 +855,7 @@ async fn namespace_limited_operators_collect_only_their_own_namespaces_instances
         "--gc-min-age",
         "1ms",
     ];
-    let abandon = |ns: String, name: &'static str| {
-        let api = world.proxies_in(&client, &ns);
-        async move {
-            let patch = json!({"metadata": {"annotations": {
-                "egress-proxies.io/abandon-instance": "true"
-            }}});
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .unwrap();
-            delete_and_wait(&api, name, Duration::from_secs(60)).await;
-        }
-    };
+    let abandon = |ns: String, name: &'static str| abandon(world.proxies_in(&client, &ns), name);
     // Namespace A: an orphan and a live Proxy, made by A's operator, whose
     // GC is slow (it must not sweep before B's turn).
     let a = world.operator_in(&ns_a, &["--cluster-id", "cluster-shared"]);
@@ -871,7 +865,12 @@ async fn namespace_limited_operators_collect_only_their_own_namespaces_instances
         let uid = world
             .create_proxy_in(&client, ns, name, json!({"provider": world.entry}))
             .await;
-        wait_instance(&world.proxies_in(&client, ns), name, Duration::from_secs(120)).await;
+        wait_instance(
+            &world.proxies_in(&client, ns),
+            name,
+            Duration::from_secs(120),
+        )
+        .await;
         domains.insert(name, World::domain_of(&uid));
     }
     abandon(ns_a.clone(), "orphan-a").await;
@@ -886,13 +885,20 @@ async fn namespace_limited_operators_collect_only_their_own_namespaces_instances
         let uid = world
             .create_proxy_in(&client, &ns_b, name, json!({"provider": world.entry}))
             .await;
-        wait_instance(&world.proxies_in(&client, &ns_b), name, Duration::from_secs(120)).await;
+        wait_instance(
+            &world.proxies_in(&client, &ns_b),
+            name,
+            Duration::from_secs(120),
+        )
+        .await;
         domains.insert(name, World::domain_of(&uid));
     }
     abandon(ns_b.clone(), "orphan-b").await;
-    eventually("B's orphan to be swept", Duration::from_secs(60), || async {
-        (!world.domains().contains(&domains["orphan-b"])).then_some(())
-    })
+    eventually(
+        "B's orphan to be swept",
+        Duration::from_secs(60),
+        || async { (!world.domains().contains(&domains["orphan-b"])).then_some(()) },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     for name in ["orphan-a", "keeper-a", "keeper-b"] {
@@ -909,9 +915,11 @@ async fn namespace_limited_operators_collect_only_their_own_namespaces_instances
     // A's operator, now sweeping: its orphan goes, B's live instance stays.
     let a = world.operator_in(&ns_a, &gc);
     a.wait_leader().await;
-    eventually("A's orphan to be swept", Duration::from_secs(60), || async {
-        (!world.domains().contains(&domains["orphan-a"])).then_some(())
-    })
+    eventually(
+        "A's orphan to be swept",
+        Duration::from_secs(60),
+        || async { (!world.domains().contains(&domains["orphan-a"])).then_some(()) },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     for name in ["keeper-a", "keeper-b"] {
@@ -920,13 +928,23 @@ async fn namespace_limited_operators_collect_only_their_own_namespaces_instances
             "A's GC swept {name}"
         );
     }
-    delete_and_wait(&world.proxies_in(&client, &ns_a), "keeper-a", Duration::from_secs(90)).await;
+    delete_and_wait(
+        &world.proxies_in(&client, &ns_a),
+        "keeper-a",
+        Duration::from_secs(90),
+    )
+    .await;
     a.assert_no_errors();
     drop(a);
     clear_lease(&client).await;
     let b = world.operator_in(&ns_b, &["--cluster-id", "cluster-shared"]);
     b.wait_leader().await;
-    delete_and_wait(&world.proxies_in(&client, &ns_b), "keeper-b", Duration::from_secs(90)).await;
+    delete_and_wait(
+        &world.proxies_in(&client, &ns_b),
+        "keeper-b",
+        Duration::from_secs(90),
+    )
+    .await;
     drop(b);
     clear_lease(&client).await;
 }
@@ -968,7 +986,11 @@ async fn uninstalling_the_operator_keeps_proxies_and_a_reinstall_adopts_them() {
     drop(op);
     kubectl(
         &world.kube,
-        &["delete", "-k", &testkit::kubectl::deploy_dir().to_string_lossy()],
+        &[
+            "delete",
+            "-k",
+            &testkit::kubectl::deploy_dir().to_string_lossy(),
+        ],
     );
     for crd in [
         "proxies.egress-proxies.io",
@@ -993,7 +1015,10 @@ async fn uninstalling_the_operator_keeps_proxies_and_a_reinstall_adopts_them() {
     for (name, obj, domain, uuid) in &before {
         let now = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
         for field in ["providerID", "createdAt", "ip", "host", "replacements"] {
-            assert_eq!(now["status"][field], obj["status"][field], "{name}: {field}");
+            assert_eq!(
+                now["status"][field], obj["status"][field],
+                "{name}: {field}"
+            );
         }
         assert_eq!(world.virsh(&["domuuid", domain]).trim(), uuid, "{name}");
     }

@@ -4,8 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::values::{
-    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HostPort, HttpUrl, Sha256Digest,
-    SshUser,
+    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HostPort, HttpUrl, Sha256Digest, SshUser,
 };
 use crate::error::Error;
 use crate::ident::Identifier;

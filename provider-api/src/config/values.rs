@@ -196,7 +196,11 @@ impl HostPort {
             None if host.contains(':') => return Err(bad()),
             None => HostAddress::parse(host).map_err(|_| bad())?,
         };
-        let port = port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(bad)?;
+        let port = port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(bad)?;
         Ok(HostPort { host, port })
     }
 

@@ -355,10 +355,23 @@ mod tests {
             format!("{LOCAL_IMAGE}:t1"),
             "the image is the one change kustomize makes"
         );
-        for field in ["volumeMounts", "securityContext", "resources", "livenessProbe", "readinessProbe"] {
-            assert_eq!(container(&demo)[field], container(&shipped)[field], "{field}");
+        for field in [
+            "volumeMounts",
+            "securityContext",
+            "resources",
+            "livenessProbe",
+            "readinessProbe",
+        ] {
+            assert_eq!(
+                container(&demo)[field],
+                container(&shipped)[field],
+                "{field}"
+            );
         }
-        let (sd, dd) = (&shipped["spec"]["template"]["spec"], &demo["spec"]["template"]["spec"]);
+        let (sd, dd) = (
+            &shipped["spec"]["template"]["spec"],
+            &demo["spec"]["template"]["spec"],
+        );
         for field in ["serviceAccountName", "securityContext"] {
             assert_eq!(dd[field], sd[field], "{field}");
         }
@@ -377,4 +390,3 @@ mod tests {
         assert_eq!(volumes(dd), volumes(sd));
     }
 }
-

@@ -725,19 +725,24 @@ fn health_replacement_needs_the_current_instances_own_false_verdict() {
     }
 }
 
+/// A minute later, the instance failed and was replaced.
+fn fail_and_replace(w: &mut World) {
+    w.advance(60);
+    w.pass(
+        &mut [
+            got(Ok(failed())),
+            Outcome::Deleted(Ok(())),
+            Outcome::Created(Ok(running())),
+        ]
+        .into_iter(),
+    );
+}
+
 #[test]
 fn at_the_cap_an_unhealthy_instance_keeps_running() {
     let mut w = World::running();
     for _ in 1..=3u32 {
-        w.advance(60);
-        w.pass(
-            &mut [
-                got(Ok(failed())),
-                Outcome::Deleted(Ok(())),
-                Outcome::Created(Ok(running())),
-            ]
-            .into_iter(),
-        );
+        fail_and_replace(&mut w);
     }
     let endpoint = w.status.instance_endpoint();
     judged(&mut w, false, endpoint);
@@ -766,15 +771,7 @@ fn stopped_is_replaced_too() {
 fn replace_cap_holds_after_max_per_hour_then_frees() {
     let mut w = World::running();
     for n in 1..=3u32 {
-        w.advance(60);
-        w.pass(
-            &mut [
-                got(Ok(failed())),
-                Outcome::Deleted(Ok(())),
-                Outcome::Created(Ok(running())),
-            ]
-            .into_iter(),
-        );
+        fail_and_replace(&mut w);
         assert_eq!(w.status.replacements, n);
     }
     // The fourth failure within the hour is held.
