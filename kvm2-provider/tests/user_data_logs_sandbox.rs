@@ -53,7 +53,7 @@ async fn user_data_never_reaches_logs_or_errors_of_create_and_delete() {
         "domain_define_xml_flags",
         "storage_vol_upload",
         "storage_vol_create_xml",
-        "node_get_free_memory",
+        "node_get_memory_stats",
         "domain_undefine_flags",
     ] {
         assert!(

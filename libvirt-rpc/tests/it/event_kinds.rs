@@ -304,7 +304,18 @@ async fn changing_cdrom_media(d: &Descriptor) {
     c.domain_create(&dom).await.unwrap();
     // REMOTE_PROC_DOMAIN_UPDATE_DEVICE_FLAGS = 174: {dom, xml, flags}, live.
     let insert = cdrom(&format!("<source file='{iso}'/>"));
-    let _: () = c.call(174, &(&dom, insert.as_str(), 1u32)).await.unwrap();
+    // libvirtd opens the tray and waits a bounded time for QEMU to report
+    // it open; an emulated guest on a loaded machine can take longer
+    // ("Tray of the device is not open"): ask again, a few times.
+    for attempt in 1.. {
+        match c.call::<_, ()>(174, &(&dom, insert.as_str(), 1u32)).await {
+            Ok(()) => break,
+            Err(e) if attempt < 5 && e.to_string().contains("Tray of the device is not open") => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => panic!("insert the medium: {e:?}"),
+        }
+    }
     let opened = wait_for(&mut tray, "tray open", |e| match e {
         Event::TrayChange(t) if t.reason == TrayChangeReason::Open => Some(t.clone()),
         _ => None,
