@@ -23,6 +23,32 @@ pub use provider_api::config::ProxySettings;
 
 use crate::Error;
 
+/// Destinations no CONNECT may reach unless the entry's
+/// `proxy.allowed_destinations` lets it: "this network", RFC 1918,
+/// shared address space (CGNAT), loopback, link-local (cloud metadata at
+/// 169.254.169.254 among them), IPv6 loopback, unique-local and link-local.
+/// Squid's `dst` matches the address a name resolves to, so a public name
+/// pointing inside is refused too.
+pub const INTERNAL_DESTINATIONS: &[&str] = &[
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "::1",
+    "fc00::/7",
+    "fe80::/10",
+];
+
+/// Where Squid logs each request; Squid rotates it daily (the
+/// `squid-rotate` timer the vendor data installs), keeping
+/// [`ACCESS_LOG_KEEP`] old files.
+pub const ACCESS_LOG_PATH: &str = "/var/log/squid/access.log";
+/// Rotated access logs kept.
+pub const ACCESS_LOG_KEEP: u32 = 7;
+
 /// Where the Squid configuration is written. Debian's package keeps an
 /// existing file (cloud-init installs with `--force-confold`), and the file
 /// is written after package installation (`defer: true`) in any case.
@@ -33,7 +59,9 @@ pub const SQUID_CONFIG_PATH: &str = "/etc/squid/squid.conf";
 /// config was read).
 ///
 /// The proxy is a non-caching forward proxy that allows `CONNECT` to port
-/// 443 only, from `allowed_clients` only.
+/// 443 only, from `allowed_clients` only, never to an internal destination
+/// ([`INTERNAL_DESTINATIONS`]) unless `allowed_destinations` names it, and
+/// logs every request to [`ACCESS_LOG_PATH`], rotated daily.
 ///
 /// # Errors
 /// [`Error::InvalidValue`] when the port is 0 or no client range is given
@@ -53,19 +81,38 @@ pub fn render(settings: &ProxySettings) -> Result<String, Error> {
         .iter()
         .map(ToString::to_string)
         .collect();
-    let squid = [
-        "# Written by the kvm2 provider: CONNECT to 443 only, no caching.".to_owned(),
+    let mut squid = vec![
+        "# Written by the kvm2 provider: CONNECT to 443 only, never inside,".to_owned(),
+        "# no caching.".to_owned(),
         format!("http_port {}", settings.port),
         format!("acl clients src {}", clients.join(" ")),
         "acl ssl_ports port 443".to_owned(),
         "acl CONNECT method CONNECT".to_owned(),
+        format!("acl internal dst {}", INTERNAL_DESTINATIONS.join(" ")),
         "http_access deny !CONNECT".to_owned(),
         "http_access deny CONNECT !ssl_ports".to_owned(),
+        "http_access deny !clients".to_owned(),
+    ];
+    if !settings.allowed_destinations.is_empty() {
+        let allowed: Vec<String> = settings
+            .allowed_destinations
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        squid.push(format!(
+            "acl allowed_destinations dst {}",
+            allowed.join(" ")
+        ));
+        squid.push("http_access allow allowed_destinations".to_owned());
+    }
+    squid.extend([
+        "http_access deny internal".to_owned(),
         "http_access allow clients".to_owned(),
         "http_access deny all".to_owned(),
         "cache deny all".to_owned(),
-        "access_log none".to_owned(),
-    ];
+        format!("access_log daemon:{ACCESS_LOG_PATH} squid"),
+        format!("logfile_rotate {ACCESS_LOG_KEEP}"),
+    ]);
     let mut out = String::from(
         "#cloud-config\n\
          # Vendor data from the kvm2 provider. User data overrides any top-level\n\
@@ -82,8 +129,19 @@ pub fn render(settings: &ProxySettings) -> Result<String, Error> {
         out.push_str(line);
         out.push('\n');
     }
+    // The daily rotation (the image has no logrotate): Squid renames the
+    // files itself on `squid -k rotate`.
     out.push_str(
-        "runcmd:\n  - [systemctl, enable, --now, qemu-guest-agent]\n  - [systemctl, restart, squid]\n",
+        "  - path: /etc/systemd/system/squid-rotate.service\n    permissions: '0644'\n    content: |\n      \
+         [Unit]\n      Description=Rotate Squid's logs\n      [Service]\n      Type=oneshot\n      \
+         ExecStart=/usr/sbin/squid -k rotate\n\
+         \x20 - path: /etc/systemd/system/squid-rotate.timer\n    permissions: '0644'\n    content: |\n      \
+         [Unit]\n      Description=Rotate Squid's logs daily\n      [Timer]\n      OnCalendar=daily\n      \
+         Persistent=true\n      [Install]\n      WantedBy=timers.target\n",
+    );
+    out.push_str(
+        "runcmd:\n  - [systemctl, enable, --now, qemu-guest-agent]\n  - [systemctl, restart, squid]\n  \
+         - [systemctl, enable, --now, squid-rotate.timer]\n",
     );
     Ok(out)
 }
@@ -113,15 +171,51 @@ mod tests {
         assert!(doc.contains("      acl clients src 10.0.0.0/8 fd00::/8\n"));
         assert!(doc.contains("      http_access deny CONNECT !ssl_ports\n"));
         assert!(doc.contains("[systemctl, enable, --now, qemu-guest-agent]"));
-        // Every line of the block scalar is indented under `content: |`.
-        let block: Vec<&str> = doc
-            .lines()
+        assert!(doc.contains("[systemctl, enable, --now, squid-rotate.timer]"));
+        // Every line of squid.conf's block scalar is indented under
+        // `content: |`, up to the next file.
+        let block = squid_conf(&doc);
+        assert_eq!(block.len(), 16, "{block:#?}");
+        assert!(block.iter().all(|l| l.starts_with("      ")));
+        let rules: Vec<&str> = block.iter().map(|l| l.trim()).collect();
+        // Internal destinations are refused before clients are allowed.
+        let deny_internal = rules.iter().position(|l| *l == "http_access deny internal");
+        let allow_clients = rules.iter().position(|l| *l == "http_access allow clients");
+        assert!(
+            deny_internal.is_some() && deny_internal < allow_clients,
+            "{rules:#?}"
+        );
+        assert!(rules.contains(&"acl internal dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/16 172.16.0.0/12 192.168.0.0/16 ::1 fc00::/7 fe80::/10"));
+        assert!(rules.contains(&"access_log daemon:/var/log/squid/access.log squid"));
+        assert!(!rules.iter().any(|l| l.contains("allowed_destinations")));
+    }
+
+    /// squid.conf's lines in the vendor data.
+    fn squid_conf(doc: &str) -> Vec<&str> {
+        doc.lines()
             .skip_while(|l| !l.ends_with("content: |"))
             .skip(1)
-            .take_while(|l| !l.starts_with("runcmd"))
-            .collect();
-        assert_eq!(block.len(), 11);
-        assert!(block.iter().all(|l| l.starts_with("      ")));
+            .take_while(|l| !l.starts_with("  - path:") && !l.starts_with("runcmd"))
+            .collect()
+    }
+
+    #[test]
+    fn allowed_destinations_come_before_the_internal_deny() {
+        let s = settings().with_allowed_destinations(vec![Cidr::parse("10.213.7.9/32").unwrap()]);
+        let doc = render(&s).unwrap();
+        let rules: Vec<&str> = squid_conf(&doc).iter().map(|l| l.trim()).collect();
+        let acl = rules
+            .iter()
+            .position(|l| *l == "acl allowed_destinations dst 10.213.7.9/32");
+        let allow = rules
+            .iter()
+            .position(|l| *l == "http_access allow allowed_destinations");
+        let deny = rules.iter().position(|l| *l == "http_access deny internal");
+        let not_clients = rules.iter().position(|l| *l == "http_access deny !clients");
+        assert!(
+            acl.is_some() && not_clients < allow && allow < deny,
+            "{rules:#?}"
+        );
     }
 
     #[test]

@@ -96,6 +96,24 @@ fn through_squid(env: &Env, proxy: IpAddr, from: Option<Ipv4Addr>) -> (String, S
     (code.trim().to_owned(), body.to_owned())
 }
 
+/// The status the guest's Squid answers a CONNECT to `target` (`host:port`)
+/// with, from inside allowed_clients (`000`: no answer).
+fn connect_status(env: &Env, proxy: IpAddr, target: &str) -> String {
+    let net = &env.sandbox.guest_net;
+    let out = net
+        .command("curl")
+        .args(["-s", "-k", "-o", "/dev/null", "--max-time", "15"])
+        .args(["-w", "%{http_connect}", "--proxy"])
+        .arg(format!(
+            "http://{}",
+            std::net::SocketAddr::new(proxy, PROXY_PORT)
+        ))
+        .arg(format!("https://{target}/"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// Runs a program inside the guest through the QEMU guest agent; returns
 /// (exit code, stdout + stderr).
 fn guest_exec(env: &Env, domain: &str, path: &str, args: &[&str]) -> (i64, String) {
@@ -308,6 +326,59 @@ async fn a_real_proxy_guest_from_create_to_delete() {
     assert_eq!(code, 0, "cloud-init schema in the guest: {out}");
     let (code, out) = guest_exec(&env, &domain, "/usr/sbin/squid", &["-k", "parse"]);
     assert_eq!(code, 0, "squid -k parse in the guest: {out}");
+
+    // Secure by default: CONNECT to internal destinations is refused
+    // (the upstream, allowed in the config by its address, answered 200
+    // above): another address of the guest network, the cloud metadata
+    // address, loopback, another private range.
+    assert_eq!(
+        net.upstream.ip(),
+        std::net::IpAddr::V4(net.gateway),
+        "the test's premise"
+    );
+    for internal in [
+        format!("{}:443", Ipv4Addr::from(u32::from(net.network) + 254)),
+        "192.168.1.1:443".to_owned(),
+        "169.254.169.254:443".to_owned(),
+        "127.0.0.1:443".to_owned(),
+    ] {
+        assert_eq!(
+            connect_status(&env, ip, &internal),
+            "403",
+            "CONNECT to {internal} was not refused"
+        );
+    }
+    // Every request is in the access log, which Squid rotates.
+    // (The log daemon writes behind Squid: a few seconds at most.)
+    let logged = |log: &str| {
+        log.contains(&format!("CONNECT {}:443", net.upstream_name))
+            && log.contains("TCP_DENIED/403")
+    };
+    let mut log = String::new();
+    for _ in 0..20 {
+        let (code, text) = guest_exec(
+            &env,
+            &domain,
+            "/usr/bin/cat",
+            &["/var/log/squid/access.log"],
+        );
+        assert_eq!(code, 0, "{text}");
+        log = text;
+        if logged(&log) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(logged(&log), "the access log lacks the requests:\n{log}");
+    let (code, out) = guest_exec(
+        &env,
+        &domain,
+        "/usr/bin/systemctl",
+        &["is-enabled", "squid-rotate.timer"],
+    );
+    assert_eq!((code, out.trim()), (0, "enabled"), "the rotation timer");
+    let (code, out) = guest_exec(&env, &domain, "/usr/sbin/squid", &["-k", "rotate"]);
+    assert_eq!(code, 0, "squid -k rotate: {out}");
 
     // Guest agent stopped: the address still comes from another source
     // (the neighbour table of the namespace libvirtd runs in), and the

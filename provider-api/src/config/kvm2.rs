@@ -167,6 +167,11 @@ pub struct ProxySettings {
     /// The client networks allowed to use the proxy (never empty; default
     /// the RFC 1918 ranges).
     pub allowed_clients: Vec<Cidr>,
+    /// Internal destinations the proxy may CONNECT to after all (default
+    /// none): by default every CONNECT to a private, loopback, link-local
+    /// (the 169.254.169.254 metadata address among them), shared (CGNAT) or
+    /// unique-local address is refused, whatever name resolves to it.
+    pub allowed_destinations: Vec<Cidr>,
     /// What the operator's health probe CONNECTs to through each proxy
     /// (default [`DEFAULT_PROBE_TARGET`]): a destination the guests can
     /// reach and that answers TLS, such as the upstream your consumers use.
@@ -188,8 +193,15 @@ impl ProxySettings {
         Self {
             port,
             allowed_clients,
+            allowed_destinations: Vec::new(),
             probe_target: default_probe_target(),
         }
+    }
+
+    /// These settings with `allowed_destinations`.
+    pub fn with_allowed_destinations(mut self, allowed: Vec<Cidr>) -> Self {
+        self.allowed_destinations = allowed;
+        self
     }
 
     /// These settings with `probe_target`.
@@ -205,6 +217,7 @@ impl Default for ProxySettings {
         ProxySettings {
             port: DEFAULT_PROXY_PORT,
             allowed_clients: rfc1918.iter().filter_map(|c| Cidr::parse(c).ok()).collect(),
+            allowed_destinations: Vec::new(),
             probe_target: default_probe_target(),
         }
     }

@@ -93,6 +93,7 @@ pub(crate) struct RawDefaults {
 pub(crate) struct RawProxy {
     pub port: Option<i64>,
     pub allowed_clients: Option<Vec<String>>,
+    pub allowed_destinations: Option<Vec<String>>,
     pub probe_target: Option<String>,
 }
 

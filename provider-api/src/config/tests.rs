@@ -1004,6 +1004,7 @@ fn proxy_defaults_to_3128_and_rfc1918() {
         .collect();
     assert_eq!(nets, ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]);
     assert_eq!(k.proxy.probe_target.to_string(), "deb.debian.org:443");
+    assert!(k.proxy.allowed_destinations.is_empty());
     assert_eq!(
         ok(&base()).providers[0].probe_target().to_string(),
         "deb.debian.org:443"
@@ -1033,6 +1034,33 @@ fn the_probe_target_is_read() {
     assert_eq!(
         c.providers[0].probe_target().to_string(),
         "upstream.lan.example:8443"
+    );
+}
+
+#[test]
+fn allowed_destinations_are_networks() {
+    let c = ok(&edit(
+        &base(),
+        "firmware: bios",
+        "firmware: bios\nproxy: {allowed_destinations: [10.1.2.3/32, \"fd00:1::/64\"]}",
+    ));
+    let nets: Vec<String> = c.providers[0]
+        .kvm2()
+        .unwrap()
+        .proxy
+        .allowed_destinations
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(nets, ["10.1.2.3/32", "fd00:1::/64"]);
+    let issue = one_issue(&edit(
+        &base(),
+        "firmware: bios",
+        "firmware: bios\nproxy: {allowed_destinations: [10.1.2.3]}",
+    ));
+    assert!(
+        issue.starts_with("providers[0].kvm2.proxy.allowed_destinations[0]: "),
+        "{issue}"
     );
 }
 

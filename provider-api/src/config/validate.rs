@@ -501,6 +501,17 @@ fn proxy(v: &mut Validator, path: &str, raw: &RawProxy) -> Option<ProxySettings>
             parsed.into_iter().collect()
         }
     };
+    let dpath = format!("{path}.allowed_destinations");
+    let allowed_destinations: Option<Vec<Cidr>> = match &raw.allowed_destinations {
+        None => Some(Vec::new()),
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, c)| v.parsed(&format!("{dpath}[{i}]"), c, Cidr::parse))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect(),
+    };
     let probe_target = match &raw.probe_target {
         None => Some(defaults.probe_target),
         Some(t) => v.parsed(&format!("{path}.probe_target"), t, HostPort::parse),
@@ -508,6 +519,7 @@ fn proxy(v: &mut Validator, path: &str, raw: &RawProxy) -> Option<ProxySettings>
     Some(ProxySettings {
         port: port?,
         allowed_clients: allowed_clients?,
+        allowed_destinations: allowed_destinations?,
         probe_target: probe_target?,
     })
 }

@@ -100,6 +100,7 @@ impl Target {
                 sha256: image.sha256.clone(),
                 allowed: sandbox.guest_net.cidr(),
                 probe_target: sandbox.guest_net.upstream.to_string(),
+                destinations: Some(format!("{}/32", sandbox.guest_net.upstream.ip())),
             },
             base_volume: format!("base-{entry}.proxy-guest.qcow2"),
             entry,
@@ -164,6 +165,7 @@ impl Target {
                 sha256: sha.to_owned(),
                 allowed: allowed.to_owned(),
                 probe_target: flags.probe_target.clone(),
+                destinations: None,
             },
             base_volume: format!("base-{entry}.proxy-guest.qcow2"),
             entry,
@@ -203,12 +205,15 @@ struct ProviderConfig {
     allowed: String,
     /// `proxy.probe_target`: what the health probe CONNECTs to.
     probe_target: String,
+    /// `proxy.allowed_destinations` (the sandbox's upstream, an internal
+    /// address).
+    destinations: Option<String>,
 }
 
 impl ProviderConfig {
     fn render(&self, key: &str, known_hosts: &str) -> String {
         format!(
-            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: {domain_type}\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {known_hosts}\n      hosts:\n{hosts}      images:\n        proxy-guest:\n          url: {url}\n          sha256: {sha}\n          format: qcow2\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 4GiB}}\n      proxy:\n        port: 3128\n        allowed_clients: [{allowed}]\n        probe_target: \"{probe}\"\n      defaults: {{machine_type: small, image: proxy-guest}}\n",
+            "providers:\n  - name: {entry}\n    type: kvm2\n    kvm2:\n      domain_type: {domain_type}\n      ssh:\n        user: {user}\n        key_file: {key}\n        known_hosts_file: {known_hosts}\n      hosts:\n{hosts}      images:\n        proxy-guest:\n          url: {url}\n          sha256: {sha}\n          format: qcow2\n      machine_types:\n        small: {{vcpus: 1, memory: 512MiB, disk: 4GiB}}\n      proxy:\n        port: 3128\n        allowed_clients: [{allowed}]\n        probe_target: \"{probe}\"\n{destinations}      defaults: {{machine_type: small, image: proxy-guest}}\n",
             entry = self.entry,
             domain_type = self.domain_type,
             user = self.ssh.user,
@@ -217,6 +222,10 @@ impl ProviderConfig {
             sha = self.sha256,
             allowed = self.allowed,
             probe = self.probe_target,
+            destinations = match &self.destinations {
+                Some(d) => format!("        allowed_destinations: [{d}]\n"),
+                None => String::new(),
+            },
         )
     }
 }

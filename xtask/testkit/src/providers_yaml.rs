@@ -187,12 +187,18 @@ pub struct ProvidersYaml {
     /// `small`'s vCPUs, memory and disk as written.
     machine: (u32, String, String),
     proxy: Option<(u16, Vec<String>)>,
+    /// `proxy.allowed_destinations` (the sandbox's upstream: guests may
+    /// CONNECT to it although it is an internal address).
+    destinations: Vec<String>,
+    /// `proxy.probe_target` (the sandbox's upstream).
+    probe_target: Option<String>,
 }
 
 impl ProvidersYaml {
     /// The entry `entry` on the sandbox: see the [module docs](self) for
     /// what it holds.
     pub fn sandbox(sandbox: &Descriptor, entry: &str) -> ProvidersYaml {
+        let upstream = Some(sandbox.guest_net.upstream).filter(|u| u.port() != 0);
         ProvidersYaml {
             entry: entry.to_owned(),
             domain_type: "qemu".to_owned(),
@@ -204,6 +210,12 @@ impl ProvidersYaml {
             images: vec![Image::never_fetched("raw")],
             machine: (1, "128MiB".to_owned(), "1GiB".to_owned()),
             proxy: None,
+            destinations: upstream
+                .filter(|u| !u.ip().is_unspecified())
+                .map(|u| format!("{}/32", u.ip()))
+                .into_iter()
+                .collect(),
+            probe_target: upstream.map(|u| u.to_string()),
         }
     }
 
@@ -311,12 +323,22 @@ impl ProvidersYaml {
         let _ = writeln!(y, "          vcpus: {vcpus}");
         let _ = writeln!(y, "          memory: {memory}");
         let _ = writeln!(y, "          disk: {disk}");
+        let _ = writeln!(y, "      proxy:");
         if let Some((port, allowed)) = &self.proxy {
-            let _ = writeln!(y, "      proxy:");
             let _ = writeln!(y, "        port: {port}");
             if !allowed.is_empty() {
                 let _ = writeln!(y, "        allowed_clients: [{}]", allowed.join(", "));
             }
+        }
+        if !self.destinations.is_empty() {
+            let _ = writeln!(
+                y,
+                "        allowed_destinations: [{}]",
+                self.destinations.join(", ")
+            );
+        }
+        if let Some(target) = &self.probe_target {
+            let _ = writeln!(y, "        probe_target: \"{target}\"");
         }
         let _ = writeln!(y, "      defaults:");
         let _ = writeln!(y, "        machine_type: small");
@@ -457,7 +479,10 @@ mod tests {
         let yaml = ProvidersYaml::sandbox(&sandbox(), "kvm2-p")
             .proxy(8443, Vec::<String>::new())
             .render();
-        assert!(yaml.contains("      proxy:\n        port: 8443\n      defaults:"));
+        assert!(
+            yaml.contains("      proxy:\n        port: 8443\n"),
+            "{yaml}"
+        );
         assert!(!yaml.contains("allowed_clients"));
     }
 }
