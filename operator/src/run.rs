@@ -565,3 +565,55 @@ async fn wait_for_signal(cancel: &CancellationToken) {
         () = cancel.cancelled() => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Aborts the call it owns when dropped (as a term's controller owns
+    /// its provider calls).
+    struct Owns(tokio::task::JoinHandle<()>);
+
+    impl Drop for Owns {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+
+    #[tokio::test]
+    async fn aborting_a_term_ends_its_tasks_and_the_calls_they_own() {
+        let calls = TaskTracker::new();
+        let owned = Owns(calls.spawn(std::future::pending()));
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async move {
+            let _owned = owned;
+            std::future::pending::<()>().await;
+        });
+        tasks.spawn(std::future::pending());
+        let term = Term {
+            tasks,
+            calls: calls.clone(),
+        };
+        assert!(term.abort(Duration::from_secs(5)).await);
+        assert!(calls.is_empty(), "a provider call outlived its term");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_term_that_will_not_end_is_reported_within_the_bound() {
+        let mut tasks = JoinSet::new();
+        // Blocks its thread: an abort cannot reach it until it returns.
+        tasks.spawn(async { std::thread::sleep(Duration::from_secs(2)) });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let term = Term {
+            tasks,
+            calls: TaskTracker::new(),
+        };
+        let start = std::time::Instant::now();
+        assert!(!term.abort(Duration::from_millis(300)).await);
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+}

@@ -576,6 +576,7 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
     let dashboard = include_str!("../../../deploy/grafana/operator-dashboard.json");
     for name in [
         "operator_leader",
+        "operator_leadership_losses_total",
         "operator_reconciles_total",
         "provider_operations_total",
         "provider_operation_duration_seconds_bucket",
