@@ -190,8 +190,7 @@ impl Elector {
                 () = cancel.cancelled() => break,
                 () = tokio::time::sleep(self.config.renew_every()) => {}
                 () = lapsed => {
-                    tracing::warn!(lease = %self.config.name, "leadership lost: not renewed before its validity ended");
-                    self.lose();
+                    self.lapse();
                     return;
                 }
             }
@@ -199,8 +198,7 @@ impl Elector {
                 () = cancel.cancelled() => break,
                 r = self.attempt_bounded() => r,
                 () = tokio::time::sleep_until(until) => {
-                    tracing::warn!(lease = %self.config.name, "leadership lost: not renewed before its validity ended");
-                    self.lose();
+                    self.lapse();
                     return;
                 }
             };
@@ -225,6 +223,11 @@ impl Elector {
     fn lose(&self) {
         self.leadership.set_valid_until(None);
         self.leadership.lost.cancel();
+    }
+
+    fn lapse(&self) {
+        tracing::warn!(lease = %self.config.name, "leadership lost: not renewed before its validity ended");
+        self.lose();
     }
 
     fn valid_from(&self, started: Instant) -> Instant {
