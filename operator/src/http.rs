@@ -1,7 +1,10 @@
 //! The HTTP endpoints every replica serves: `/metrics` (Prometheus text),
 //! `/healthz` (the process serves), `/readyz` (the Proxy watch cache is
 //! synced) and `/proxies` (discovery, from the watch cache, filtered by
-//! `namespace` and `healthy`).
+//! `namespace` and `healthy`). They run for the process's life, across
+//! leadership terms: readiness does not depend on leading (a follower, or a
+//! replica campaigning after an outage, serves discovery correctly;
+//! `operator_leader` tells who leads).
 //!
 //! Each connection runs in a task of a `JoinSet` the server owns, bounded
 //! to [`CONNECTION_LIFETIME`]; cancelling the server aborts them all.

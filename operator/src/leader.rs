@@ -1,20 +1,28 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease: an owned loop.
 //!
-//! * **Acquire**: the Lease is taken when it is absent, has no holder, or
-//!   its record (holder, renew time) has not changed for a whole lease
-//!   duration *as this replica observed it* — local monotonic time, so clock
-//!   skew between replicas does not matter (client-go's rule). Writes use the
-//!   Lease's resourceVersion: of two replicas racing, one gets 409 and stays
-//!   a follower.
+//! * **Acquire**: the Lease is taken when it is absent, has no holder, is
+//!   held by this replica's own identity (a record left by an earlier term
+//!   of this process), or its record (holder, renew time) has not changed
+//!   for a whole lease duration *as this replica observed it* — local
+//!   monotonic time, so clock skew between replicas does not matter
+//!   (client-go's rule). Writes use the Lease's resourceVersion: of two
+//!   replicas racing, one gets 409 and stays a follower.
 //! * **Hold**: renewed every third of the duration. Leadership is valid until
 //!   the last successful renewal's *request start* plus the duration minus a
 //!   safety margin; [`Leadership::holds`] answers from that, without I/O, so
 //!   the GC can re-check it before each delete.
-//! * **Lose**: a renewal that finds another holder, or no successful renewal
-//!   before validity ends, cancels [`Leadership::lost`]; the operator then
-//!   exits (its leader-only work stops at once).
+//! * **Lose**: a renewal that finds another holder, or the validity running
+//!   out before a renewal succeeded, cancels [`Leadership::lost`] — at the
+//!   validity's end at the latest, not when a hung renewal gives up, so the
+//!   loss is declared a whole margin before any other replica can take the
+//!   Lease (invariant 15). The caller then stops its leader-only work at once and may
+//!   campaign again with a new [`Elector`]: one elector, and one
+//!   [`Leadership`], per term.
 //! * **Release**: on shutdown the holder clears `holderIdentity` (bounded by a
 //!   timeout), so a successor need not wait out the duration.
+//!
+//! Every wait is bounded: each attempt by the renewal interval, acquiring
+//! and holding by the caller's cancellation token (also mid-attempt).
 
 use provider_api::error::chain;
 use std::sync::{Arc, Mutex};
@@ -67,16 +75,19 @@ impl Leadership {
         if self.lost.is_cancelled() {
             return false;
         }
-        let until = *self
-            .valid_until
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        until.is_some_and(|u| Instant::now() < u)
+        self.valid_until().is_some_and(|u| Instant::now() < u)
     }
 
-    /// Cancelled when leadership, once held, is lost.
+    /// Cancelled when this term's leadership, once held, is lost.
     pub fn lost(&self) -> &CancellationToken {
         &self.lost
+    }
+
+    fn valid_until(&self) -> Option<Instant> {
+        *self
+            .valid_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn set_valid_until(&self, until: Option<Instant>) {
@@ -96,8 +107,9 @@ struct Observed {
     since: Instant,
 }
 
-/// The elector: acquire with [`Elector::acquire`], then run [`Elector::hold`]
-/// in a task owned by the caller.
+/// The elector of one term: acquire with [`Elector::acquire`], then run
+/// [`Elector::hold`] in a task owned by the caller. After a loss, campaign
+/// with a new elector (its [`Leadership`] is new too).
 pub struct Elector {
     api: Api<Lease>,
     config: LeaseConfig,
@@ -131,9 +143,17 @@ impl Elector {
 
     /// Tries until the Lease is acquired (`true`) or `cancel` fires
     /// (`false`). Each attempt is bounded by the renewal interval.
+    ///
+    /// # Cancel safety
+    /// `cancel` is honoured mid-attempt too: the request in flight is
+    /// dropped and `false` returned at once.
     pub async fn acquire(&mut self, cancel: &CancellationToken) -> bool {
         loop {
-            match self.attempt_bounded().await {
+            let attempt = tokio::select! {
+                () = cancel.cancelled() => return false,
+                r = self.attempt_bounded() => r,
+            };
+            match attempt {
                 Ok(Attempt::Held { started }) => {
                     self.leadership
                         .set_valid_until(Some(self.valid_from(started)));
@@ -155,31 +175,45 @@ impl Elector {
     }
 
     /// Renews until `cancel` fires (then releases the Lease, bounded) or
-    /// leadership is lost (then cancels [`Leadership::lost`]).
+    /// leadership is lost (then cancels [`Leadership::lost`]): another
+    /// holder was found, or the validity ran out — noticed when it ends,
+    /// even while a renewal hangs.
     pub async fn hold(mut self, cancel: CancellationToken) {
         loop {
+            // Set by `acquire`; none means the term never began.
+            let Some(until) = self.leadership.valid_until() else {
+                self.lose();
+                return;
+            };
+            let lapsed = tokio::time::sleep_until(until);
             tokio::select! {
                 () = cancel.cancelled() => break,
                 () = tokio::time::sleep(self.config.renew_every()) => {}
+                () = lapsed => {
+                    self.lapse();
+                    return;
+                }
             }
-            match self.attempt_bounded().await {
+            let attempt = tokio::select! {
+                () = cancel.cancelled() => break,
+                r = self.attempt_bounded() => r,
+                () = tokio::time::sleep_until(until) => {
+                    self.lapse();
+                    return;
+                }
+            };
+            match attempt {
                 Ok(Attempt::Held { started }) => {
                     self.leadership
                         .set_valid_until(Some(self.valid_from(started)));
                 }
                 Ok(Attempt::Other(holder)) => {
-                    tracing::error!(lease = %self.config.name, %holder, "leadership lost: the lease has another holder");
+                    tracing::warn!(lease = %self.config.name, %holder, "leadership lost: the lease has another holder");
                     self.lose();
                     return;
                 }
                 Err(e) => {
-                    if self.leadership.holds() {
-                        tracing::warn!(lease = %self.config.name, error = %chain(e.as_ref()), "lease renewal failed; retrying while still valid");
-                    } else {
-                        tracing::error!(lease = %self.config.name, error = %chain(e.as_ref()), "leadership lost: not renewed in time");
-                        self.lose();
-                        return;
-                    }
+                    tracing::warn!(lease = %self.config.name, error = %chain(e.as_ref()), "lease renewal failed; retrying while still valid");
                 }
             }
         }
@@ -189,6 +223,11 @@ impl Elector {
     fn lose(&self) {
         self.leadership.set_valid_until(None);
         self.leadership.lost.cancel();
+    }
+
+    fn lapse(&self) {
+        tracing::warn!(lease = %self.config.name, "leadership lost: not renewed before its validity ended");
+        self.lose();
     }
 
     fn valid_from(&self, started: Instant) -> Instant {
@@ -296,5 +335,82 @@ impl Elector {
             }
             Err(_) => tracing::warn!(lease = %self.config.name, "lease release timed out"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testkit::silent::Silent;
+
+    /// An elector whose API server accepts connections and never answers.
+    fn elector_of(silent: &Silent, duration: Duration) -> Elector {
+        let uri: http::Uri = format!("http://127.0.0.1:{}", silent.port())
+            .parse()
+            .unwrap();
+        let client = kube::Client::try_from(kube::Config::new(uri)).unwrap();
+        Elector::new(
+            Api::namespaced(client, "ns"),
+            LeaseConfig {
+                name: "lease".into(),
+                identity: "me".into(),
+                duration,
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn a_hung_renewal_loses_leadership_when_validity_ends_not_when_it_gives_up() {
+        let silent = Silent::start().await;
+        // Renewals every 1 s, each bounded by 1 s: the first one hangs from
+        // 1 s to 2 s, past the validity's end at 1.5 s.
+        let elector = elector_of(&silent, Duration::from_secs(3));
+        let leadership = elector.leadership();
+        let start = Instant::now();
+        leadership.set_valid_until(Some(start + Duration::from_millis(1500)));
+        assert!(leadership.holds());
+        let hold = tokio::spawn(elector.hold(CancellationToken::new()));
+        tokio::time::timeout(Duration::from_secs(5), leadership.lost().cancelled())
+            .await
+            .expect("leadership lost");
+        let at = start.elapsed();
+        assert!(
+            at >= Duration::from_millis(1500) && at < Duration::from_millis(1900),
+            "lost after {at:?}"
+        );
+        assert!(!leadership.holds());
+        tokio::time::timeout(Duration::from_secs(1), hold)
+            .await
+            .expect("hold returns once lost")
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn cancel_ends_a_campaign_mid_attempt() {
+        let silent = Silent::start().await;
+        // Attempts bounded by 10 s: only the cancellation ends this one.
+        let mut elector = elector_of(&silent, Duration::from_secs(30));
+        let cancel = CancellationToken::new();
+        let start = Instant::now();
+        let campaign = elector.acquire(&cancel);
+        let cancelling = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            cancel.cancel();
+        };
+        let (acquired, ()) = tokio::time::timeout(Duration::from_secs(5), async {
+            tokio::join!(campaign, cancelling)
+        })
+        .await
+        .expect("the campaign ends on cancel");
+        assert!(!acquired);
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(
+            silent.accepted() >= 1,
+            "the attempt never reached the server"
+        );
     }
 }

@@ -29,6 +29,7 @@ pub struct OperatorMetrics {
     probes: Family<OutcomeLabels, Counter>,
     provider_tasks: Gauge,
     leader: Gauge,
+    leadership_losses: Counter,
 }
 
 impl OperatorMetrics {
@@ -70,6 +71,11 @@ impl OperatorMetrics {
             "operator_leader",
             "1 while this replica holds the lease",
             m.leader.clone(),
+        );
+        registry.register(
+            "operator_leadership_losses",
+            "Times this replica lost the lease it held (it then campaigns again)",
+            m.leadership_losses.clone(),
         );
         m
     }
@@ -120,5 +126,10 @@ impl OperatorMetrics {
     /// Sets the leader gauge.
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
+    }
+
+    /// The lease this replica held was lost.
+    pub fn leadership_lost(&self) {
+        self.leadership_losses.inc();
     }
 }

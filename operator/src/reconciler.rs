@@ -32,6 +32,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
 use provider_api::{Error as ProviderError, Identifier, Providers};
 use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_util::task::TaskTracker;
 
 use crate::crd::{FINALIZER, Proxy};
 use crate::metrics::OperatorMetrics;
@@ -380,12 +381,14 @@ struct Slot {
 }
 
 /// The per-Proxy provider tasks and step memory, keyed by the Proxy's UID.
-/// Dropping it (or [`ProviderTasks::shutdown`]) aborts every task.
+/// Dropping it (or [`ProviderTasks::shutdown`]) aborts every task; its
+/// [`tracker`](ProviderTasks::tracker) tells when they have all ended.
 pub struct ProviderTasks {
     slots: Mutex<HashMap<String, Slot>>,
     permits: Arc<Semaphore>,
     trigger: mpsc::Sender<ObjectRef<Proxy>>,
     gauge: Gauge,
+    tracker: TaskTracker,
 }
 
 /// Decrements the in-flight gauge however the task ends.
@@ -407,7 +410,15 @@ impl ProviderTasks {
             permits: Arc::new(Semaphore::new(concurrency.max(1))),
             trigger,
             gauge,
+            tracker: TaskTracker::new(),
         }
+    }
+
+    /// Tracks every task spawned here, until its future is dropped (it
+    /// returned or was aborted): close it and wait on it to know that no
+    /// call of these tasks runs any more.
+    pub fn tracker(&self) -> TaskTracker {
+        self.tracker.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
@@ -516,7 +527,7 @@ impl ProviderTasks {
             fleet::Call::Get(id) | fleet::Call::Delete(id) => id.provider().clone(),
         };
         let provider = providers.get(&entry).cloned();
-        let task = tokio::spawn(async move {
+        let task = self.tracker.spawn(async move {
             let Ok(_permit) = permits.acquire_owned().await else {
                 return;
             };

@@ -1,14 +1,34 @@
 //! `operator run`: composes the pieces under one cancellation token.
 //!
 //! ```text
-//!  SIGTERM/SIGINT ─▶ cancel ─┬─▶ HTTP server, discovery reflector (every replica)
-//!                            └─▶ leader-only work: Proxy controller, monitor,
-//!                                GC sweeper, health engine; then lease release
-//!  lease lost ─────▶ leader-only work cancelled at once ─▶ exit 3 (EXIT_LEADERSHIP_LOST)
+//!  every replica, for the process's life:
+//!    HTTP server (/metrics /healthz /readyz /proxies), Proxy watch cache
+//!
+//!  leadership terms, one at a time (Replica::serve):
+//!    campaign ──won──▶ term: its own JoinSet and token — lease renewal,
+//!       ▲              Proxy controller, monitor, GC sweeper, health engine
+//!       │                   │ lease lost
+//!       │                   ▼
+//!       └──────── term aborted at once, its tasks awaited (TERM_END_BOUND;
+//!                 past it: exit 3, EXIT_TERM_STUCK)
+//!
+//!  SIGTERM/SIGINT ─▶ cancel ─▶ the campaign ends (also mid-attempt), or the
+//!                              term stops gracefully and releases the lease;
+//!                              then the rest; all within --shutdown-timeout
 //! ```
 //!
-//! Every task is in one `JoinSet` owned here; shutdown waits for them at
-//! most `--shutdown-timeout`, then aborts what is left and exits.
+//! Losing the Lease keeps the process, its watch cache and its probes: an
+//! API server outage costs a term, not a container restart (whose backoff
+//! grows with every outage). Invariant 15: leader-only work is *aborted*,
+//! not drained — an in-flight reconcile must not finish its writes once
+//! another replica may lead (the elector declares the loss by the end of
+//! the validity, a margin before anyone else can take the Lease) — and
+//! nothing of a term outlives it: the next term starts only after every
+//! task and provider call of the last one ended, so two terms never
+//! overlap; the process's own state (provider connections,
+//! the Proxy cache, metrics) carries over, each term's controller state
+//! (its watch, step memory, per-Proxy tasks) starts afresh, as a new
+//! leader's would.
 //!
 //! The Proxy controller runs only on the leader, like the GC, monitor and
 //! health engine: two replicas reconciling the same Proxy would race their
@@ -33,7 +53,9 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Config};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::RegistryFn;
 use crate::cli::RunArgs;
@@ -44,8 +66,13 @@ use crate::leader::{Elector, LeaseConfig};
 use crate::metrics::OperatorMetrics;
 use crate::reconciler::{Ctx, ProviderTasks, Timeouts};
 
-/// Exit status when leadership was lost.
-const EXIT_LEADERSHIP_LOST: u8 = 3;
+/// Exit status when the tasks of a lost term did not end within
+/// [`TERM_END_BOUND`] of being aborted: leading again beside them could
+/// overlap two terms, so the process exits and its restart ends them.
+const EXIT_TERM_STUCK: u8 = 3;
+/// How long the aborted tasks of a lost term may take to end (aborted tasks
+/// end at their next await; only a task blocking its thread takes longer).
+const TERM_END_BOUND: Duration = Duration::from_secs(5);
 /// Completion triggers queued for the controller (overflow: dropped; the
 /// pending poll covers it).
 const TRIGGER_QUEUE: usize = 1024;
@@ -123,23 +150,87 @@ async fn run(args: RunArgs, registry: RegistryFn) -> anyhow::Result<ExitCode> {
     }
     // On error the set is dropped, which aborts what started.
     let replica = Replica::start(args, registry, &mut tasks, &cancel).await?;
-    let exit = replica.lead(&mut tasks, &cancel).await;
+    let (exit, term) = replica.serve(&cancel).await;
     replica.metrics.set_leader(false);
     cancel.cancel();
-    drain(tasks, replica.args.shutdown_timeout.0).await;
+    // One bound for the whole shutdown: the term first (it releases the
+    // lease), then what every replica runs (already ending meanwhile).
+    let deadline = Instant::now() + replica.args.shutdown_timeout.0;
+    if let Some(term) = term {
+        term.drain(deadline).await;
+    }
+    drain(tasks, deadline).await;
     tracing::info!("stopped");
-    exit
+    Ok(exit)
 }
 
-/// Waits for every task at most `timeout`, then aborts what is left.
-async fn drain(mut tasks: JoinSet<()>, timeout: Duration) {
-    let drained = tokio::time::timeout(timeout, async {
+/// Waits for every task until `deadline`, then aborts what is left.
+async fn drain(mut tasks: JoinSet<()>, deadline: Instant) {
+    let drained = tokio::time::timeout_at(deadline, async {
         while tasks.join_next().await.is_some() {}
     })
     .await;
     if drained.is_err() {
-        tracing::warn!(?timeout, "shutdown timed out; aborting the remaining tasks");
+        tracing::warn!("shutdown timed out; aborting the remaining tasks");
         tasks.abort_all();
+    }
+}
+
+/// One leadership term's work: its tasks (lease renewal, Proxy controller,
+/// monitor, GC sweeper, health engine) and the provider calls its
+/// controller started (owned by the controller's context, which aborts them
+/// when it is dropped with the controller's task; tracked here).
+struct Term {
+    tasks: JoinSet<()>,
+    calls: TaskTracker,
+}
+
+impl Term {
+    /// Aborts everything at once and waits at most `bound` until every task
+    /// and every provider call has ended; whether they all did.
+    async fn abort(mut self, bound: Duration) -> bool {
+        self.tasks.abort_all();
+        self.calls.close();
+        tokio::time::timeout(bound, async {
+            while self.tasks.join_next().await.is_some() {}
+            self.calls.wait().await;
+        })
+        .await
+        .is_ok()
+    }
+
+    /// Waits (its token cancelled: the controller finishes its passes, the
+    /// lease is released) until `deadline`, then aborts what is left.
+    async fn drain(self, deadline: Instant) {
+        self.calls.close();
+        drain(self.tasks, deadline).await;
+        if tokio::time::timeout_at(deadline, self.calls.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("shutdown timed out with provider calls still ending");
+        }
+    }
+}
+
+/// The health engine's probe settings (each entry's `probe_target`,
+/// `--probe-target`, `--probe-netns`), checked once at start.
+struct ProbeSettings {
+    targets: crate::health::ProbeTargets,
+    netns: Option<crate::netns::Netns>,
+}
+
+impl ProbeSettings {
+    fn new(args: &RunArgs, config: &provider_api::ProvidersConfig) -> anyhow::Result<Self> {
+        let targets = probe_targets(config, args.probe_target.as_deref())?;
+        let netns = match &args.probe_netns {
+            Some(name) => Some(
+                crate::netns::Netns::open(name)
+                    .with_context(|| format!("--probe-netns {name:?}"))?,
+            ),
+            None => None,
+        };
+        Ok(Self { targets, netns })
     }
 }
 
@@ -155,8 +246,8 @@ struct Replica {
     proxies: reflector::Store<Proxy>,
     /// Notified on every change the Proxy watch cache sees.
     proxies_changed: Arc<tokio::sync::Notify>,
-    /// What the health engine probes each entry's proxies with.
-    probe_targets: crate::health::ProbeTargets,
+    /// The health engine's settings.
+    probe: ProbeSettings,
 }
 
 /// Each entry's `probe_target`, and `--probe-target` over all of them.
@@ -180,9 +271,9 @@ fn probe_targets(
 }
 
 impl Replica {
-    /// Loads the providers, reaches the API server and starts what every
-    /// replica runs: HTTP (metrics, probes, discovery) and the Proxy watch
-    /// cache.
+    /// Loads the providers, checks the probe settings, reaches the API
+    /// server and starts what every replica runs for the process's life:
+    /// HTTP (metrics, probes, discovery) and the Proxy watch cache.
     async fn start(
         args: RunArgs,
         registry: RegistryFn,
@@ -190,12 +281,12 @@ impl Replica {
         cancel: &CancellationToken,
     ) -> anyhow::Result<Self> {
         let (config, providers) = crate::providers::load(&args.providers_config, registry)?;
-        let probe_targets = probe_targets(&config, args.probe_target.as_deref())?;
         let mut registry = prometheus_client::registry::Registry::default();
         let provider_metrics = provider_api::ProviderMetrics::new(&mut registry);
         let metrics = OperatorMetrics::new(&mut registry);
         let providers = providers.instrumented(&provider_metrics);
         let provider_names: BTreeSet<_> = config.providers.iter().map(|p| p.name.clone()).collect();
+        let probe = ProbeSettings::new(&args, &config)?;
 
         let client = client(&args).await?;
         let mut cluster = cluster_identity(&client, args.cluster_id.as_deref()).await?;
@@ -235,72 +326,69 @@ impl Replica {
             metrics,
             proxies: reader,
             proxies_changed,
-            probe_targets,
+            probe,
         })
     }
 
-    /// Waits for leadership, runs the leader-only work until shutdown or
-    /// until the lease is lost; the exit status.
-    async fn lead(
-        &self,
-        tasks: &mut JoinSet<()>,
-        cancel: &CancellationToken,
-    ) -> anyhow::Result<ExitCode> {
+    /// Campaigns for the Lease, leads until it is lost, and campaigns
+    /// again, until `cancel` fires. Returns the exit status and, when
+    /// `cancel` came during a term, that term, stopping gracefully (the
+    /// caller drains it under the shutdown bound).
+    async fn serve(&self, cancel: &CancellationToken) -> (ExitCode, Option<Term>) {
         let args = &self.args;
         let identity = args.identity.clone().unwrap_or_else(default_identity);
-        let mut elector = Elector::new(
-            Api::<Lease>::namespaced(self.client.clone(), &args.lease_namespace),
-            LeaseConfig {
-                name: args.lease_name.clone(),
-                identity: identity.clone(),
-                duration: args.lease_duration.0,
-            },
-        );
-        let leadership = elector.leadership();
-        if !elector.acquire(cancel).await {
-            tracing::info!("shutting down before leadership was acquired");
-            return Ok(ExitCode::SUCCESS);
-        }
-        self.metrics.set_leader(true);
-        let leader_cancel = cancel.child_token();
-        tasks.spawn(elector.hold(leader_cancel.clone()));
-        {
-            // Losing the lease stops leader-only work at once.
-            let lost = leadership.lost().clone();
-            let leader_cancel = leader_cancel.clone();
-            tasks.spawn(async move {
-                tokio::select! {
-                    () = lost.cancelled() => leader_cancel.cancel(),
-                    () = leader_cancel.cancelled() => {}
+        let leases = Api::<Lease>::namespaced(self.client.clone(), &args.lease_namespace);
+        let config = LeaseConfig {
+            name: args.lease_name.clone(),
+            identity: identity.clone(),
+            duration: args.lease_duration.0,
+        };
+        loop {
+            let mut elector = Elector::new(leases.clone(), config.clone());
+            let leadership = elector.leadership();
+            if !elector.acquire(cancel).await {
+                tracing::info!("shutting down while campaigning");
+                return (ExitCode::SUCCESS, None);
+            }
+            self.metrics.set_leader(true);
+            let term_cancel = cancel.child_token();
+            let term = self.start_term(elector, &identity, &leadership, &term_cancel);
+            tokio::select! {
+                () = cancel.cancelled() => {
+                    tracing::info!("shutting down");
+                    return (ExitCode::SUCCESS, Some(term));
                 }
-            });
+                () = leadership.lost().cancelled() => {}
+            }
+            // Invariant 15: aborted, not drained (an in-flight reconcile
+            // must not finish its writes once another replica may lead),
+            // and ended before the next campaign.
+            self.metrics.set_leader(false);
+            self.metrics.leadership_lost();
+            term_cancel.cancel();
+            if !term.abort(TERM_END_BOUND).await {
+                tracing::error!(bound = ?TERM_END_BOUND, "leadership lost and its work did not end in time: exiting");
+                return (ExitCode::from(EXIT_TERM_STUCK), None);
+            }
+            tracing::warn!("leadership lost: leader-only work stopped; campaigning again");
         }
-        self.spawn_leader_work(tasks, &identity, &leadership, &leader_cancel)?;
-        Ok(tokio::select! {
-            () = cancel.cancelled() => {
-                tracing::info!("shutting down");
-                ExitCode::SUCCESS
-            }
-            () = leadership.lost().cancelled() => {
-                tracing::error!("leadership lost: exiting");
-                ExitCode::from(EXIT_LEADERSHIP_LOST)
-            }
-        })
     }
 
-    /// The Proxy controller, the monitor, the GC sweeper and (with
-    /// the health engine, all under `cancel`.
-    fn spawn_leader_work(
+    /// Starts one term under `cancel`: the lease renewal, the Proxy
+    /// controller, the monitor, the GC sweeper and the health engine.
+    fn start_term(
         &self,
-        tasks: &mut JoinSet<()>,
+        elector: Elector,
         identity: &str,
         leadership: &crate::leader::Leadership,
         cancel: &CancellationToken,
-    ) -> anyhow::Result<()> {
+    ) -> Term {
+        let mut term = JoinSet::new();
+        term.spawn(elector.hold(cancel.clone()));
         let args = &self.args;
         let (recovered_tx, recovered_rx) = mpsc::channel(1);
-        self.spawn_controller(tasks, identity, recovered_rx, cancel);
-        tasks.spawn(
+        let calls = self.spawn_controller(&mut term, identity, recovered_rx, cancel);
+        term.spawn(
             crate::monitor::Monitor {
                 client: self.client.clone(),
                 providers: self.providers.clone(),
@@ -311,7 +399,7 @@ impl Replica {
             }
             .run(cancel.child_token()),
         );
-        tasks.spawn(
+        term.spawn(
             crate::gc::Sweeper {
                 client: self.client.clone(),
                 namespace: args.namespace.clone(),
@@ -328,19 +416,12 @@ impl Replica {
             }
             .run(cancel.child_token()),
         );
-        let netns = match &args.probe_netns {
-            Some(name) => Some(
-                crate::netns::Netns::open(name)
-                    .with_context(|| format!("--probe-netns {name:?}"))?,
-            ),
-            None => None,
-        };
-        tasks.spawn(
+        term.spawn(
             crate::health::Engine {
                 client: self.client.clone(),
                 proxies: self.proxies.clone(),
-                targets: self.probe_targets.clone(),
-                netns,
+                targets: self.probe.targets.clone(),
+                netns: self.probe.netns.clone(),
                 interval: args.probe_interval.0,
                 timeout: args.probe_timeout.0,
                 concurrency: usize::from(args.concurrency),
@@ -350,16 +431,19 @@ impl Replica {
             }
             .run(cancel.child_token()),
         );
-        Ok(())
+        Term { tasks: term, calls }
     }
 
+    /// The Proxy controller of one term; its per-Proxy provider tasks are
+    /// owned by its context and aborted when the controller's task ends or
+    /// is aborted (the context is dropped with it). Returns their tracker.
     fn spawn_controller(
         &self,
-        tasks: &mut JoinSet<()>,
+        term: &mut JoinSet<()>,
         identity: &str,
         recovered: mpsc::Receiver<()>,
         cancel: &CancellationToken,
-    ) {
+    ) -> TaskTracker {
         let (args, client) = (&self.args, &self.client);
         let (trigger_tx, trigger_rx) = mpsc::channel(TRIGGER_QUEUE);
         let mut policy = fleet::Policy::default();
@@ -395,6 +479,7 @@ impl Replica {
             .reconcile_all_on(crate::reconciler::receiver_stream(recovered))
             .graceful_shutdown_on(cancel.clone().cancelled_owned());
         let store = controller.store();
+        let calls = ctx.tasks.tracker();
         let run_ctx = ctx.clone();
         let stream = controller
             .run(
@@ -411,7 +496,7 @@ impl Replica {
                 }
             });
         let cancel = cancel.clone();
-        tasks.spawn(async move {
+        term.spawn(async move {
             // Forget Proxies gone without a final reconcile, once a minute.
             let sweep = async {
                 loop {
@@ -432,6 +517,7 @@ impl Replica {
             }
             ctx.tasks.shutdown();
         });
+        calls
     }
 }
 
@@ -496,5 +582,57 @@ async fn wait_for_signal(cancel: &CancellationToken) {
         _ = term.recv() => tracing::info!("SIGTERM"),
         _ = int.recv() => tracing::info!("SIGINT"),
         () = cancel.cancelled() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Aborts the call it owns when dropped (as a term's controller owns
+    /// its provider calls).
+    struct Owns(tokio::task::JoinHandle<()>);
+
+    impl Drop for Owns {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+
+    #[tokio::test]
+    async fn aborting_a_term_ends_its_tasks_and_the_calls_they_own() {
+        let calls = TaskTracker::new();
+        let owned = Owns(calls.spawn(std::future::pending()));
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async move {
+            let _owned = owned;
+            std::future::pending::<()>().await;
+        });
+        tasks.spawn(std::future::pending());
+        let term = Term {
+            tasks,
+            calls: calls.clone(),
+        };
+        assert!(term.abort(Duration::from_secs(5)).await);
+        assert!(calls.is_empty(), "a provider call outlived its term");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_term_that_will_not_end_is_reported_within_the_bound() {
+        let mut tasks = JoinSet::new();
+        // Blocks its thread: an abort cannot reach it until it returns.
+        tasks.spawn(async { std::thread::sleep(Duration::from_secs(2)) });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let term = Term {
+            tasks,
+            calls: TaskTracker::new(),
+        };
+        let start = std::time::Instant::now();
+        assert!(!term.abort(Duration::from_millis(300)).await);
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
     }
 }

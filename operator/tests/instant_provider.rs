@@ -13,6 +13,12 @@
 //!   name and address, the old verdict is reset at once, discovery stops
 //!   listing it as healthy, and `Healthy=True` comes back earned by the new
 //!   instance.
+//! - API server outages cost a term, not the process: the operator reaches
+//!   the API server through a relay that is cut or frozen for 30 s three
+//!   times in a row; each time it loses the Lease, stops its work, keeps
+//!   running (same process, never exited) and leads again within
+//!   [`RELEAD_BOUND`] of the link coming back, and every Proxy — also one
+//!   created during each outage — is created exactly once.
 //!
 //! A test binary with its own `main` (`harness = false`), because it re-runs
 //! itself as the operator.
@@ -39,6 +45,16 @@ use kube::api::{Api, ListParams};
 const PROXIES: usize = 100;
 const WITHIN: Duration = Duration::from_secs(180);
 const STEADY: Duration = Duration::from_secs(20);
+/// The outage test's lease duration (renewals and campaign attempts every
+/// third of it, each bounded by a third).
+const LEASE_DURATION: Duration = Duration::from_secs(6);
+/// How long one API server outage lasts.
+const OUTAGE: Duration = Duration::from_secs(30);
+/// Leading again after the link comes back: the campaign attempt in flight
+/// when it did (at most a third of the lease duration), the pause before
+/// the next (a third) and that attempt (at most a third) — one lease
+/// duration — plus 4 s of slack for a loaded machine.
+const RELEAD_BOUND: Duration = Duration::from_secs(LEASE_DURATION.as_secs() + 4);
 
 fn main() -> ExitCode {
     if let Some(code) = instant::run_child_if_asked() {
@@ -48,15 +64,16 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     const WRITES: &str = "proxies_reach_running_in_four_writes_and_then_write_nothing";
     const HEALTH: &str = "healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance";
+    const OUTAGES: &str = "api_outages_neither_restart_the_operator_nor_create_twice";
     if args.iter().any(|a| a == "--list") {
-        println!("{WRITES}: test\n{HEALTH}: test");
+        println!("{WRITES}: test\n{HEALTH}: test\n{OUTAGES}: test");
         return ExitCode::SUCCESS;
     }
     // (A bare number is an option's value, e.g. `--test-threads 2`.)
     let filter = args
         .iter()
         .find(|a| !a.starts_with('-') && a.parse::<u64>().is_err());
-    let chosen: Vec<&str> = [WRITES, HEALTH]
+    let chosen: Vec<&str> = [WRITES, HEALTH, OUTAGES]
         .into_iter()
         .filter(|name| filter.is_none_or(|f| name.contains(f.as_str())))
         .collect();
@@ -65,6 +82,7 @@ fn main() -> ExitCode {
     for name in chosen {
         match name {
             WRITES => rt.block_on(proxies_reach_running_in_four_writes_and_then_write_nothing()),
+            OUTAGES => rt.block_on(api_outages_neither_restart_the_operator_nor_create_twice()),
             _ => {
                 rt.block_on(healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance())
             }
@@ -259,21 +277,7 @@ async fn proxies_reach_running_in_four_writes_and_then_write_nothing() {
     // One Create and one `Created` Event per Proxy (a repeat is a second
     // Event object or a series, count > 1). Events follow the status write
     // that announces Running: wait for all of them.
-    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let created = loop {
-        let mut created: BTreeMap<String, i32> = BTreeMap::new();
-        for e in events.list(&ListParams::default()).await.unwrap().items {
-            if e.reason.as_deref() == Some("Created") {
-                let name = e.involved_object.name.clone().unwrap_or_default();
-                *created.entry(name).or_default() += e.count.unwrap_or(1);
-            }
-        }
-        if created.len() >= PROXIES || tokio::time::Instant::now() > deadline {
-            break created;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let created = created_events_of(client, &ns, PROXIES).await;
     // The health engine writes status too (Healthy), maybe already: the
     // reconciler's status writes are the operator's own count; finalizers
     // and Events the API server's.
@@ -318,6 +322,181 @@ async fn proxies_reach_running_in_four_writes_and_then_write_nothing() {
     instant::delete_all(&api).await;
     instant::wait_gone(&api, WITHIN).await;
     drop(operator);
+    let _ = world
+        .kube
+        .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Waits at most `within` until `done` holds, polling every 100 ms; how
+/// long it took, or `None` when it never did.
+async fn within<F: FnMut() -> bool>(within: Duration, mut done: F) -> Option<Duration> {
+    let start = std::time::Instant::now();
+    loop {
+        if done() {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() > within {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `Created` Events per Proxy of `ns` (a repeat is a second Event object
+/// or a series, count > 1).
+async fn created_events(client: &kube::Client, ns: &str) -> BTreeMap<String, i32> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let mut created: BTreeMap<String, i32> = BTreeMap::new();
+    for e in events.list(&ListParams::default()).await.unwrap().items {
+        if e.reason.as_deref() == Some("Created") {
+            let name = e.involved_object.name.clone().unwrap_or_default();
+            *created.entry(name).or_default() += e.count.unwrap_or(1);
+        }
+    }
+    created
+}
+
+/// [`created_events`] once `n` Proxies have one, or after 30 s.
+async fn created_events_of(client: &kube::Client, ns: &str, n: usize) -> BTreeMap<String, i32> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let created = created_events(client, ns).await;
+        if created.len() >= n || tokio::time::Instant::now() > deadline {
+            return created;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn api_outages_neither_restart_the_operator_nor_create_twice() {
+    const BEFORE: usize = 2;
+    const OUTAGES: usize = 3;
+    let world = World::new().await;
+    let client = &world.client;
+    let responder = instant::responder().await;
+    let ns = world.namespace("outage");
+    let api = instant::proxies(client, &ns);
+    instant::create_proxies(&api, &ns, &world.entry, BEFORE).await;
+    // The operator's only way to the API server; the test's own client
+    // goes straight to it.
+    let relay = testkit::relay::Relay::tcp(world.api_address()).await;
+    let lease = format!("{}s", LEASE_DURATION.as_secs());
+    // GC every second with no minimum age: a wrong sweep after an outage
+    // would show as a second Create.
+    let mut operator = world
+        .operator_via(
+            &relay,
+            &ns,
+            responder,
+            &[
+                "--lease-duration",
+                &lease,
+                "--gc-interval",
+                "1s",
+                "--gc-min-age",
+                "1ms",
+                "--log",
+                "info,kube=warn",
+            ],
+        )
+        .await;
+    let pid = operator.pid();
+    instant::wait_all(&api, BEFORE, WITHIN, "Running", instant::running).await;
+    assert_eq!(
+        operator.logged("leadership acquired"),
+        1,
+        "{}",
+        operator.log()
+    );
+
+    let mut took = Vec::new();
+    for i in 0..OUTAGES {
+        // Settled first: an Event is best-effort, and one in flight when
+        // the link goes is lost (its status write landed: not created
+        // again).
+        created_events_of(client, &ns, BEFORE + i).await;
+        // Cut (refused, reset) twice, frozen (silent) once.
+        let kind = if i == 1 { "freeze" } else { "cut" };
+        if kind == "freeze" {
+            relay.freeze();
+        } else {
+            relay.cut();
+        }
+        let down = std::time::Instant::now();
+        // Lost by the end of the validity (4/5 of the duration after the
+        // last renewal), its work ended, campaigning again.
+        let lost = within(OUTAGE, || {
+            operator.logged("leadership lost: leader-only work stopped; campaigning again") > i
+                || operator.exited().is_some()
+        })
+        .await
+        .unwrap_or_else(|| panic!("outage {i}: the Lease was never lost\n{}", operator.log()));
+        if let Some(status) = operator.exited() {
+            panic!(
+                "outage {i}: the operator exited ({status}) {lost:?} into it instead of campaigning again\n{}",
+                operator.log()
+            );
+        }
+        assert_eq!(
+            operator.metric("operator_leader ").await,
+            0.0,
+            "outage {i}: the leader gauge"
+        );
+        // A Proxy made meanwhile waits for the next term.
+        instant::create_proxy(&api, &ns, &world.entry, &format!("during-{i}")).await;
+        tokio::time::sleep(OUTAGE.saturating_sub(down.elapsed())).await;
+        assert!(
+            operator.exited().is_none(),
+            "outage {i}: the operator exited\n{}",
+            operator.log()
+        );
+        relay.resume();
+        let back = within(RELEAD_BOUND + Duration::from_secs(30), || {
+            operator.logged("leadership acquired") > i + 1
+        })
+        .await
+        .unwrap_or_else(|| panic!("outage {i}: never led again\n{}", operator.log()));
+        println!(
+            "outage {i} ({kind}, {OUTAGE:?}): lease lost {lost:?} into it; led again {back:?} after the link came back"
+        );
+        took.push(back);
+        assert!(
+            back <= RELEAD_BOUND,
+            "outage {i}: led again only {back:?} after the link came back (bound {RELEAD_BOUND:?})"
+        );
+        assert!(
+            operator.exited().is_none(),
+            "outage {i}: the operator exited"
+        );
+        assert_eq!(operator.pid(), pid);
+        assert_eq!(
+            operator.metric("operator_leadership_losses_total ").await,
+            (i + 1) as f64
+        );
+        assert_eq!(operator.metric("operator_leader ").await, 1.0);
+        instant::wait_all(&api, BEFORE + i + 1, WITHIN, "Running", instant::running).await;
+    }
+
+    // Exactly one Create per Proxy: the provider was asked once each (it
+    // lives in the same process across every term), and one `Created`
+    // Event each.
+    let proxies = BEFORE + OUTAGES;
+    let creates = operator
+        .metric_sum("provider_operations_total", &["operation=\"create\""])
+        .await;
+    assert_eq!(creates, proxies as f64, "provider creates");
+    let created = created_events_of(client, &ns, proxies).await;
+    let repeated: Vec<_> = created.iter().filter(|(_, c)| **c != 1).collect();
+    assert!(repeated.is_empty(), "Created more than once: {repeated:?}");
+    assert_eq!(created.len(), proxies, "{created:?}");
+    assert!(operator.exited().is_none(), "the operator exited");
+    assert_eq!(operator.logged("starting"), 1, "the operator started again");
+    println!("led again after each outage: {took:?} (bound {RELEAD_BOUND:?})");
+
+    instant::delete_all(&api).await;
+    instant::wait_gone(&api, WITHIN).await;
+    drop(operator);
+    drop(relay);
     let _ = world
         .kube
         .kubectl(&["delete", "namespace", &ns, "--wait=false"]);

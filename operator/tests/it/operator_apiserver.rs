@@ -15,9 +15,11 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -605,6 +607,7 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
     let dashboard = include_str!("../../../deploy/grafana/operator-dashboard.json");
     for name in [
         "operator_leader",
+        "operator_leadership_losses_total",
         "operator_reconciles_total",
         "provider_operations_total",
         "provider_operation_duration_seconds_bucket",
@@ -1101,13 +1104,47 @@ async fn a_restart_mid_create_makes_no_second_instance() {
     clear_lease(&client).await;
 }
 
+/// Holds the Lease as `holder`, renewing it every second (a live replica),
+/// until `stop` is set; the first write retries until it lands.
+async fn hold_as(leases: &Api<Lease>, holder: &str, stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        let mut lease = leases.get(LEASE).await.unwrap();
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = Some(holder.to_owned());
+        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        match leases.replace(LEASE, &PostParams::default(), &lease).await {
+            Ok(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+            // The operator renewed in between: take it again at once.
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("hold the lease: {e}"),
+        }
+    }
+}
+
+/// A sample of the operator's `/metrics`, e.g. `operator_leader`.
+async fn metric(addr: &str, series: &str) -> Option<f64> {
+    let (_, body) = http_get(addr, "/metrics").await;
+    body.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Losing the Lease stops all leader-only work at once but keeps the
+/// process: while another replica holds the Lease nothing is done — a new
+/// Proxy gets no finalizer, an orphaned instance is not swept by a GC
+/// running every second — and once that replica lets the Lease lapse, the
+/// same process leads again and does both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn losing_the_lease_exits_without_deleting() {
+async fn losing_the_lease_stops_work_keeps_the_process_and_leads_again() {
     let _serial = SERIAL.lock().await;
     let world = World::new(Duration::ZERO).await;
     let client = admin(&world.kube).await;
     // GC every second with no minimum age: only leadership stands between
-    // it and the instance once its Proxy is gone.
+    // it and an orphan.
     let gc = [
         "--cluster-id",
         "cluster-lease",
@@ -1118,34 +1155,125 @@ async fn losing_the_lease_exits_without_deleting() {
     ];
     let mut op = world.operator(&gc);
     op.wait_leader().await;
+    let addr = op.http_addr().unwrap();
+    let pid = op.child.as_ref().unwrap().id();
+    let api = world.proxies(&client);
+    // "keeper" keeps the live set non-empty (the GC's empty-set guard).
+    world
+        .create_proxy(&client, "keeper", json!({"provider": world.entry}))
+        .await;
     let uid = world
         .create_proxy(&client, "p1", json!({"provider": world.entry}))
         .await;
-    let domain = World::domain_of(&uid);
-    let api = world.proxies(&client);
+    let orphan = World::domain_of(&uid);
     wait_instance(&api, "p1", Duration::from_secs(120)).await;
-    // Another replica takes the lease.
+    wait_instance(&api, "keeper", Duration::from_secs(120)).await;
+
+    // Another replica takes the Lease and keeps it.
     let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NS);
-    let mut lease = leases.get(LEASE).await.unwrap();
-    lease.spec.as_mut().unwrap().holder_identity = Some("another-replica".into());
-    leases
-        .replace(LEASE, &PostParams::default(), &lease)
-        .await
-        .unwrap();
-    let status = op.wait_exit(Duration::from_secs(2 * LEASE_SECS + 5)).await;
-    assert_eq!(status.code(), Some(3), "log:\n{}", op.log());
-    assert!(op.log().contains("leadership lost"));
-    assert!(!op.log().contains("gc deleted"), "{}", op.log());
-    assert!(
-        world.domains().contains(&domain),
-        "the instance was deleted"
-    );
-    // Clean up with a fresh leader.
+    let stop = AtomicBool::new(false);
+    let follower = async {
+        eventually(
+            "the lease to be lost",
+            Duration::from_secs(2 * LEASE_SECS + 5),
+            || async {
+                op.log()
+                    .contains("leadership lost: leader-only work stopped; campaigning again")
+                    .then_some(())
+            },
+        )
+        .await;
+        assert_eq!(metric(&addr, "operator_leader").await, Some(0.0));
+        assert_eq!(
+            metric(&addr, "operator_leadership_losses_total").await,
+            Some(1.0)
+        );
+        // p1 goes without its finalizer's release (no leader to release
+        // it): its instance is an orphan. p2 is new.
+        api.delete("p1", &DeleteParams::default()).await.unwrap();
+        let patch = json!({"metadata": {"finalizers": null}});
+        api.patch("p1", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        world
+            .create_proxy(&client, "p2", json!({"provider": world.entry}))
+            .await;
+        // Several GC intervals and reconcile chances: nothing happens.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let p2 = serde_json::to_value(api.get("p2").await.unwrap()).unwrap();
+        assert!(p2["metadata"]["finalizers"].is_null(), "{p2}");
+        assert!(p2["status"].is_null(), "{p2}");
+        assert!(world.domains().contains(&orphan), "the orphan was swept");
+        assert!(!op.log().contains("gc deleted"), "{}", op.log());
+        assert!(op.child.as_mut().unwrap().try_wait().unwrap().is_none());
+        stop.store(true, Ordering::SeqCst);
+    };
+    tokio::join!(hold_as(&leases, "another-replica", &stop), follower);
+
+    // The other replica stopped renewing: after one lease duration of an
+    // unchanged record, the same process leads again and catches up.
+    eventually(
+        "the operator to lead again",
+        Duration::from_secs(LEASE_SECS + 2 * (LEASE_SECS / 3) + 5),
+        || async { (op.log().matches("leadership acquired").count() == 2).then_some(()) },
+    )
+    .await;
+    wait_instance(&api, "p2", Duration::from_secs(120)).await;
+    eventually(
+        "the orphan to be swept",
+        Duration::from_secs(60),
+        || async { (!world.domains().contains(&orphan)).then_some(()) },
+    )
+    .await;
+    assert_eq!(metric(&addr, "operator_leader").await, Some(1.0));
+    assert!(op.child.as_mut().unwrap().try_wait().unwrap().is_none());
+    assert_eq!(op.child.as_ref().unwrap().id(), pid);
+    delete_and_wait(&api, "p2", Duration::from_secs(90)).await;
+    delete_and_wait(&api, "keeper", Duration::from_secs(90)).await;
+    drop(op);
     clear_lease(&client).await;
-    let again = world.operator(&["--cluster-id", "cluster-lease"]);
-    again.wait_leader().await;
-    delete_and_wait(&api, "p1", Duration::from_secs(90)).await;
-    drop(again);
+}
+
+/// SIGTERM while campaigning (another replica holds the Lease) exits 0 in
+/// bounded time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_campaigning_exits_in_bounded_time() {
+    let _serial = SERIAL.lock().await;
+    let world = World::new(Duration::ZERO).await;
+    let client = admin(&world.kube).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), OPERATOR_NS);
+    // The Lease may be absent: create it for the other replica.
+    let mut lease = Lease::default();
+    lease.metadata.name = Some(LEASE.into());
+    let _ = leases.create(&PostParams::default(), &lease).await;
+    let stop = AtomicBool::new(false);
+    let campaigner = async {
+        eventually(
+            "the other replica to hold",
+            Duration::from_secs(10),
+            || async {
+                let holder = leases.get(LEASE).await.ok()?.spec?.holder_identity?;
+                (holder == "another-replica").then_some(())
+            },
+        )
+        .await;
+        let mut op = world.operator(&["--cluster-id", "cluster-term"]);
+        eventually("the HTTP address", Duration::from_secs(30), || async {
+            op.http_addr()
+        })
+        .await;
+        // A few campaign attempts.
+        tokio::time::sleep(Duration::from_secs(LEASE_SECS / 3 * 2 + 1)).await;
+        assert!(!op.log().contains("leadership acquired"), "{}", op.log());
+        let started = Instant::now();
+        op.signal("-TERM");
+        let status = op.wait_exit(Duration::from_secs(5)).await;
+        assert!(status.success(), "exit {status:?}; log:\n{}", op.log());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(op.log().contains("shutting down while campaigning"));
+        stop.store(true, Ordering::SeqCst);
+    };
+    tokio::join!(hold_as(&leases, "another-replica", &stop), campaigner);
     clear_lease(&client).await;
 }
 

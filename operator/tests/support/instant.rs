@@ -29,6 +29,7 @@ use provider_api::{
 };
 use serde_json::{Value, json};
 use testkit::providers_yaml::{Host, Image, ProvidersYaml};
+use testkit::relay::Relay;
 use testkit::{Descriptor, KubeService};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -285,6 +286,42 @@ impl World {
     /// under deploy/'s ServiceAccount, leading on deploy/'s Lease (cleared
     /// first). `extra` flags follow the defaults.
     pub async fn operator(&self, ns: &str, responder: SocketAddr, extra: &[&str]) -> Operator {
+        self.start_operator(ns, responder, &self.kube.server, extra)
+            .await
+    }
+
+    /// [`operator`](Self::operator), reaching the API server only through
+    /// `relay` (a [`testkit::relay::Relay`] forwarding to the API server's
+    /// address): the outages the relay makes are this operator's alone.
+    pub async fn operator_via(
+        &self,
+        relay: &Relay,
+        ns: &str,
+        responder: SocketAddr,
+        extra: &[&str],
+    ) -> Operator {
+        // The server's certificate names 127.0.0.1, the relay's address.
+        let server = format!("https://127.0.0.1:{}", relay.port());
+        self.start_operator(ns, responder, &server, extra).await
+    }
+
+    /// The API server's `host:port`, for a relay in front of it.
+    pub fn api_address(&self) -> String {
+        let server = &self.kube.server;
+        server
+            .strip_prefix("https://")
+            .unwrap_or(server)
+            .trim_end_matches('/')
+            .to_owned()
+    }
+
+    async fn start_operator(
+        &self,
+        ns: &str,
+        responder: SocketAddr,
+        server: &str,
+        extra: &[&str],
+    ) -> Operator {
         let _ = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
             self.client.clone(),
             OPERATOR_NS,
@@ -292,10 +329,11 @@ impl World {
         .delete(LEASE, &DeleteParams::default())
         .await;
         let kubeconfig = self.dir.path().join("operator.kubeconfig");
-        let sa = self
-            .kube
-            .service_account_kubeconfig(OPERATOR_NS, SA)
-            .unwrap();
+        let kube = KubeService {
+            server: server.to_owned(),
+            ..self.kube.clone()
+        };
+        let sa = kube.service_account_kubeconfig(OPERATOR_NS, SA).unwrap();
         std::fs::write(&kubeconfig, sa).unwrap();
         let log = self.dir.path().join(format!("operator-{ns}.log"));
         let cluster = format!("instant-{}", self.id);
@@ -354,6 +392,25 @@ impl Operator {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Log lines whose message is `message`.
+    pub fn logged(&self, message: &str) -> usize {
+        self.log()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == message)
+            .count()
+    }
+
+    /// The child's process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The child's exit status, once it exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
     /// The body of `GET path` on the operator's HTTP endpoint.
     pub async fn get(&self, path: &str) -> String {
         let addr = self
@@ -384,6 +441,18 @@ impl Operator {
             .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
             .unwrap_or(0.0)
     }
+
+    /// The sum of the samples of `name` whose labels contain every one of
+    /// `labels` (e.g. `operation="create"`).
+    pub async fn metric_sum(&self, name: &str, labels: &[&str]) -> f64 {
+        let body = self.get("/metrics").await;
+        body.lines()
+            .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+            .filter_map(|l| l.rsplit_once("} "))
+            .filter(|(set, _)| labels.iter().all(|want| set.split(',').any(|l| l == *want)))
+            .filter_map(|(_, v)| v.trim().parse::<f64>().ok())
+            .sum()
+    }
 }
 
 impl Drop for Operator {
@@ -412,19 +481,22 @@ pub fn proxies(client: &Client, ns: &str) -> Api<DynamicObject> {
 /// Creates Proxies `p0000`… in `ns` on `entry`, 32 at a time.
 pub async fn create_proxies(api: &Api<DynamicObject>, ns: &str, entry: &str, n: usize) {
     futures::stream::iter(0..n)
-        .map(|i| async move {
-            let obj: DynamicObject = serde_json::from_value(json!({
-                "apiVersion": "egress-proxies.io/v1alpha1",
-                "kind": "Proxy",
-                "metadata": { "name": format!("p{i:04}"), "namespace": ns },
-                "spec": { "provider": entry },
-            }))
-            .unwrap();
-            api.create(&PostParams::default(), &obj).await.unwrap();
-        })
+        .map(|i| async move { create_proxy(api, ns, entry, &format!("p{i:04}")).await })
         .buffer_unordered(32)
         .collect::<Vec<()>>()
         .await;
+}
+
+/// Creates the Proxy `name` in `ns` on `entry`.
+pub async fn create_proxy(api: &Api<DynamicObject>, ns: &str, entry: &str, name: &str) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "egress-proxies.io/v1alpha1",
+        "kind": "Proxy",
+        "metadata": { "name": name, "namespace": ns },
+        "spec": { "provider": entry },
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
 }
 
 /// Deletes every Proxy of `api` (no namespace controller runs here).

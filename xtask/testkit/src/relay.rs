@@ -9,6 +9,11 @@
 //!   without reading its data.
 //! - **Cut**: every forwarded connection is closed at once and later ones
 //!   are refused (accepted and dropped).
+//! - **Resumed** ([`Relay::resume`], after a freeze or a cut): new
+//!   connections are forwarded again; every connection from before is
+//!   closed (what a freeze held is never sent), like a link that comes
+//!   back after its peers gave up on their old connections. Outages can
+//!   be repeated on one relay, at one port.
 //!
 //! [`Relay::tcp`] listens on 127.0.0.1 and forwards each connection to a TCP
 //! upstream; [`Relay::unix_pair`] forwards one socket pair's end to a unix
@@ -53,8 +58,23 @@ enum Mode {
     Cut,
 }
 
+/// The mode, and how many times the relay was resumed: a connection
+/// accepted in an earlier epoch is closed as if cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct State {
+    mode: Mode,
+    epoch: u64,
+}
+
+impl State {
+    /// Whether a connection accepted in `epoch` must close now.
+    fn cuts(&self, epoch: u64) -> bool {
+        self.mode == Mode::Cut || self.epoch != epoch
+    }
+}
+
 struct Shared {
-    mode: watch::Sender<Mode>,
+    mode: watch::Sender<State>,
     freeze_after: Option<u64>,
     forwarded: AtomicU64,
     accepted: AtomicUsize,
@@ -64,10 +84,10 @@ struct Shared {
 
 impl Shared {
     fn freeze(&self) {
-        self.mode.send_if_modified(|m| {
-            let forwarding = *m == Mode::Forward;
+        self.mode.send_if_modified(|s| {
+            let forwarding = s.mode == Mode::Forward;
             if forwarding {
-                *m = Mode::Frozen;
+                s.mode = Mode::Frozen;
             }
             forwarding
         });
@@ -91,7 +111,10 @@ impl Drop for Relay {
 impl Relay {
     fn shared(options: RelayOptions) -> Arc<Shared> {
         Arc::new(Shared {
-            mode: watch::Sender::new(Mode::Forward),
+            mode: watch::Sender::new(State {
+                mode: Mode::Forward,
+                epoch: 0,
+            }),
             freeze_after: options.freeze_after,
             forwarded: AtomicU64::new(0),
             accepted: AtomicUsize::new(0),
@@ -118,7 +141,8 @@ impl Relay {
             while let Ok((client, _)) = listener.accept().await {
                 while connections.try_join_next().is_some() {}
                 s.accepted.fetch_add(1, Ordering::SeqCst);
-                if *s.mode.borrow() == Mode::Cut {
+                let state = *s.mode.borrow();
+                if state.mode == Mode::Cut {
                     continue; // dropped: the dial fails
                 }
                 if options.buffers == Buffers::Small {
@@ -135,6 +159,7 @@ impl Relay {
                     (Reader::Tcp(cr), cw),
                     (Reader::Tcp(sr), sw),
                     s.clone(),
+                    state.epoch,
                 ));
             }
         });
@@ -158,6 +183,7 @@ impl Relay {
             (Reader::Unix(cr), cw),
             (Reader::Unix(sr), sw),
             shared.clone(),
+            0,
         ));
         let relay = Relay {
             port: None,
@@ -183,13 +209,24 @@ impl Relay {
     /// Whether the relay is frozen (by [`freeze`](Self::freeze) or by
     /// [`RelayOptions::freeze_after`]).
     pub fn is_frozen(&self) -> bool {
-        *self.shared.mode.borrow() == Mode::Frozen
+        self.shared.mode.borrow().mode == Mode::Frozen
     }
 
     /// Closes every forwarded connection and refuses new ones. Not async:
     /// callable from a tracing hook.
     pub fn cut(&self) {
-        self.shared.mode.send_replace(Mode::Cut);
+        self.shared.mode.send_modify(|s| s.mode = Mode::Cut);
+    }
+
+    /// Forwards again after a freeze or a cut: connections accepted from
+    /// now on are forwarded; every earlier one is closed (bytes a freeze
+    /// held are never sent). A [`unix_pair`](Self::unix_pair) relay, whose
+    /// one connection is from before, stays closed.
+    pub fn resume(&self) {
+        self.shared.mode.send_modify(|s| {
+            s.mode = Mode::Forward;
+            s.epoch += 1;
+        });
     }
 
     /// Bytes forwarded so far, both directions together.
@@ -276,22 +313,37 @@ impl Reader {
     }
 }
 
-/// Forwards one connection both ways until both directions end or a cut.
-async fn forward<W1, W2>(client: (Reader, W1), server: (Reader, W2), shared: Arc<Shared>)
-where
+/// Forwards one connection, accepted in `epoch`, both ways until both
+/// directions end, a cut or a resume.
+async fn forward<W1, W2>(
+    client: (Reader, W1),
+    server: (Reader, W2),
+    shared: Arc<Shared>,
+    epoch: u64,
+) where
     W1: AsyncWrite + Unpin,
     W2: AsyncWrite + Unpin,
 {
     shared.active.fetch_add(1, Ordering::SeqCst);
     let (cr, cw) = client;
     let (sr, sw) = server;
-    tokio::join!(pump(cr, sw, &shared, true), pump(sr, cw, &shared, false));
+    tokio::join!(
+        pump(cr, sw, &shared, true, epoch),
+        pump(sr, cw, &shared, false, epoch)
+    );
     shared.active.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// Copies `from` to `to` while forwarding; frozen, holds both open and
-/// reads nothing; cut, returns (dropping, so closing, both halves).
-async fn pump(mut from: Reader, mut to: impl AsyncWrite + Unpin, shared: &Shared, client: bool) {
+/// reads nothing; cut (or resumed: a later epoch), returns (dropping, so
+/// closing, both halves).
+async fn pump(
+    mut from: Reader,
+    mut to: impl AsyncWrite + Unpin,
+    shared: &Shared,
+    client: bool,
+    epoch: u64,
+) {
     let gone = || {
         if client {
             shared.client_gone.notify_one();
@@ -301,18 +353,17 @@ async fn pump(mut from: Reader, mut to: impl AsyncWrite + Unpin, shared: &Shared
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let current = *mode.borrow_and_update();
-        match current {
-            Mode::Cut => return,
-            Mode::Frozen => {
-                tokio::select! {
-                    () = from.closed() => gone(),
-                    _ = mode.wait_for(|m| *m == Mode::Cut) => return,
-                }
-                // Keep the sockets open (no FIN, no RST) until cut.
-                let _ = mode.wait_for(|m| *m == Mode::Cut).await;
-                return;
+        if current.cuts(epoch) {
+            return;
+        }
+        if current.mode == Mode::Frozen {
+            tokio::select! {
+                () = from.closed() => gone(),
+                _ = mode.wait_for(|s| s.cuts(epoch)) => return,
             }
-            Mode::Forward => {}
+            // Keep the sockets open (no FIN, no RST) until cut.
+            let _ = mode.wait_for(|s| s.cuts(epoch)).await;
+            return;
         }
         let n = tokio::select! {
             r = from.read(&mut buf) => match r {
@@ -330,12 +381,12 @@ async fn pump(mut from: Reader, mut to: impl AsyncWrite + Unpin, shared: &Shared
         {
             shared.freeze();
         }
-        if *mode.borrow() != Mode::Forward {
+        if *mode.borrow() != current {
             continue; // the chunk read is held, never sent
         }
         tokio::select! {
             r = to.write_all(&buf[..n]) => if r.is_err() { return },
-            _ = mode.wait_for(|m| *m == Mode::Cut) => return,
+            _ = mode.wait_for(|s| s.cuts(epoch)) => return,
         }
         shared.forwarded.fetch_add(n as u64, Ordering::SeqCst);
     }
@@ -439,6 +490,30 @@ mod tests {
         let mut again = relay.connect(Buffers::Default).await;
         assert_eq!(round_trip(&mut again, b"z").await, Err("closed"));
         assert_eq!(relay.accepted(), 2);
+    }
+
+    #[tokio::test]
+    async fn resume_forwards_new_connections_and_closes_the_old_ones() {
+        let relay = Relay::tcp(echo().await).await;
+        let mut held = relay.connect(Buffers::Default).await;
+        assert!(round_trip(&mut held, b"x").await.is_ok());
+        relay.freeze();
+        assert_eq!(round_trip(&mut held, b"y").await, Err("silent"));
+        relay.resume();
+        assert!(!relay.is_frozen());
+        // The held connection is closed; what it held is never sent.
+        let mut buf = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(2), held.read(&mut buf)).await;
+        assert!(matches!(read, Ok(Ok(0) | Err(_))), "{read:?}");
+        let mut fresh = relay.connect(Buffers::Default).await;
+        assert_eq!(round_trip(&mut fresh, b"z").await.unwrap(), b"z");
+        // Again after a cut, on the same port.
+        relay.cut();
+        assert_eq!(round_trip(&mut fresh, b"c").await, Err("closed"));
+        relay.resume();
+        let mut again = relay.connect(Buffers::Default).await;
+        assert_eq!(round_trip(&mut again, b"w").await.unwrap(), b"w");
+        assert_eq!(relay.forwarded(), 6);
     }
 
     #[tokio::test]
