@@ -14,6 +14,12 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReviewLabels {
+    review: &'static str,
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     writer: &'static str,
 }
@@ -29,6 +35,8 @@ pub struct OperatorMetrics {
     probes: Family<OutcomeLabels, Counter>,
     provider_tasks: Gauge,
     leader: Gauge,
+    http_auth: Family<OutcomeLabels, Counter>,
+    http_auth_reviews: Family<ReviewLabels, Counter>,
 }
 
 impl OperatorMetrics {
@@ -70,6 +78,16 @@ impl OperatorMetrics {
             "operator_leader",
             "1 while this replica holds the lease",
             m.leader.clone(),
+        );
+        registry.register(
+            "operator_http_auth",
+            "Authenticated HTTP requests (/proxies, /metrics) by outcome",
+            m.http_auth.clone(),
+        );
+        registry.register(
+            "operator_http_auth_reviews",
+            "TokenReview and SubjectAccessReview answers by review and source (api, cache)",
+            m.http_auth_reviews.clone(),
         );
         m
     }
@@ -120,5 +138,21 @@ impl OperatorMetrics {
     /// Sets the leader gauge.
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
+    }
+
+    /// One request's auth check ended with `outcome` (`allowed`,
+    /// `unauthenticated`, `forbidden`, `unavailable`).
+    pub fn http_auth(&self, outcome: &'static str) {
+        self.http_auth
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// One `review` (`token`, `access`) answer came from `source` (`api`,
+    /// `cache`).
+    pub fn http_auth_review(&self, review: &'static str, source: &'static str) {
+        self.http_auth_reviews
+            .get_or_create(&ReviewLabels { review, source })
+            .inc();
     }
 }
