@@ -27,6 +27,7 @@ use testkit::providers_yaml::{Host, Image, ProvidersYaml};
 use testkit::virsh::Virsh;
 use testkit::{Descriptor, KubeService};
 
+use crate::consumer::{Consumer, http_get};
 use crate::support::admin;
 
 const OPERATOR_NS: &str = "egress-proxies-system";
@@ -129,6 +130,9 @@ struct World {
     dir: tempfile::TempDir,
     config: PathBuf,
     kubeconfig: PathBuf,
+    /// A consumer of the operator's HTTP API: lists the namespace's
+    /// Proxies, reads `/metrics` (deploy/samples/' RBAC).
+    reader: Consumer,
     _image: Option<ImageServer>,
 }
 
@@ -191,6 +195,7 @@ impl World {
         let user = format!("system:serviceaccount:{OPERATOR_NS}:{SA}");
         let kubeconfig = dir.path().join("operator.kubeconfig");
         std::fs::write(&kubeconfig, kube.kubeconfig_with_token(&user, token.trim())).unwrap();
+        let reader = Consumer::discovery_reader(&kube, &ns, "reader").with_metrics();
         World {
             sandbox,
             kube,
@@ -199,6 +204,7 @@ impl World {
             dir,
             config,
             kubeconfig,
+            reader,
             _image: image,
         }
     }
@@ -436,30 +442,6 @@ fn condition<'a>(obj: &'a Value, t: &str) -> Option<&'a Value> {
         .find(|c| c["type"] == t)
 }
 
-async fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let addr = addr.to_owned();
-    let path = path.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let mut s = std::net::TcpStream::connect(&addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let code = out[9..12].parse().unwrap();
-        let body = out
-            .split_once("\r\n\r\n")
-            .map(|x| x.1.to_owned())
-            .unwrap_or_default();
-        (code, body)
-    })
-    .await
-    .unwrap()
-}
-
 async fn events(client: &Client, ns: &str) -> Vec<(String, String)> {
     let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
     api.list(&Default::default())
@@ -562,14 +544,24 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
     })
     .await;
     let addr = op.http_addr().expect("the operator logs its HTTP address");
-    let (code, body) = http_get(&addr, &format!("/proxies?namespace={}", world.ns)).await;
+    let (code, body) = http_get(
+        &addr,
+        &format!("/proxies?namespace={}", world.ns),
+        Some(world.reader.token()),
+    )
+    .await;
     assert_eq!(code, 200, "{body}");
     let d: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(d["count"], 1, "{d}");
     assert_eq!(d["proxies"][0]["name"], "p1");
-    assert_eq!(http_get(&addr, "/proxies?healthy=maybe").await.0, 400);
-    assert_eq!(http_get(&addr, "/readyz").await.0, 200);
-    let (_, metrics) = http_get(&addr, "/metrics").await;
+    assert_eq!(
+        http_get(&addr, "/proxies?healthy=maybe", Some(world.reader.token()))
+            .await
+            .0,
+        400
+    );
+    assert_eq!(http_get(&addr, "/readyz", None).await.0, 200);
+    let (_, metrics) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
     // Every metric the Grafana dashboard plots exists.
     let dashboard = include_str!("../../../deploy/grafana/operator-dashboard.json");
     for name in [
@@ -640,7 +632,7 @@ async fn a_real_proxy_guest_runs_and_becomes_healthy() {
     );
     assert_eq!(obj["status"]["port"], 3128);
     let addr = op.http_addr().unwrap();
-    let (code, body) = http_get(&addr, "/proxies?healthy=true").await;
+    let (code, body) = http_get(&addr, "/proxies?healthy=true", Some(world.reader.token())).await;
     assert_eq!(code, 200, "{body}");
     let listed: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(listed["count"], 1, "{body}");
@@ -688,7 +680,7 @@ async fn a_frozen_host_fails_only_its_own_proxy() {
         "the other host's instance",
         Duration::from_secs(120),
         || async {
-            let (_, metrics) = http_get(&addr, "/metrics").await;
+            let (_, metrics) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
             let now = metrics
                 .lines()
                 .find_map(|l| l.strip_prefix("operator_provider_tasks "))
@@ -871,12 +863,12 @@ async fn a_restart_mid_create_makes_no_second_instance() {
         "a poll of the recorded instance",
         Duration::from_secs(30),
         || async {
-            let (_, m) = http_get(&addr, "/metrics").await;
+            let (_, m) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
             m.contains("operation=\"get\",outcome=\"ok\"").then_some(())
         },
     )
     .await;
-    let (_, m) = http_get(&addr, "/metrics").await;
+    let (_, m) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
     assert!(
         !m.contains("operation=\"create\""),
         "a restart created again:\n{m}"

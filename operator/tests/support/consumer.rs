@@ -41,8 +41,12 @@ impl Consumer {
 
     /// The ServiceAccount `name` in `ns`, with no rights at all.
     pub fn without_rights(kube: &KubeService, ns: &str, name: &str) -> Consumer {
-        kube.kubectl(&["-n", ns, "create", "serviceaccount", name])
-            .unwrap();
+        apply(
+            kube,
+            &format!(
+                "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  namespace: {ns}\n"
+            ),
+        );
         Consumer::with_token(kube, ns, name)
     }
 

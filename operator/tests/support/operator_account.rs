@@ -58,14 +58,15 @@ impl OperatorAccount {
         lease: Lease,
         edit: impl FnOnce(&str) -> String,
     ) -> OperatorAccount {
-        kube.kubectl(&["-n", namespace, "create", "serviceaccount", name])
-            .unwrap();
         let mut account = OperatorAccount {
             kube: kube.clone(),
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             objects: Vec::new(),
         };
+        account.apply(&format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
+        ));
         let role = format!("egress-proxies-operator-{namespace}-{name}");
         let cluster_role = DEPLOY_RBAC.split("\n---\n").next().unwrap().replace(
             "  name: egress-proxies-operator\n",
