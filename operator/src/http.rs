@@ -7,8 +7,9 @@
 //! and `/proxies` need a bearer token unless `--http-auth=none`
 //! ([`auth`]): `/metrics` a caller allowed `get` on the non-resource URL
 //! `/metrics`; `/proxies` one allowed to `list` Proxies, and it lists only
-//! the namespaces where it is. A method other than GET is 405 and an
-//! unknown path 404 before any check.
+//! the namespaces where it is; a check that cannot be made is 503
+//! (invariant 15). A method other than GET is 405 and an unknown path 404
+//! before any check.
 //!
 //! Each connection runs in a task of a `JoinSet` the server owns, bounded
 //! to [`CONNECTION_LIFETIME`]; cancelling the server aborts them all.

@@ -540,3 +540,91 @@ async fn raw_get(addr: &str, path: &str) -> String {
         .unwrap();
     out
 }
+
+/// The YAML documents of `text` as JSON values.
+fn yaml_docs(text: &str) -> Vec<Value> {
+    text.split("\n---")
+        .filter_map(|d| serde_saphyr::from_str::<Value>(d).ok())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn deploy_file(path: &str) -> String {
+    std::fs::read_to_string(format!("{}/../deploy/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// docs/operator.md shows deploy/samples/' consumer RBAC as it is (without
+/// the samples' comments), so a copy-paste from the docs is what the tests
+/// grant.
+#[test]
+fn the_docs_show_the_consumer_samples_verbatim() {
+    let doc = include_str!("../../../docs/operator.md");
+    for sample in [
+        "samples/discovery-reader.yaml",
+        "samples/metrics-reader.yaml",
+    ] {
+        let text = deploy_file(sample);
+        let body: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(
+            doc.contains(&body),
+            "docs/operator.md lacks {sample} as it is:\n{body}"
+        );
+    }
+}
+
+/// deploy/'s NetworkPolicy selects the Deployment's pods and admits a port
+/// their container has; the Deployment's probes are the open paths; the
+/// ClusterRole grants the reviews exactly `create`.
+#[test]
+fn deploy_admits_the_http_port_and_grants_the_reviews() {
+    let policy = &yaml_docs(&deploy_file("operator/networkpolicy.yaml"))[0];
+    let deployment = &yaml_docs(&deploy_file("operator/deployment.yaml"))[0];
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(&pod_labels[k], v, "the NetworkPolicy selects {k}={v}");
+    }
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let port = &policy["spec"]["ingress"][0]["ports"][0]["port"];
+    assert!(
+        container["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| &p["name"] == port),
+        "the container has no port {port}"
+    );
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let kustomization = deploy_file("kustomization.yaml");
+    assert!(kustomization.contains("- operator/networkpolicy.yaml"));
+
+    let role = &yaml_docs(&deploy_file("operator/rbac.yaml"))[0];
+    assert_eq!(role["kind"], "ClusterRole");
+    let rules = role["rules"].as_array().unwrap();
+    for (group, resource) in [
+        ("authentication.k8s.io", "tokenreviews"),
+        ("authorization.k8s.io", "subjectaccessreviews"),
+    ] {
+        let granting: Vec<&Value> = rules
+            .iter()
+            .filter(|r| {
+                r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x == resource)
+            })
+            .collect();
+        assert_eq!(granting.len(), 1, "{resource}: {granting:?}");
+        assert_eq!(granting[0]["apiGroups"], json!([group]));
+        assert_eq!(granting[0]["verbs"], json!(["create"]), "{resource}");
+    }
+}
