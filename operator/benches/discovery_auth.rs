@@ -3,7 +3,7 @@
 //!
 //! [`PROXIES`] Proxies (`DISCOVERY_BENCH_PROXIES`) in one namespace, made
 //! Running and Healthy by the operator over the instant provider
-//! (`tests/support/instant.rs`). Three operator processes serve that
+//! (`tests/support/instant.rs`). Three more operator processes serve that
 //! namespace from their watch caches, side by side, each under a
 //! ServiceAccount holding deploy/'s RBAC rules:
 //!
@@ -13,8 +13,9 @@
 //! | `auth, no cache` | `--http-auth-cache-ttl=0` | a TokenReview, two SubjectAccessReviews |
 //! | `auth off` | `--http-auth=none` | none |
 //!
-//! The first leads (it makes the Proxies Running and Healthy); the others
-//! follow on deploy/'s Lease. The caller holds `list` on the Proxies of that
+//! All three follow on deploy/'s Lease: a fourth, unmeasured, leads (it
+//! made the Proxies Running and Healthy and keeps probing them), so the
+//! three measured processes do the same work but for the mode. The caller holds `list` on the Proxies of that
 //! one namespace (deploy/samples/discovery-reader.yaml), so every check
 //! asks cluster-wide first (refused), then for the namespace (allowed). It
 //! sends `GET /proxies?namespace=NS` with its token over
@@ -112,6 +113,7 @@ async fn bench() {
     let log = ["--log", "info,kube=warn"];
     let leader = world.operator(&ns, responder, &log).await;
     instant::wait_all(&api, n, BUDGET, "Healthy", instant::healthy).await;
+    let cache = world.follower(&ns, responder, &log);
     let no_cache = world.follower(
         &ns,
         responder,
@@ -129,7 +131,7 @@ async fn bench() {
         caller.token()
     );
     let mut modes: Vec<Mode> = [
-        ("auth+cache", leader),
+        ("auth+cache", cache),
         ("auth, no cache", no_cache),
         ("auth off", off),
     ]
@@ -220,7 +222,9 @@ async fn bench() {
 
     drop(modes);
     instant::delete_all(&api).await;
+    // The leader releases the finalizers.
     let _ = instant::wait_gone(&api, Duration::from_secs(120)).await;
+    drop(leader);
     let _ = world
         .kube
         .kubectl(&["delete", "namespace", &ns, "--wait=false"]);

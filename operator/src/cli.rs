@@ -251,6 +251,36 @@ mod tests {
     }
 
     #[test]
+    fn http_auth_is_on_unless_turned_off() {
+        let run = |extra: &[&str]| {
+            let mut args = vec!["operator", "run", "--providers-config", "p.yaml"];
+            args.extend(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Run(args) => *args,
+                other => panic!("{other:?}"),
+            }
+        };
+        let default = run(&[]);
+        assert_eq!(default.http_auth, HttpAuth::Kubernetes);
+        assert_eq!(default.http_auth_cache_ttl.0, Some(Duration::from_secs(10)));
+        assert_eq!(default.http_auth_timeout.0, Duration::from_secs(5));
+        let off = run(&["--http-auth", "none", "--http-auth-cache-ttl", "0"]);
+        assert_eq!(off.http_auth, HttpAuth::None);
+        assert_eq!(off.http_auth_cache_ttl.0, None);
+        assert!(
+            Cli::try_parse_from([
+                "operator",
+                "run",
+                "--providers-config",
+                "p",
+                "--http-auth",
+                "basic"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
     fn the_cli_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();

@@ -365,3 +365,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // a poisoned lock still holds a consistent cache.
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_answer_their_own_status() {
+        for (refusal, code, outcome) in [
+            (Refusal::Unauthenticated, 401, "unauthenticated"),
+            (Refusal::Forbidden, 403, "forbidden"),
+            (Refusal::Unavailable, 503, "unavailable"),
+        ] {
+            assert_eq!(refusal.status().as_u16(), code, "{refusal:?}");
+            assert_eq!(refusal.outcome(), outcome);
+            assert!(refusal.body().ends_with('\n'));
+        }
+    }
+}
