@@ -551,9 +551,18 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
     )
     .await;
     assert_eq!(code, 200, "{body}");
+    // Still Provisioning (the blank disk boots nothing): no address a
+    // client could dial, so discovery lists nothing yet (a_real_proxy_guest…
+    // sees one listed once Running).
     let d: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(d["count"], 1, "{d}");
-    assert_eq!(d["proxies"][0]["name"], "p1");
+    assert_eq!(d["count"], 0, "{d}");
+    // Under deploy/'s RBAC the operator reviews tokens: none is 401.
+    assert_eq!(
+        http_get(&addr, &format!("/proxies?namespace={}", world.ns), None)
+            .await
+            .0,
+        401
+    );
     assert_eq!(
         http_get(&addr, "/proxies?healthy=maybe", Some(world.reader.token()))
             .await
