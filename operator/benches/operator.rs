@@ -3,8 +3,8 @@
 //!
 //! The operator runs as a separate process (this benchmark binary re-run as
 //! `operator::main` over a registry whose `kvm2` type builds [`Instant`], a
-//! provider that answers every call at once from memory), under deploy/'s
-//! ServiceAccount and RBAC, leading on deploy/'s Lease. Every instance it
+//! provider that answers every call at once from memory), under a
+//! ServiceAccount holding deploy/'s RBAC rules, leading on deploy/'s Lease. Every instance it
 //! makes points at a loopback CONNECT responder, so the health engine probes
 //! for real and `Healthy` turns True.
 //!
@@ -32,8 +32,12 @@
     dead_code
 )]
 
+#[path = "../tests/support/consumer.rs"]
+mod consumer;
 #[path = "../tests/support/instant.rs"]
 mod instant;
+#[path = "../tests/support/operator_account.rs"]
+mod operator_account;
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;

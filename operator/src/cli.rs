@@ -140,6 +140,20 @@ pub struct RunArgs {
     /// The HTTP listen address (/metrics, /healthz, /readyz, /proxies).
     #[arg(long, env = "EGRESS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
+    /// Who may read `/proxies` and `/metrics`: `kubernetes` (a bearer
+    /// token, checked by TokenReview and authorized by SubjectAccessReview)
+    /// or `none` (open to anyone who reaches the port: local development
+    /// only). `/healthz` and `/readyz` are always open.
+    #[arg(long, env = "EGRESS_HTTP_AUTH", value_enum, default_value_t = HttpAuth::Kubernetes)]
+    pub http_auth: HttpAuth,
+    /// How long a TokenReview or SubjectAccessReview answer is reused; `0`
+    /// asks the API server on every request.
+    #[arg(long, default_value = "10s")]
+    pub http_auth_cache_ttl: OffOrSecs,
+    /// Deadline of the auth checks of one request (every TokenReview and
+    /// SubjectAccessReview it needs); past it the request is answered 503.
+    #[arg(long, default_value = "5s")]
+    pub http_auth_timeout: Secs,
     /// How long shutdown may take after SIGTERM before the process exits
     /// anyway.
     #[arg(long, default_value = "20s")]
@@ -147,6 +161,16 @@ pub struct RunArgs {
     /// Log filter (tracing-subscriber's EnvFilter syntax).
     #[arg(long, env = "EGRESS_LOG", default_value = "info")]
     pub log: String,
+}
+
+/// How the HTTP endpoints' callers are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HttpAuth {
+    /// A bearer token, checked with the API server (TokenReview, then
+    /// SubjectAccessReview).
+    Kubernetes,
+    /// No check at all (local development).
+    None,
 }
 
 /// A duration written `500ms`, `30s`, `5m` or `1h`.
@@ -226,6 +250,36 @@ mod tests {
             Some(Duration::from_secs(300))
         );
         assert!("5d".parse::<OffOrSecs>().is_err());
+    }
+
+    #[test]
+    fn http_auth_is_on_unless_turned_off() {
+        let run = |extra: &[&str]| {
+            let mut args = vec!["operator", "run", "--providers-config", "p.yaml"];
+            args.extend(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Run(args) => *args,
+                other => panic!("{other:?}"),
+            }
+        };
+        let default = run(&[]);
+        assert_eq!(default.http_auth, HttpAuth::Kubernetes);
+        assert_eq!(default.http_auth_cache_ttl.0, Some(Duration::from_secs(10)));
+        assert_eq!(default.http_auth_timeout.0, Duration::from_secs(5));
+        let off = run(&["--http-auth", "none", "--http-auth-cache-ttl", "0"]);
+        assert_eq!(off.http_auth, HttpAuth::None);
+        assert_eq!(off.http_auth_cache_ttl.0, None);
+        assert!(
+            Cli::try_parse_from([
+                "operator",
+                "run",
+                "--providers-config",
+                "p",
+                "--http-auth",
+                "basic"
+            ])
+            .is_err()
+        );
     }
 
     #[test]

@@ -6,10 +6,21 @@
 //! replica campaigning after an outage, serves discovery correctly;
 //! `operator_leader` tells who leads).
 //!
+//! `/healthz` and `/readyz` are open (the kubelet probes them). `/metrics`
+//! and `/proxies` need a bearer token unless `--http-auth=none`
+//! ([`auth`]): `/metrics` a caller allowed `get` on the non-resource URL
+//! `/metrics`; `/proxies` one allowed to `list` Proxies, and it lists only
+//! the namespaces where it is; a check that cannot be made is 503
+//! (invariant 16). A method other than GET is 405 and an unknown path 404
+//! before any check.
+//!
 //! Each connection runs in a task of a `JoinSet` the server owns, bounded
 //! to [`CONNECTION_LIFETIME`]; cancelling the server aborts them all.
 
+pub mod auth;
+
 use provider_api::error::chain;
+use std::collections::BTreeSet;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +28,7 @@ use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::CONTENT_TYPE;
+use hyper::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use kube::runtime::reflector::Store;
@@ -27,6 +38,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::crd::Proxy;
+use crate::metrics::OperatorMetrics;
+use auth::{Auth, Refusal};
 
 /// The longest a connection is served (then it is closed).
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
@@ -41,6 +54,10 @@ pub struct HttpState {
     pub proxies: Store<Proxy>,
     /// Set once the watch cache has synced.
     pub ready: AtomicBool,
+    /// Who may read `/metrics` and `/proxies`.
+    pub auth: Auth,
+    /// Where auth outcomes are counted.
+    pub metrics: OperatorMetrics,
 }
 
 /// Serves until `cancel` fires.
@@ -70,7 +87,7 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, cancel: Cancell
         connections.spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(route(&state, &req)) }
+                async move { Ok::<_, Infallible>(route(&state, &req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -84,7 +101,7 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, cancel: Cancell
     connections.shutdown().await;
 }
 
-fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     if req.method() != Method::GET {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
     }
@@ -97,51 +114,138 @@ fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 text(StatusCode::SERVICE_UNAVAILABLE, "watch cache not synced\n")
             }
         }
-        "/metrics" => {
-            let mut body = String::new();
-            match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
-                Ok(()) => Response::builder()
-                    .header(
-                        CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )
-                    .body(Full::new(Bytes::from(body)))
-                    .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "")),
-                Err(e) => {
-                    tracing::error!(error = %chain(&e), "http: metrics encoding failed");
-                    text(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "metrics encoding failed\n",
-                    )
-                }
-            }
-        }
-        "/proxies" => discovery(state, req.uri().query().unwrap_or("")),
+        "/metrics" => match metrics_access(state, req).await {
+            Ok(()) => metrics(state),
+            Err(refusal) => refused(refusal),
+        },
+        "/proxies" => discovery(state, req).await.unwrap_or_else(refused),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
 
-fn discovery(state: &HttpState, query: &str) -> Response<Full<Bytes>> {
-    let query = match fleet::DiscoveryQuery::parse(query) {
-        Ok(q) => q,
+/// Whether the caller may read `/metrics`.
+async fn metrics_access(state: &HttpState, req: &Request<Incoming>) -> Result<(), Refusal> {
+    let caller = state.auth.authenticate(req.headers()).await;
+    let checked = match &caller {
+        Ok(caller) => state.auth.metrics(caller).await,
+        Err(refusal) => Err(*refusal),
+    };
+    count(state, &checked, caller.as_ref().ok(), "/metrics");
+    checked
+}
+
+fn metrics(state: &HttpState) -> Response<Full<Bytes>> {
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
+        Ok(()) => Response::builder()
+            .header(
+                CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
+            .body(Full::new(Bytes::from(body)))
+            .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "")),
         Err(e) => {
-            return json(
-                StatusCode::BAD_REQUEST,
-                &serde_json::json!({ "error": e.to_string() }),
-            );
+            tracing::error!(error = %chain(&e), "http: metrics encoding failed");
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "metrics encoding failed\n",
+            )
+        }
+    }
+}
+
+/// `/proxies`: the caller is authenticated before its query is read (an
+/// anonymous caller learns nothing, not even whether the query is
+/// well-formed), then authorized for the namespaces it asks about.
+async fn discovery(
+    state: &HttpState,
+    req: &Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Refusal> {
+    let caller = match state.auth.authenticate(req.headers()).await {
+        Ok(caller) => caller,
+        Err(refusal) => {
+            count(state, &Err::<(), _>(refusal), None, "/proxies");
+            return Err(refusal);
         }
     };
-    let proxies = state.proxies.state().into_iter().map(|p| {
+    let query = match fleet::DiscoveryQuery::parse(req.uri().query().unwrap_or("")) {
+        Ok(q) => q,
+        Err(e) => {
+            return Ok(json(
+                StatusCode::BAD_REQUEST,
+                &serde_json::json!({ "error": e.to_string() }),
+            ));
+        }
+    };
+    let cached = state.proxies.state();
+    let namespaces: BTreeSet<&str> = cached
+        .iter()
+        .filter_map(|p| p.metadata.namespace.as_deref())
+        .collect();
+    let scope = state
+        .auth
+        .discovery(
+            &caller,
+            query.namespace.as_ref().map(|n| n.as_str()),
+            &namespaces,
+        )
+        .await;
+    count(state, &scope, Some(&caller), "/proxies");
+    let scope = scope?;
+    let proxies = cached.iter().filter_map(|p| {
+        let namespace = p.metadata.namespace.as_deref().unwrap_or_default();
+        if !scope.admits(namespace) {
+            return None;
+        }
         let status = p.status.clone().unwrap_or_default();
-        fleet::DiscoveredProxy::new(
-            p.metadata.namespace.as_deref().unwrap_or_default(),
+        Some(fleet::DiscoveredProxy::new(
+            namespace,
             p.metadata.name.as_deref().unwrap_or_default(),
             &p.spec.inner,
             &status,
-        )
+        ))
     });
     let response = fleet::discover(proxies, &query);
-    json(StatusCode::OK, &response)
+    Ok(json(StatusCode::OK, &response))
+}
+
+/// Counts an auth outcome (with auth on) and logs a refusal: who, never
+/// the token.
+fn count<T>(
+    state: &HttpState,
+    outcome: &Result<T, Refusal>,
+    caller: Option<&auth::Caller>,
+    path: &str,
+) {
+    if matches!(state.auth, Auth::Off) {
+        return;
+    }
+    let word = match outcome {
+        Ok(_) => "allowed",
+        Err(refusal) => refusal.outcome(),
+    };
+    state.metrics.http_auth(word);
+    if let Err(refusal) = outcome {
+        let user = caller.map_or("-", auth::Caller::name);
+        tracing::debug!(
+            path,
+            user,
+            outcome = word,
+            code = refusal.status().as_u16(),
+            "http: refused"
+        );
+    }
+}
+
+fn refused(refusal: Refusal) -> Response<Full<Bytes>> {
+    let mut r = text(refusal.status(), refusal.body());
+    if refusal == Refusal::Unauthenticated {
+        r.headers_mut().insert(
+            WWW_AUTHENTICATE,
+            hyper::header::HeaderValue::from_static("Bearer realm=\"egress-proxies\""),
+        );
+    }
+    r
 }
 
 fn json(code: StatusCode, body: &impl serde::Serialize) -> Response<Full<Bytes>> {

@@ -14,6 +14,12 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReviewLabels {
+    review: &'static str,
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     writer: &'static str,
 }
@@ -30,6 +36,8 @@ pub struct OperatorMetrics {
     provider_tasks: Gauge,
     leader: Gauge,
     leadership_losses: Counter,
+    http_auth: Family<OutcomeLabels, Counter>,
+    http_auth_reviews: Family<ReviewLabels, Counter>,
 }
 
 impl OperatorMetrics {
@@ -76,6 +84,16 @@ impl OperatorMetrics {
             "operator_leadership_losses",
             "Times this replica lost the lease it held (it then campaigns again)",
             m.leadership_losses.clone(),
+        );
+        registry.register(
+            "operator_http_auth",
+            "Authenticated HTTP requests (/proxies, /metrics) by outcome",
+            m.http_auth.clone(),
+        );
+        registry.register(
+            "operator_http_auth_reviews",
+            "TokenReview and SubjectAccessReview answers by review and source (api, cache)",
+            m.http_auth_reviews.clone(),
         );
         m
     }
@@ -131,5 +149,21 @@ impl OperatorMetrics {
     /// The lease this replica held was lost.
     pub fn leadership_lost(&self) {
         self.leadership_losses.inc();
+    }
+
+    /// One request's auth check ended with `outcome` (`allowed`,
+    /// `unauthenticated`, `forbidden`, `unavailable`).
+    pub fn http_auth(&self, outcome: &'static str) {
+        self.http_auth
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// One `review` (`token`, `access`) answer came from `source` (`api`,
+    /// `cache`).
+    pub fn http_auth_review(&self, review: &'static str, source: &'static str) {
+        self.http_auth_reviews
+            .get_or_create(&ReviewLabels { review, source })
+            .inc();
     }
 }

@@ -58,10 +58,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::RegistryFn;
-use crate::cli::RunArgs;
+use crate::cli::{HttpAuth, RunArgs};
 use crate::crd::Proxy;
 use crate::gc::proxy_api;
 use crate::http::HttpState;
+use crate::http::auth::{Auth, Reviewer};
 use crate::leader::{Elector, LeaseConfig};
 use crate::metrics::OperatorMetrics;
 use crate::reconciler::{Ctx, ProviderTasks, Timeouts};
@@ -300,10 +301,26 @@ impl Replica {
         tracing::info!(cluster = cluster.as_str(), namespace = args.namespace.as_deref().unwrap_or("(all)"), providers = ?provider_names, "starting");
 
         let (reader, writer) = reflector::store::<Proxy>();
+        let auth = match args.http_auth {
+            HttpAuth::Kubernetes => Auth::Kubernetes(Box::new(Reviewer::new(
+                client.clone(),
+                args.http_auth_cache_ttl.0,
+                args.http_auth_timeout.0,
+                metrics.clone(),
+            ))),
+            HttpAuth::None => {
+                tracing::warn!(
+                    "--http-auth=none: /proxies and /metrics are open to anyone who reaches the port"
+                );
+                Auth::Off
+            }
+        };
         let state = Arc::new(HttpState {
             registry,
             proxies: reader.clone(),
             ready: false.into(),
+            auth,
+            metrics: metrics.clone(),
         });
         let listener = tokio::net::TcpListener::bind(args.http_addr)
             .await

@@ -1,6 +1,8 @@
 //! The operator's API cost, against the sandbox's real kube-apiserver, with
 //! an instant provider (`support/instant.rs`): the operator binary's code
-//! run as a child process under deploy/'s ServiceAccount.
+//! run as a child process under a ServiceAccount holding deploy/'s RBAC
+//! rules (`support/operator_account.rs`); its HTTP API read with a
+//! consumer's token (`support/consumer.rs`).
 //!
 //! - Every Proxy reaches Running with at most 4 writes (finalizer, status
 //!   before the Create, status after it, the `Created` Event), counted by
@@ -31,8 +33,12 @@
     dead_code
 )]
 
+#[path = "support/consumer.rs"]
+mod consumer;
 #[path = "support/instant.rs"]
 mod instant;
+#[path = "support/operator_account.rs"]
+mod operator_account;
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;

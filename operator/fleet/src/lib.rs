@@ -21,6 +21,8 @@
 //!                  → ProbeOutcome → HealthTracker (K/M) → Healthy condition
 //!   monitor:     provider_health(Checker::check results) → ProviderHealth
 //!   discovery:   discover(DiscoveredProxy…, query) → JSON response
+//!   access:      BearerToken, Question → (API server's answers) → Scope;
+//!                TtlCache keeps the answers for a while
 //! ```
 //!
 //! What it holds:
@@ -37,7 +39,10 @@
 //! * the GC plan ([`gc::plan`]) scoped by the [`ClusterIdentity`] tag;
 //! * health: the CONNECT [`Probe`] (request, status line, verdict) and the
 //!   [`HealthTracker`] hysteresis;
-//! * [`provider_health`] and [`discovery`].
+//! * [`provider_health`] and [`discovery`];
+//! * [`access`]: who may read discovery and metrics (the bearer token, the
+//!   questions asked about its holder, the namespaces the answers open) and
+//!   the [`TtlCache`] the answers are kept in.
 //!
 //! What it deliberately does not do: talk to Kubernetes (no kube types; the
 //! status model derives `schemars::JsonSchema`, and the operator turns that
@@ -113,6 +118,7 @@
 //! # }
 //! ```
 
+pub mod access;
 mod backoff;
 mod cluster;
 pub mod discovery;
@@ -128,6 +134,7 @@ mod replace_cap;
 mod spec;
 mod status;
 mod time;
+mod ttl_cache;
 mod user_data;
 
 pub use backoff::{Backoff, Jitter};
@@ -153,4 +160,5 @@ pub use spec::{
 };
 pub use status::{Condition, ConditionStatus, ConditionType, ConditionUpdate, Phase, ProxyStatus};
 pub use time::Timestamp;
+pub use ttl_cache::TtlCache;
 pub use user_data::{UserDataProblem, UserDataRead};

@@ -5,7 +5,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod apiserver_smoke;
+#[path = "../support/consumer.rs"]
+mod consumer;
 mod crds;
+mod http_auth;
+#[path = "../support/operator_account.rs"]
+mod operator_account;
 mod operator_apiserver;
 mod samples;
 mod support;

@@ -29,6 +29,7 @@ use testkit::providers_yaml::{Host, Image, ProvidersYaml};
 use testkit::virsh::Virsh;
 use testkit::{Descriptor, KubeService};
 
+use crate::consumer::{Consumer, http_get};
 use crate::support::admin;
 
 const OPERATOR_NS: &str = "egress-proxies-system";
@@ -131,6 +132,9 @@ struct World {
     dir: tempfile::TempDir,
     config: PathBuf,
     kubeconfig: PathBuf,
+    /// A consumer of the operator's HTTP API: lists the namespace's
+    /// Proxies, reads `/metrics` (deploy/samples/' RBAC).
+    reader: Consumer,
     _image: Option<ImageServer>,
 }
 
@@ -188,6 +192,7 @@ impl World {
         std::fs::write(&config, yaml).unwrap();
         let kubeconfig = dir.path().join("operator.kubeconfig");
         write_operator_kubeconfig(&kube, &kubeconfig);
+        let reader = Consumer::discovery_reader(&kube, &ns, "reader").with_metrics();
         World {
             sandbox,
             kube,
@@ -196,6 +201,7 @@ impl World {
             dir,
             config,
             kubeconfig,
+            reader,
             _image: image,
         }
     }
@@ -468,30 +474,6 @@ fn condition<'a>(obj: &'a Value, t: &str) -> Option<&'a Value> {
         .find(|c| c["type"] == t)
 }
 
-async fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let addr = addr.to_owned();
-    let path = path.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let mut s = std::net::TcpStream::connect(&addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let code = out[9..12].parse().unwrap();
-        let body = out
-            .split_once("\r\n\r\n")
-            .map(|x| x.1.to_owned())
-            .unwrap_or_default();
-        (code, body)
-    })
-    .await
-    .unwrap()
-}
-
 async fn events(client: &Client, ns: &str) -> Vec<(String, String)> {
     let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
     api.list(&Default::default())
@@ -594,15 +576,33 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
     })
     .await;
     let addr = op.http_addr().expect("the operator logs its HTTP address");
-    let (code, body) = http_get(&addr, &format!("/proxies?namespace={}", world.ns)).await;
+    let (code, body) = http_get(
+        &addr,
+        &format!("/proxies?namespace={}", world.ns),
+        Some(world.reader.token()),
+    )
+    .await;
     assert_eq!(code, 200, "{body}");
+    // Still Provisioning (the blank disk boots nothing): no address a
+    // client could dial, so discovery lists nothing yet (a_real_proxy_guest…
+    // sees one listed once Running).
     let d: Value = serde_json::from_str(&body).unwrap();
-    // p1 has no address (its blank disk boots nothing): discovery offers
-    // only proxies a client can dial (invariant 14).
     assert_eq!(d["count"], 0, "{d}");
-    assert_eq!(http_get(&addr, "/proxies?healthy=maybe").await.0, 400);
-    assert_eq!(http_get(&addr, "/readyz").await.0, 200);
-    let (_, metrics) = http_get(&addr, "/metrics").await;
+    // Under deploy/'s RBAC the operator reviews tokens: none is 401.
+    assert_eq!(
+        http_get(&addr, &format!("/proxies?namespace={}", world.ns), None)
+            .await
+            .0,
+        401
+    );
+    assert_eq!(
+        http_get(&addr, "/proxies?healthy=maybe", Some(world.reader.token()))
+            .await
+            .0,
+        400
+    );
+    assert_eq!(http_get(&addr, "/readyz", None).await.0, 200);
+    let (_, metrics) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
     // Every metric the Grafana dashboard plots exists.
     let dashboard = include_str!("../../../deploy/grafana/operator-dashboard.json");
     for name in [
@@ -674,7 +674,7 @@ async fn a_real_proxy_guest_runs_and_becomes_healthy() {
     );
     assert_eq!(obj["status"]["port"], 3128);
     let addr = op.http_addr().unwrap();
-    let (code, body) = http_get(&addr, "/proxies?healthy=true").await;
+    let (code, body) = http_get(&addr, "/proxies?healthy=true", Some(world.reader.token())).await;
     assert_eq!(code, 200, "{body}");
     let listed: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(listed["count"], 1, "{body}");
@@ -722,7 +722,7 @@ async fn a_frozen_host_fails_only_its_own_proxy() {
         "the other host's instance",
         Duration::from_secs(120),
         || async {
-            let (_, metrics) = http_get(&addr, "/metrics").await;
+            let (_, metrics) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
             let now = metrics
                 .lines()
                 .find_map(|l| l.strip_prefix("operator_provider_tasks "))
@@ -1088,12 +1088,12 @@ async fn a_restart_mid_create_makes_no_second_instance() {
         "a poll of the recorded instance",
         Duration::from_secs(30),
         || async {
-            let (_, m) = http_get(&addr, "/metrics").await;
+            let (_, m) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
             m.contains("operation=\"get\",outcome=\"ok\"").then_some(())
         },
     )
     .await;
-    let (_, m) = http_get(&addr, "/metrics").await;
+    let (_, m) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
     assert!(
         !m.contains("operation=\"create\""),
         "a restart created again:\n{m}"
@@ -1121,9 +1121,10 @@ async fn hold_as(leases: &Api<Lease>, holder: &str, stop: &AtomicBool) {
     }
 }
 
-/// A sample of the operator's `/metrics`, e.g. `operator_leader`.
-async fn metric(addr: &str, series: &str) -> Option<f64> {
-    let (_, body) = http_get(addr, "/metrics").await;
+/// A sample of the operator's `/metrics`, e.g. `operator_leader`, read
+/// with `token`.
+async fn metric(addr: &str, token: &str, series: &str) -> Option<f64> {
+    let (_, body) = http_get(addr, "/metrics", Some(token)).await;
     body.lines().find_map(|l| {
         l.strip_prefix(series)?
             .strip_prefix(' ')?
@@ -1183,9 +1184,17 @@ async fn losing_the_lease_stops_work_keeps_the_process_and_leads_again() {
             },
         )
         .await;
-        assert_eq!(metric(&addr, "operator_leader").await, Some(0.0));
         assert_eq!(
-            metric(&addr, "operator_leadership_losses_total").await,
+            metric(&addr, world.reader.token(), "operator_leader").await,
+            Some(0.0)
+        );
+        assert_eq!(
+            metric(
+                &addr,
+                world.reader.token(),
+                "operator_leadership_losses_total"
+            )
+            .await,
             Some(1.0)
         );
         // p1 goes without its finalizer's release (no leader to release
@@ -1225,7 +1234,10 @@ async fn losing_the_lease_stops_work_keeps_the_process_and_leads_again() {
         || async { (!world.domains().contains(&orphan)).then_some(()) },
     )
     .await;
-    assert_eq!(metric(&addr, "operator_leader").await, Some(1.0));
+    assert_eq!(
+        metric(&addr, world.reader.token(), "operator_leader").await,
+        Some(1.0)
+    );
     assert!(op.child.as_mut().unwrap().try_wait().unwrap().is_none());
     assert_eq!(op.child.as_ref().unwrap().id(), pid);
     delete_and_wait(&api, "p2", Duration::from_secs(90)).await;

@@ -1,7 +1,9 @@
 //! The operator over an instant provider, as a child process: shared by
-//! `tests/instant_provider.rs` and `benches/operator.rs` (both re-run their
-//! own binary as the operator, so the operator's memory and API calls are
-//! its own).
+//! `tests/instant_provider.rs`, `benches/operator.rs` and
+//! `benches/discovery_auth.rs` (each re-runs its own binary as the
+//! operator, so the operator's memory and API calls are its own). Its
+//! includers declare `consumer.rs` and `operator_account.rs` too, as
+//! `mod consumer` and `mod operator_account` at their roots.
 //!
 //! [`Instant`] answers every provider call at once from memory; its
 //! instances point at [`responder`], a loopback CONNECT responder, so the
@@ -33,6 +35,9 @@ use testkit::relay::Relay;
 use testkit::{Descriptor, KubeService};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::consumer::{Consumer, http_get};
+use crate::operator_account::{Lease, OperatorAccount};
+
 /// Set in the child's environment: run as the operator.
 const CHILD: &str = "OPERATOR_INSTANT_CHILD";
 /// The CONNECT responder the instances point at.
@@ -42,7 +47,6 @@ const RESPONDER: &str = "OPERATOR_INSTANT_RESPONDER";
 /// provider holds.
 const FAIL_DIR: &str = "OPERATOR_INSTANT_FAIL_DIR";
 pub const OPERATOR_NS: &str = "egress-proxies-system";
-pub const SA: &str = "egress-proxies-operator";
 pub const LEASE: &str = "egress-proxies-operator";
 
 /// When this process is the child: runs the operator and returns its exit
@@ -283,8 +287,12 @@ impl World {
     }
 
     /// Starts the operator over the instant provider on namespace `ns`,
-    /// under deploy/'s ServiceAccount, leading on deploy/'s Lease (cleared
-    /// first). `extra` flags follow the defaults.
+    /// under a ServiceAccount of its own in `ns` holding deploy/'s
+    /// ClusterRole rules and bound to deploy/'s Lease Role
+    /// (`operator_account.rs`), leading on deploy/'s Lease (cleared first).
+    /// `extra` flags follow the defaults. Its HTTP API is read as
+    /// [`Operator::reader`]: a consumer listing the Proxies of `ns` and
+    /// reading `/metrics` (deploy/samples/' RBAC).
     pub async fn operator(&self, ns: &str, responder: SocketAddr, extra: &[&str]) -> Operator {
         self.start_operator(ns, responder, &self.kube.server, extra)
             .await
@@ -328,14 +336,35 @@ impl World {
         )
         .delete(LEASE, &DeleteParams::default())
         .await;
-        let kubeconfig = self.dir.path().join("operator.kubeconfig");
-        let kube = KubeService {
+        self.follower_via(ns, responder, server, extra)
+    }
+
+    /// As [`World::operator`], without clearing the Lease: while another
+    /// replica leads, this one follows (serves HTTP from its watch cache).
+    pub fn follower(&self, ns: &str, responder: SocketAddr, extra: &[&str]) -> Operator {
+        self.follower_via(ns, responder, &self.kube.server, extra)
+    }
+
+    /// [`follower`](Self::follower), reaching the API server at `server`.
+    fn follower_via(
+        &self,
+        ns: &str,
+        responder: SocketAddr,
+        server: &str,
+        extra: &[&str],
+    ) -> Operator {
+        let tag = &testkit::names::random_hex()[..8];
+        let account =
+            OperatorAccount::new(&self.kube, ns, &format!("operator-{tag}"), Lease::Deploy);
+        let kubeconfig = self.dir.path().join(format!("operator-{tag}.kubeconfig"));
+        let via = KubeService {
             server: server.to_owned(),
             ..self.kube.clone()
         };
-        let sa = kube.service_account_kubeconfig(OPERATOR_NS, SA).unwrap();
-        std::fs::write(&kubeconfig, sa).unwrap();
-        let log = self.dir.path().join(format!("operator-{ns}.log"));
+        account.write_kubeconfig(&via, &kubeconfig);
+        let reader =
+            Consumer::discovery_reader(&self.kube, ns, &format!("reader-{tag}")).with_metrics();
+        let log = self.dir.path().join(format!("operator-{ns}-{tag}.log"));
         let cluster = format!("instant-{}", self.id);
         let child = Command::new(std::env::current_exe().unwrap())
             .env(CHILD, "1")
@@ -359,14 +388,24 @@ impl World {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Operator { child, log }
+        Operator {
+            child,
+            log,
+            reader,
+            _account: account,
+        }
     }
 }
 
-/// The operator child; SIGTERM (then SIGKILL after 30 s) on drop.
+/// The operator child; SIGTERM (then SIGKILL after 30 s) on drop, then its
+/// account's cluster-scoped RBAC is removed.
 pub struct Operator {
     child: Child,
     log: PathBuf,
+    /// Reads its HTTP API: lists the Proxies of its namespace, reads
+    /// `/metrics`.
+    pub reader: Consumer,
+    _account: OperatorAccount,
 }
 
 impl Operator {
@@ -411,25 +450,27 @@ impl Operator {
         self.child.try_wait().unwrap()
     }
 
-    /// The body of `GET path` on the operator's HTTP endpoint.
-    pub async fn get(&self, path: &str) -> String {
-        let addr = self
-            .log()
+    /// The HTTP address the operator logged (it must log at info).
+    pub fn http_addr(&self) -> String {
+        self.http_addr_opt()
+            .expect("the operator logged its HTTP address (run it with --log info)")
+    }
+
+    /// The HTTP address, once the operator has logged it.
+    pub fn http_addr_opt(&self) -> Option<String> {
+        self.log()
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .find(|v| v["fields"]["message"] == "http listening")
             .and_then(|v| v["fields"]["addr"].as_str().map(str::to_owned))
-            .expect("the operator logged its HTTP address (run it with --log info)");
-        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: operator\r\n\r\n").as_bytes())
-            .await
-            .unwrap();
-        let mut response = String::new();
-        s.read_to_string(&mut response).await.unwrap();
-        response
-            .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_owned())
-            .unwrap_or_default()
+    }
+
+    /// The body of `GET path` on the operator's HTTP endpoint, as
+    /// [`Operator::reader`]; panics unless it is 200.
+    pub async fn get(&self, path: &str) -> String {
+        let (code, body) = http_get(&self.http_addr(), path, Some(self.reader.token())).await;
+        assert_eq!(code, 200, "GET {path}: {body}");
+        body
     }
 
     /// The value of the sample `series` (name and labels as printed, e.g.

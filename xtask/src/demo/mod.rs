@@ -607,7 +607,14 @@ fn print_keep(w: &World) {
     );
     println!("  virsh -c '{}' list --all", w.target.virsh_uri);
     if let Some(addr) = w.http_addr() {
-        println!("  curl http://{addr}/proxies   (discovery; /metrics too)");
+        match w.token_header() {
+            Ok(header) => println!(
+                "  curl -H @{} http://{addr}/proxies   (discovery, as {}'s proxy-consumer; token valid 1 h)",
+                header.display(),
+                w.ns
+            ),
+            Err(e) => println!("  curl http://{addr}/proxies needs a token: {e:#}"),
+        }
     }
     println!(
         "  operator: {} (earlier runs' log {})",

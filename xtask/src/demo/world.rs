@@ -16,6 +16,9 @@ use crate::util::{cmd, read};
 /// Where the operator's Lease and ServiceAccount live (deploy/).
 pub const OPERATOR_NS: &str = "egress-proxies-system";
 const SA: &str = "egress-proxies-operator";
+/// The discovery consumer of deploy/samples/discovery-reader.yaml (in the
+/// run's namespace).
+const CONSUMER: &str = "proxy-consumer";
 
 /// The suite's view of its target.
 pub struct World {
@@ -89,7 +92,8 @@ impl World {
     /// or `deploy/crds-without-cel/` on servers older than 1.25), the
     /// operator's namespace, `kubectl apply -k deploy/` (with the pod: the
     /// overlay over it, and the SSH Secret); then the CRDs established, the
-    /// run's namespace, the ServiceAccount's token.
+    /// run's namespace, the ServiceAccount's token, the discovery consumer
+    /// (deploy/samples/discovery-reader.yaml in the run's namespace).
     pub fn install(&self, deploy: &Path) -> Result<()> {
         let crds = if self.server_minor()? >= 25 {
             "crds"
@@ -116,6 +120,15 @@ impl World {
         if self.kubectl(&["get", "namespace", &self.ns]).is_err() {
             self.kubectl(&["create", "namespace", &self.ns])?;
         }
+        // Discovery needs a token: a consumer as the docs make one.
+        let sample = std::fs::read_to_string(deploy.join("samples/discovery-reader.yaml"))
+            .context("read deploy/samples/discovery-reader.yaml")?;
+        let consumer = self.dir.join("discovery-reader.yaml");
+        std::fs::write(
+            &consumer,
+            sample.replace("namespace: team-a", &format!("namespace: {}", self.ns)),
+        )?;
+        self.kubectl(&["apply", "-f", &consumer.to_string_lossy()])?;
         if let Identity::ServiceAccount(kube) = &self.target.identity {
             let sa = kube.service_account_kubeconfig(OPERATOR_NS, SA)?;
             std::fs::write(&self.kubeconfig, sa)?;
@@ -330,21 +343,47 @@ impl World {
             .and_then(|l| l["fields"]["addr"].as_str().map(str::to_owned))
     }
 
-    /// `GET http://<operator>/PATH` as JSON.
+    /// `GET http://<operator>/PATH` as JSON, with the discovery consumer's
+    /// bearer token (a fresh one, written to [`World::token_header`]).
     pub fn discovery(&self, path_and_query: &str) -> Result<Value> {
         let addr = self
             .http_addr()
             .context("the operator logged no HTTP address")?;
+        let header = self.token_header()?;
         let body = read(cmd(
             "curl",
             [
                 "-sf",
                 "--max-time",
                 "5",
+                // From a file: a command line is printed in errors, and
+                // other users see it in ps.
+                "-H",
+                &format!("@{}", header.display()),
                 &format!("http://{addr}{path_and_query}"),
             ],
         ))?;
         Ok(serde_json::from_str(&body)?)
+    }
+
+    /// Writes `Authorization: Bearer <token>` for the discovery consumer
+    /// (a token valid one hour) to a file only this user can read; its
+    /// path (curl's `-H @FILE`).
+    pub fn token_header(&self) -> Result<PathBuf> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let token =
+            self.kubectl(&["-n", &self.ns, "create", "token", CONSUMER, "--duration=1h"])?;
+        let path = self.dir.join("discovery-token.header");
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("write {}", path.display()))?;
+        writeln!(file, "Authorization: Bearer {}", token.trim())?;
+        Ok(path)
     }
 }
 
