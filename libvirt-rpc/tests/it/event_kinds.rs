@@ -306,11 +306,12 @@ async fn changing_cdrom_media(d: &Descriptor) {
     let insert = cdrom(&format!("<source file='{iso}'/>"));
     // libvirtd opens the tray and waits a bounded time for QEMU to report
     // it open; an emulated guest on a loaded machine can take longer
-    // ("Tray of the device is not open"): ask again, a few times.
+    // ("Tray of the device is not open", "Tray of device 'ide0-1-0' is not
+    // open"): ask again, a few times.
     for attempt in 1.. {
         match c.call::<_, ()>(174, &(&dom, insert.as_str(), 1u32)).await {
             Ok(()) => break,
-            Err(e) if attempt < 5 && e.to_string().contains("Tray of the device is not open") => {
+            Err(e) if attempt < 10 && tray_not_open(&e) => {
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
             Err(e) => panic!("insert the medium: {e:?}"),
@@ -629,4 +630,10 @@ pub async fn node_device_events(c: &Client, virsh: Virsh) {
     })
     .await;
     assert_eq!(deleted, NodeDeviceLifecycleKind::Deleted);
+}
+
+/// QEMU refused a medium change because the tray was not open yet.
+fn tray_not_open(e: &libvirt_rpc::Error) -> bool {
+    let text = e.to_string();
+    text.contains("Tray of") && text.contains("is not open")
 }
