@@ -4,7 +4,7 @@
 //! on the guests' bridge inside the sandbox's network namespace, reached
 //! through the sandbox's sshd like any remote host.
 //!
-//! One test drives one guest through the whole life the seed's validation
+//! One test drives one guest through the whole life the Go original's validation
 //! table asks about (booting takes a minute or more under emulation, so the
 //! checks share it): cold fetch then cache hit, Running with the DHCP
 //! lease's address, no flapping over 30 polls, Squid's CONNECT answering 200
@@ -12,7 +12,7 @@
 //! checked by cloud-init and Squid inside the guest, the address still
 //! reported with the guest agent stopped, QEMU killed → Failed, Delete →
 //! domain and per-VM volumes gone with the base kept, and two provider
-//! entries on one pool keeping separate bases (H4).
+//! entries on one pool keeping separate bases (invariant 5).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -259,7 +259,7 @@ async fn a_real_proxy_guest_from_create_to_delete() {
     assert_eq!(ip, IpAddr::V4(lease.ip));
     assert!(env.sandbox.guest_net.in_dhcp_range(lease.ip));
 
-    // H3: the same address on 30 consecutive polls.
+    // A steady address: the same address on 30 consecutive polls.
     for n in 0..30 {
         let i = get(&p, &created.id).await;
         assert_eq!(i.state, InstanceState::Running, "poll {n}: {i:?}");
@@ -424,7 +424,7 @@ async fn a_real_proxy_guest_from_create_to_delete() {
         "the second Create made another base"
     );
 
-    // Another entry on the same pool keeps a base of its own (H4).
+    // Another entry on the same pool keeps a base of its own (invariant 5).
     let other = Env::new();
     let q = provider(&other);
     let c = q
