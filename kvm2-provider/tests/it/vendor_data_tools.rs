@@ -42,7 +42,7 @@ fn squid_conf(vendor_data: &str) -> String {
 fn cloud_init_schema_accepts_the_vendor_data() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vendor-data");
-    std::fs::write(&path, render(&settings()).unwrap()).unwrap();
+    std::fs::write(&path, render(&settings(), None).unwrap()).unwrap();
     let out = Command::new("cloud-init")
         .args(["schema", "-c"])
         .arg(&path)
@@ -63,7 +63,7 @@ fn cloud_init_schema_is_a_real_check() {
     // cannot pass by accident.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vendor-data");
-    let broken = render(&settings())
+    let broken = render(&settings(), None)
         .unwrap()
         .replace("package_update: true", "package_update: sometimes");
     std::fs::write(&path, broken).unwrap();
@@ -78,7 +78,7 @@ fn cloud_init_schema_is_a_real_check() {
 #[test]
 fn squid_parses_the_rendered_configuration() {
     let dir = tempfile::tempdir().unwrap();
-    let conf = squid_conf(&render(&settings()).unwrap());
+    let conf = squid_conf(&render(&settings(), None).unwrap());
     assert!(conf.starts_with("# Written by the kvm2 provider"), "{conf}");
     assert!(conf.contains("http_port 3128\n"), "{conf}");
     let path = dir.path().join("squid.conf");
