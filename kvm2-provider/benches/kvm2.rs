@@ -533,7 +533,7 @@ async fn create_bench(d: &Descriptor) {
     // libvirt-rpc), dialled outside the timing like the provider's.
     let table = HostTable::new(&config, &options(d).hosts).unwrap();
     let conn = table.shared(&host.name).await.unwrap();
-    let vendor = vendor_data::render(&config.proxy).unwrap();
+    let vendor = vendor_data::render(&config.proxy, None).unwrap();
 
     let rounds: usize = std::env::var("KVM2_BENCH_CREATE_ROUNDS")
         .ok()

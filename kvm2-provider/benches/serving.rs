@@ -317,7 +317,7 @@ fn main() {
         let peer = Peer {
             d: &d,
             base_path: base.path.clone(),
-            vendor: vendor_data::render(&proxy).unwrap(),
+            vendor: vendor_data::render(&proxy, None).unwrap(),
             bridge: BridgeName::parse(&d.bridge).unwrap(),
         };
         if let Ok(counts) = std::env::var("KVM2_BENCH_SERVING_PEER") {

@@ -68,6 +68,49 @@ pub struct ProbeTargets {
     pub by_entry: HashMap<String, fleet::ProbeTarget>,
     /// `--probe-target`: one target for every entry.
     pub all: Option<fleet::ProbeTarget>,
+    /// Entry name → its `proxy.credentials_file` (basic auth), re-read each
+    /// round so a rotated Secret reaches the probes.
+    pub credentials_files: HashMap<String, std::path::PathBuf>,
+}
+
+/// The largest credentials file read.
+const MAX_CREDENTIALS_FILE: u64 = 4096;
+
+/// Each entry's proxy credentials, read now; an entry whose file cannot be
+/// read or parsed is probed without (its proxies answer 407, so `Healthy`
+/// says what is wrong), with a warning that names the file, never its
+/// contents.
+async fn read_credentials(
+    files: &HashMap<String, std::path::PathBuf>,
+) -> HashMap<String, provider_api::ProxyCredentials> {
+    use tokio::io::AsyncReadExt;
+    let mut out = HashMap::new();
+    for (entry, path) in files {
+        let mut text = String::new();
+        let read = match tokio::fs::File::open(path).await {
+            Ok(f) => f
+                .take(MAX_CREDENTIALS_FILE)
+                .read_to_string(&mut text)
+                .await
+                .map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match read
+            .map_err(|e| e.kind().to_string())
+            .and_then(|()| provider_api::ProxyCredentials::parse(&text).map_err(|e| e.to_string()))
+        {
+            Ok(c) => {
+                out.insert(entry.clone(), c);
+            }
+            Err(why) => tracing::warn!(
+                entry = %entry,
+                file = %path.display(),
+                error = %why,
+                "cannot use the proxy credentials; probing without"
+            ),
+        }
+    }
+    out
 }
 
 impl ProbeTargets {
@@ -147,8 +190,8 @@ impl Engine {
     }
 
     async fn round(&self, trackers: &mut HashMap<String, Tracked>) {
-        let mut running: Vec<(Arc<Proxy>, SocketAddr, fleet::ProbeTarget, String, bool)> =
-            Vec::new();
+        let credentials = read_credentials(&self.targets.credentials_files).await;
+        let mut running: Vec<(Arc<Proxy>, fleet::Probe, String, bool)> = Vec::new();
         for p in self.proxies.state() {
             let status = p.status.clone().unwrap_or_default();
             match fleet::health_plan(&status) {
@@ -156,10 +199,16 @@ impl Engine {
                     let (Some(ip), Some(port)) = (status.ip, status.port) else {
                         continue;
                     };
-                    let Some(target) = self.targets.of(&p.spec.inner.provider).cloned() else {
+                    let entry = &p.spec.inner.provider;
+                    let Some(target) = self.targets.of(entry) else {
                         continue;
                     };
-                    running.push((p, SocketAddr::new(ip, port), target, endpoint, seed));
+                    let mut probe =
+                        fleet::Probe::new(SocketAddr::new(ip, port), target, self.timeout);
+                    if let Some(c) = credentials.get(entry) {
+                        probe = probe.with_basic_auth(c.user(), c.password().expose_secret());
+                    }
+                    running.push((p, probe, endpoint, seed));
                 }
                 fleet::HealthPlan::Reset { update, probed } => {
                     self.reset(&p, &status, update, probed, trackers).await;
@@ -168,12 +217,13 @@ impl Engine {
             }
         }
         let results: Vec<_> = futures::stream::iter(running)
-            .map(|(p, addr, target, endpoint, seed)| async move {
+            .map(|(p, probe, endpoint, seed)| async move {
+                let addr = probe.proxy();
                 let outcome = match &self.netns {
-                    None => probe::probe(addr, &target, self.timeout).await,
+                    None => probe::run(tokio::net::TcpStream::connect(addr), probe).await,
                     Some(ns) => {
                         let connect = ns.connect(addr, self.timeout);
-                        probe::probe_over(connect, addr, &target, self.timeout).await
+                        probe::run(connect, probe).await
                     }
                 };
                 (p, endpoint, seed, outcome)

@@ -2,7 +2,7 @@
 //! which holds the protocol and the verdicts.
 //!
 //! ```text
-//!  probe / probe_over          fleet::Probe (sans IO)
+//!  run(connect, probe)         fleet::Probe (sans IO)
 //!   connect ─────────────────▶ connected() → request bytes
 //!   write_all(request) ──────▶ sent()
 //!   read ... ────────────────▶ received(bytes, elapsed) → outcome | read more
@@ -16,45 +16,28 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
-use std::time::Duration;
 
-use fleet::{Probe, ProbeOutcome, ProbeTarget};
+use fleet::{Probe, ProbeOutcome};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout_at};
 
-/// Probes the proxy at `proxy` with `CONNECT target` over a TCP connection
-/// from this process's network namespace, within `timeout` in all (at most
-/// [`fleet::MAX_PROBE_TIMEOUT`]).
+/// Runs `probe` (built by the caller, with basic auth where the proxy
+/// wants it) over the connection `connect` opens — a TCP connection from
+/// this process's network namespace, or one opened inside another — within
+/// the probe's deadline in all (at most [`fleet::MAX_PROBE_TIMEOUT`]),
+/// `connect` included.
 ///
 /// Never fails as a whole: every failure is an
 /// [`Unhealthy`](ProbeOutcome::Unhealthy) outcome with its kind.
 ///
 /// # Cancel safety
-/// Cancel safe: dropping the future drops the socket (closed without
-/// waiting); nothing outlives it.
-pub async fn probe(proxy: SocketAddr, target: &ProbeTarget, timeout: Duration) -> ProbeOutcome {
-    probe_over(TcpStream::connect(proxy), proxy, target, timeout).await
-}
-
-/// [`probe`] over a connection `connect` opens to `proxy` (for example one
-/// opened from inside another network namespace); `connect` runs under the
-/// probe's deadline like the rest.
-///
-/// # Cancel safety
-/// As [`probe`], provided `connect` is cancel safe.
-pub async fn probe_over<C, S>(
-    connect: C,
-    proxy: SocketAddr,
-    target: &ProbeTarget,
-    timeout: Duration,
-) -> ProbeOutcome
+/// Cancel safe, provided `connect` is: dropping the future drops the socket
+/// (closed without waiting); nothing outlives it.
+pub async fn run<C, S>(connect: C, mut probe: Probe) -> ProbeOutcome
 where
     C: Future<Output = io::Result<S>>,
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut probe = Probe::new(proxy, target, timeout);
     let started = Instant::now();
     let deadline = started + probe.timeout();
 

@@ -70,6 +70,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     const WRITES: &str = "proxies_reach_running_in_four_writes_and_then_write_nothing";
     const HEALTH: &str = "healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance";
+    const AUTH: &str = "the_probe_authenticates_with_the_entrys_credentials_file";
     const OUTAGES: &str = "api_outages_neither_restart_the_operator_nor_create_twice";
     if args.iter().any(|a| a == "--list") {
         println!("{WRITES}: test\n{HEALTH}: test\n{OUTAGES}: test");
@@ -96,6 +97,72 @@ fn main() -> ExitCode {
         println!("test {name} ... ok");
     }
     ExitCode::SUCCESS
+}
+
+/// An entry with `proxy.credentials_file`: the health probe sends the
+/// file's credentials (basic auth), re-read every round, to a proxy that
+/// answers 407 without the right ones — so `Healthy` follows the file.
+async fn the_probe_authenticates_with_the_entrys_credentials_file() {
+    let world = World::new().await;
+    let client = &world.client;
+    // base64("egress:Qx7rightpw"), computed apart from the code under test.
+    let responder = instant::responder_requiring("ZWdyZXNzOlF4N3JpZ2h0cHc=").await;
+    let file = world.dir.path().join("proxy-credentials");
+    std::fs::write(&file, "egress:Qx7rightpw\n").unwrap();
+    world.use_credentials_file(&file);
+    let ns = world.namespace("auth");
+    let api = instant::proxies(client, &ns);
+    instant::create_proxies(&api, &ns, &world.entry, 1).await;
+    let operator = world
+        .operator(
+            &ns,
+            responder,
+            &["--probe-interval", "1s", "--log", "info,kube=warn"],
+        )
+        .await;
+    instant::wait_all(&api, 1, WITHIN, "Healthy", instant::healthy).await;
+
+    // A wrong password in the file: the proxy answers 407, and after the
+    // hysteresis the verdict says so.
+    std::fs::write(&file, "egress:Zz9wrongpw\n").unwrap();
+    let rejected = |v: &serde_json::Value| {
+        healthy_condition(v).is_some_and(|h| {
+            h["status"] == "False"
+                && h["reason"] == "ProbeRejected"
+                && h["message"].as_str().unwrap_or("").contains("407")
+        })
+    };
+    instant::wait_all(
+        &api,
+        1,
+        Duration::from_secs(60),
+        "ProbeRejected (407)",
+        rejected,
+    )
+    .await;
+    let log = operator.log();
+    assert!(
+        !log.contains("Zz9wrongpw") && !log.contains("Qx7rightpw") && !log.contains("ZWdyZXNz"),
+        "a password reached the log"
+    );
+
+    // Fixed: healthy again, without a restart.
+    std::fs::write(&file, "egress:Qx7rightpw\n").unwrap();
+    instant::wait_all(
+        &api,
+        1,
+        Duration::from_secs(60),
+        "Healthy",
+        instant::healthy,
+    )
+    .await;
+
+    instant::delete_all(&api).await;
+    instant::wait_gone(&api, WITHIN).await;
+    drop(operator);
+    let _ = world
+        .kube
+        .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
 /// The instance a verdict must name (`providerID#replacements@ip:port`).

@@ -27,6 +27,8 @@ mod node;
 mod sandbox;
 mod setup;
 mod test;
+#[cfg(test)]
+mod tidy;
 mod util;
 
 use std::process::ExitCode;

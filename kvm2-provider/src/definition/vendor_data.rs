@@ -19,6 +19,7 @@
 //! written here is typed (port number, parsed address ranges), so nothing a
 //! user configures can change the YAML's structure.
 
+pub use provider_api::ProxyCredentials;
 pub use provider_api::config::ProxySettings;
 
 use crate::Error;
@@ -49,6 +50,10 @@ pub const ACCESS_LOG_PATH: &str = "/var/log/squid/access.log";
 /// Rotated access logs kept.
 pub const ACCESS_LOG_KEEP: u32 = 7;
 
+/// Squid's basic-auth password file (`user:$6$...`, SHA-512-crypt), when
+/// the entry has `proxy.credentials_file`.
+pub const PASSWORD_FILE_PATH: &str = "/etc/squid/passwd";
+
 /// Where the Squid configuration is written. Debian's package keeps an
 /// existing file (cloud-init installs with `--force-confold`), and the file
 /// is written after package installation (`defer: true`) in any case.
@@ -66,7 +71,14 @@ pub const SQUID_CONFIG_PATH: &str = "/etc/squid/squid.conf";
 /// # Errors
 /// [`Error::InvalidValue`] when the port is 0 or no client range is given
 /// (a proxy nobody may use is a configuration mistake).
-pub fn render(settings: &ProxySettings) -> Result<String, Error> {
+/// With `credentials`, every request must also authenticate (basic, the
+/// password stored as a SHA-512-crypt hash in [`PASSWORD_FILE_PATH`]): 407
+/// without or with wrong credentials. The vendor data then holds the hash,
+/// so it is as confidential as the user data beside it in the seed ISO.
+pub fn render(
+    settings: &ProxySettings,
+    credentials: Option<&ProxyCredentials>,
+) -> Result<String, Error> {
     if settings.port == 0 {
         return Err(Error::invalid("proxy port", "must be 1 to 65535"));
     }
@@ -81,10 +93,23 @@ pub fn render(settings: &ProxySettings) -> Result<String, Error> {
         .iter()
         .map(ToString::to_string)
         .collect();
+    let password_line = match credentials {
+        Some(c) => Some(format!("{}:{}", c.user(), hash(c)?)),
+        None => None,
+    };
     let mut squid = vec![
         "# Written by the kvm2 provider: CONNECT to 443 only, never inside,".to_owned(),
         "# no caching.".to_owned(),
         format!("http_port {}", settings.port),
+    ];
+    if password_line.is_some() {
+        squid.extend([
+            format!("auth_param basic program /usr/lib/squid/basic_ncsa_auth {PASSWORD_FILE_PATH}"),
+            "auth_param basic realm egress-proxy".to_owned(),
+            "acl authenticated proxy_auth REQUIRED".to_owned(),
+        ]);
+    }
+    squid.extend([
         format!("acl clients src {}", clients.join(" ")),
         "acl ssl_ports port 443".to_owned(),
         "acl CONNECT method CONNECT".to_owned(),
@@ -92,7 +117,10 @@ pub fn render(settings: &ProxySettings) -> Result<String, Error> {
         "http_access deny !CONNECT".to_owned(),
         "http_access deny CONNECT !ssl_ports".to_owned(),
         "http_access deny !clients".to_owned(),
-    ];
+    ]);
+    if password_line.is_some() {
+        squid.push("http_access deny !authenticated".to_owned());
+    }
     if !settings.allowed_destinations.is_empty() {
         let allowed: Vec<String> = settings
             .allowed_destinations
@@ -129,6 +157,11 @@ pub fn render(settings: &ProxySettings) -> Result<String, Error> {
         out.push_str(line);
         out.push('\n');
     }
+    if let Some(line) = &password_line {
+        out.push_str(&format!(
+            "  - path: {PASSWORD_FILE_PATH}\n    permissions: '0640'\n    owner: 'root:proxy'\n    defer: true\n    content: |\n      {line}\n"
+        ));
+    }
     // The daily rotation (the image has no logrotate): Squid renames the
     // files itself on `squid -k rotate`.
     out.push_str(
@@ -144,6 +177,16 @@ pub fn render(settings: &ProxySettings) -> Result<String, Error> {
          - [systemctl, enable, --now, squid-rotate.timer]\n",
     );
     Ok(out)
+}
+
+/// `credentials`' password as SHA-512-crypt with a random salt.
+fn hash(credentials: &ProxyCredentials) -> Result<String, Error> {
+    use sha_crypt::{PasswordHasher, ShaCrypt};
+    ShaCrypt::default()
+        .hash_password(credentials.password().expose_secret().as_bytes())
+        .map(|h| h.as_str().to_owned())
+        // The hasher's error names no input.
+        .map_err(|_| Error::invalid("proxy credentials", "cannot hash the password"))
 }
 
 #[cfg(test)]
@@ -163,7 +206,7 @@ mod tests {
 
     #[test]
     fn renders_agent_and_proxy() {
-        let doc = render(&settings()).unwrap();
+        let doc = render(&settings(), None).unwrap();
         assert!(doc.starts_with("#cloud-config\n"));
         assert!(doc.contains("  - qemu-guest-agent\n"));
         assert!(doc.contains("  - squid\n"));
@@ -202,7 +245,7 @@ mod tests {
     #[test]
     fn allowed_destinations_come_before_the_internal_deny() {
         let s = settings().with_allowed_destinations(vec![Cidr::parse("10.213.7.9/32").unwrap()]);
-        let doc = render(&s).unwrap();
+        let doc = render(&s, None).unwrap();
         let rules: Vec<&str> = squid_conf(&doc).iter().map(|l| l.trim()).collect();
         let acl = rules
             .iter()
@@ -222,9 +265,9 @@ mod tests {
     fn rejects_unusable_settings() {
         let mut s = settings();
         s.port = 0;
-        assert!(render(&s).is_err());
+        assert!(render(&s, None).is_err());
         let mut s = settings();
         s.allowed_clients.clear();
-        assert!(render(&s).is_err());
+        assert!(render(&s, None).is_err());
     }
 }

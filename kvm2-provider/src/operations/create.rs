@@ -254,6 +254,30 @@ struct Build<'a> {
     now: SystemTime,
 }
 
+/// The proxy's basic-auth credentials, read anew from the entry's
+/// `proxy.credentials_file` (a rotated Secret reaches the next Create);
+/// `None` without one. A file that cannot be read or parsed is Permanent:
+/// the config or the Secret must change. No error shows the password.
+async fn proxy_credentials(
+    proxy: &provider_api::config::ProxySettings,
+) -> Result<Option<provider_api::ProxyCredentials>, ApiError> {
+    let Some(path) = &proxy.credentials_file else {
+        return Ok(None);
+    };
+    let bytes = tokio::fs::read(path.as_path()).await.map_err(|e| {
+        ApiError::permanent(format!(
+            "cannot read the proxy credentials file {path}: {} (is its Secret mounted?)",
+            e.kind()
+        ))
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        ApiError::permanent(format!("the proxy credentials file {path} is not UTF-8"))
+    })?;
+    provider_api::ProxyCredentials::parse(&text)
+        .map(Some)
+        .map_err(|e| ApiError::permanent(format!("{path}: {e}")))
+}
+
 /// Where the per-VM volumes ended up on the host (parsed as libvirt
 /// reports them: the domain XML takes only valid paths).
 struct VolumePaths {
@@ -269,7 +293,8 @@ impl Build<'_> {
         let created_at = Timestamp::from_system_time(self.now)
             .ok_or_else(|| ApiError::permanent("the clock is before 1970"))?;
         self.check_disk(&ops).await?;
-        let seed = self.seed(created_at)?;
+        let credentials = proxy_credentials(&self.inner.config.proxy).await?;
+        let seed = self.seed(created_at, credentials.as_ref())?;
         self.check_capacity(&ops, seed.len() as u64).await?;
         let paths = self.make_volumes(&ops, &seed, made).await?;
         let dom = self.define(created_at, paths).await?;
@@ -301,8 +326,13 @@ impl Build<'_> {
     }
 
     /// The seed ISO: the request's user data and the proxy's vendor data.
-    fn seed(&self, created_at: Timestamp) -> Result<Vec<u8>, ApiError> {
-        let vendor = vendor_data::render(&self.inner.config.proxy).map_err(ApiError::from)?;
+    fn seed(
+        &self,
+        created_at: Timestamp,
+        credentials: Option<&provider_api::ProxyCredentials>,
+    ) -> Result<Vec<u8>, ApiError> {
+        let vendor =
+            vendor_data::render(&self.inner.config.proxy, credentials).map_err(ApiError::from)?;
         let seed = seed_iso::build(&SeedSpec {
             instance_id: self.name,
             hostname: self.name,

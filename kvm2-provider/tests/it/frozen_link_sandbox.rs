@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! H1 regression at the connection layer: one host's link freezes in the
+//! A frozen link at the connection layer (invariant 1): one host's link freezes in the
 //! middle of a bulk upload (a relay that stops forwarding, sockets left
 //! open, no FIN, no RST). The other host keeps working meanwhile, closing
 //! the frozen connection returns at once, and the stuck upload ends with an

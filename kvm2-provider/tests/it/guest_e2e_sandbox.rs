@@ -4,7 +4,7 @@
 //! on the guests' bridge inside the sandbox's network namespace, reached
 //! through the sandbox's sshd like any remote host.
 //!
-//! One test drives one guest through the whole life the seed's validation
+//! One test drives one guest through the whole life the Go original's validation
 //! table asks about (booting takes a minute or more under emulation, so the
 //! checks share it): cold fetch then cache hit, Running with the DHCP
 //! lease's address, no flapping over 30 polls, Squid's CONNECT answering 200
@@ -12,7 +12,7 @@
 //! checked by cloud-init and Squid inside the guest, the address still
 //! reported with the guest agent stopped, QEMU killed → Failed, Delete →
 //! domain and per-VM volumes gone with the base kept, and two provider
-//! entries on one pool keeping separate bases (H4).
+//! entries on one pool keeping separate bases (invariant 5).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -40,13 +40,31 @@ fn guest_image(env: &Env) -> GuestImage {
     )
 }
 
+/// The proxy's basic-auth user and password (the credentials file holds
+/// `USER:PASSWORD`).
+const USER: &str = "egress";
+const PASSWORD: &str = "s3cret pass:w0rd";
+
+/// The credentials file of `env`'s entry (written once, under /tmp, named
+/// after the entry).
+fn credentials_file(env: &Env) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("{}-proxy-credentials", env.entry));
+    std::fs::write(&path, format!("{USER}:{PASSWORD}\n")).unwrap();
+    let remove = path.clone();
+    env.on_teardown(move || {
+        let _ = std::fs::remove_file(remove);
+    });
+    path
+}
+
 /// A config for `env`'s entry with the guest image, a machine type the
-/// guest fits in and the proxy settings under test.
+/// guest fits in and the proxy settings under test (basic auth on).
 fn yaml(env: &Env) -> String {
     env.providers()
         .images([Image::guest(&env.sandbox)])
         .machine_type(1, "512MiB", "4GiB")
         .proxy(PROXY_PORT, [ALLOWED])
+        .credentials_file(&credentials_file(env))
         .render()
 }
 
@@ -85,8 +103,21 @@ async fn until_running(p: &Kvm2Provider, id: &ProviderId) -> (Instance, Duration
 /// `curl` inside the namespace through the guest's Squid to the upstream
 /// HTTPS server: (CONNECT status, body). `from` binds the client's address.
 fn through_squid(env: &Env, proxy: IpAddr, from: Option<Ipv4Addr>) -> (String, String) {
+    through_squid_as(env, proxy, from, Some((USER, PASSWORD)))
+}
+
+/// [`through_squid`] with these credentials (`None`: none sent).
+fn through_squid_as(
+    env: &Env,
+    proxy: IpAddr,
+    from: Option<Ipv4Addr>,
+    credentials: Option<(&str, &str)>,
+) -> (String, String) {
     let net = &env.sandbox.guest_net;
     let mut c = net.curl_through(std::net::SocketAddr::new(proxy, PROXY_PORT), 15);
+    if let Some((user, password)) = credentials {
+        c.arg("--proxy-user").arg(format!("{user}:{password}"));
+    }
     if let Some(from) = from {
         c.arg("--interface").arg(from.to_string());
     }
@@ -103,7 +134,9 @@ fn connect_status(env: &Env, proxy: IpAddr, target: &str) -> String {
     let out = net
         .command("curl")
         .args(["-s", "-k", "-o", "/dev/null", "--max-time", "15"])
-        .args(["-w", "%{http_connect}", "--proxy"])
+        .args(["-w", "%{http_connect}", "--proxy-user"])
+        .arg(format!("{USER}:{PASSWORD}"))
+        .arg("--proxy")
         .arg(format!(
             "http://{}",
             std::net::SocketAddr::new(proxy, PROXY_PORT)
@@ -259,7 +292,7 @@ async fn a_real_proxy_guest_from_create_to_delete() {
     assert_eq!(ip, IpAddr::V4(lease.ip));
     assert!(env.sandbox.guest_net.in_dhcp_range(lease.ip));
 
-    // H3: the same address on 30 consecutive polls.
+    // A steady address: the same address on 30 consecutive polls.
     for n in 0..30 {
         let i = get(&p, &created.id).await;
         assert_eq!(i.state, InstanceState::Running, "poll {n}: {i:?}");
@@ -280,6 +313,23 @@ async fn a_real_proxy_guest_from_create_to_delete() {
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     };
+    // Basic auth: no credentials or wrong ones are 407, the right ones 200
+    // (above).
+    assert_eq!(
+        through_squid_as(&env, ip, None, None).0,
+        "407",
+        "no credentials"
+    );
+    assert_eq!(
+        through_squid_as(&env, ip, None, Some((USER, "wrong"))).0,
+        "407",
+        "a wrong password"
+    );
+    assert_eq!(
+        through_squid_as(&env, ip, None, Some(("someone", PASSWORD))).0,
+        "407",
+        "a wrong user"
+    );
     // 403 from an address outside allowed_clients on the same bridge.
     let net = &env.sandbox.guest_net;
     let add = net
@@ -353,6 +403,8 @@ async fn a_real_proxy_guest_from_create_to_delete() {
     let logged = |log: &str| {
         log.contains(&format!("CONNECT {}:443", net.upstream_name))
             && log.contains("TCP_DENIED/403")
+            && log.contains("TCP_DENIED/407")
+            && log.contains(USER)
     };
     let mut log = String::new();
     for _ in 0..20 {
@@ -424,7 +476,7 @@ async fn a_real_proxy_guest_from_create_to_delete() {
         "the second Create made another base"
     );
 
-    // Another entry on the same pool keeps a base of its own (H4).
+    // Another entry on the same pool keeps a base of its own (invariant 5).
     let other = Env::new();
     let q = provider(&other);
     let c = q

@@ -10,12 +10,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod check_sandbox;
+mod create_frozen_link_sandbox;
+mod dead_link_sandbox;
 mod domain_xml_libvirt;
 mod frozen_link_sandbox;
 mod get_list_sandbox;
 mod guest_e2e_sandbox;
-mod h1_create_frozen_link_sandbox;
-mod h3_dead_link_sandbox;
 mod host_table_sandbox;
 mod http_server;
 mod image_cache_sandbox;

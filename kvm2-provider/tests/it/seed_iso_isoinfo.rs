@@ -39,10 +39,10 @@ fn isoinfo_reads_label_names_and_exact_contents() {
     let user_data = SecretString::new(
         "#cloud-config\r\nusers:\n  - name: \"ö'<&>\"\n    ssh_authorized_keys: [\"ssh-ed25519 AAAA\"]\n",
     );
-    let vendor = render(&ProxySettings::new(
-        3128,
-        vec![Cidr::parse("10.0.0.0/8").unwrap()],
-    ))
+    let vendor = render(
+        &ProxySettings::new(3128, vec![Cidr::parse("10.0.0.0/8").unwrap()]),
+        None,
+    )
     .unwrap();
     let spec = SeedSpec {
         instance_id: &name,

@@ -176,7 +176,7 @@ async fn every_libvirt_state_from_a_test_driver_file() {
             "state {state}: {i:?}"
         );
     }
-    // H3, the other half: the link is fine but every address source fails
+    // Invariant 8, the other half: the link is fine but every address source fails
     // for a running domain: Transient, not "no address yet".
     let pid = ProviderId::new(
         ProviderType::Kvm2,

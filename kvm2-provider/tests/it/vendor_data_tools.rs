@@ -8,7 +8,7 @@
 use std::process::Command;
 
 use kvm2_provider::__internals::definition::vendor_data::{
-    ProxySettings, SQUID_CONFIG_PATH, render,
+    ProxyCredentials, ProxySettings, SQUID_CONFIG_PATH, render,
 };
 use provider_api::config::Cidr;
 
@@ -42,7 +42,7 @@ fn squid_conf(vendor_data: &str) -> String {
 fn cloud_init_schema_accepts_the_vendor_data() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vendor-data");
-    std::fs::write(&path, render(&settings()).unwrap()).unwrap();
+    std::fs::write(&path, render(&settings(), None).unwrap()).unwrap();
     let out = Command::new("cloud-init")
         .args(["schema", "-c"])
         .arg(&path)
@@ -63,7 +63,7 @@ fn cloud_init_schema_is_a_real_check() {
     // cannot pass by accident.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vendor-data");
-    let broken = render(&settings())
+    let broken = render(&settings(), None)
         .unwrap()
         .replace("package_update: true", "package_update: sometimes");
     std::fs::write(&path, broken).unwrap();
@@ -78,7 +78,7 @@ fn cloud_init_schema_is_a_real_check() {
 #[test]
 fn squid_parses_the_rendered_configuration() {
     let dir = tempfile::tempdir().unwrap();
-    let conf = squid_conf(&render(&settings()).unwrap());
+    let conf = squid_conf(&render(&settings(), None).unwrap());
     assert!(conf.starts_with("# Written by the kvm2 provider"), "{conf}");
     assert!(conf.contains("http_port 3128\n"), "{conf}");
     let path = dir.path().join("squid.conf");
@@ -104,4 +104,43 @@ fn squid_parses_the_rendered_configuration() {
         !out.status.success() || text.contains("ERROR") || text.contains("WARNING"),
         "an unknown directive was not reported: {text}"
     );
+}
+
+/// With basic auth: cloud-init's schema takes the password file's entry,
+/// Squid parses the auth directives, and the password is only there hashed.
+#[test]
+fn the_basic_auth_variant_passes_both_tools_and_holds_no_plain_password() {
+    let credentials = ProxyCredentials::parse("egress:Pl41n-password\n").unwrap();
+    let doc = render(&settings(), Some(&credentials)).unwrap();
+    assert!(
+        !doc.contains("Pl41n-password"),
+        "the plain password is in the vendor data"
+    );
+    assert!(doc.contains("      egress:$6$"), "{doc}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vendor-data");
+    std::fs::write(&path, &doc).unwrap();
+    let out = Command::new("cloud-init")
+        .args(["schema", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cloud-init schema refused it: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let conf = squid_conf(&doc);
+    assert!(conf.contains("http_access deny !authenticated\n"), "{conf}");
+    let path = dir.path().join("squid.conf");
+    std::fs::write(&path, &conf).unwrap();
+    let out = Command::new("squid")
+        .args(["-k", "parse", "-f"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "squid -k parse refused it: {text}");
+    assert!(!text.contains("ERROR"), "{text}");
 }

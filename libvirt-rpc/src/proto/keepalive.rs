@@ -10,7 +10,7 @@
 //! schedule. `count` is at least 1 (0 is treated as 1).
 //!
 //! Example: interval 1 s, count 3: PINGs at 0.5 s, 1.5 s and 2.5 s of
-//! silence, dead at 3 s — within the bound of
+//! silence, dead at 3 s — within the required bound of
 //! `interval × count + 1 s` with the whole second to spare for timer and
 //! scheduling delays.
 //!
@@ -19,7 +19,7 @@
 //! lateness delays the verdict rather than skipping PINGs.
 //!
 //! libvirt's own client pings after `interval` and declares death after
-//! `interval × (count + 1)`; ours answers the tighter bound with the
+//! `interval × (count + 1)`; ours answers the tighter bound required here with the
 //! same number of PINGs.
 
 use std::time::{Duration, Instant};

@@ -92,7 +92,7 @@ async fn dropped_call_future_keeps_the_link() {
 
 #[tokio::test]
 async fn frozen_link_is_declared_dead_by_keepalive_and_pending_calls_fail() {
-    // A realistic interval: the bound is interval × count + 1 s.
+    // A realistic interval: the required bound is interval × count + 1 s.
     let interval = Duration::from_secs(1);
     let count = 3;
     let (c, relay) = via_relay(Config::default().keepalive(interval, count)).await;

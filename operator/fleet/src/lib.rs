@@ -33,7 +33,7 @@
 //!   are their descriptions), and [`Timestamp`] for RFC 3339 times;
 //! * the reconcile step ([`Reconciler`]): create when absent, record the
 //!   provider ID at once, poll, per-class error handling, replacement under
-//!   a [`ReplaceCap`], the H3 address grace, spec immutability, cloud-init
+//!   a [`ReplaceCap`], the address grace, spec immutability, cloud-init
 //!   Secret checks, deletion with a documented escape hatch
 //!   ([`ABANDON_ANNOTATION`]); [`Backoff`] with caller-drawn [`Jitter`];
 //! * the GC plan ([`gc::plan`]) scoped by the [`ClusterIdentity`] tag;

@@ -201,6 +201,19 @@ pub struct Probe {
     stage: Stage,
     /// The status line so far (at most [`MAX_STATUS_LINE`] + 1 bytes).
     line: Vec<u8>,
+    /// `Proxy-Authorization`'s value, for a proxy that wants basic auth.
+    authorization: Option<Authorization>,
+}
+
+/// A `Proxy-Authorization: Basic ...` value; its `Debug` shows nothing of
+/// it (it is the password, barely encoded).
+#[derive(Clone)]
+struct Authorization(String);
+
+impl std::fmt::Debug for Authorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Authorization(<redacted>)")
+    }
 }
 
 /// Where a probe is: what its next IO is.
@@ -221,7 +234,22 @@ impl Probe {
             timeout: timeout.min(MAX_PROBE_TIMEOUT),
             stage: Stage::Connecting,
             line: Vec::new(),
+            authorization: None,
         }
+    }
+
+    /// This probe, authenticating as `user` with `password` (basic auth,
+    /// for proxies with `proxy.credentials_file`).
+    #[must_use]
+    pub fn with_basic_auth(mut self, user: &str, password: &str) -> Probe {
+        let token = base64(format!("{user}:{password}").as_bytes());
+        self.authorization = Some(Authorization(format!("Basic {token}")));
+        self
+    }
+
+    /// The proxy probed.
+    pub fn proxy(&self) -> SocketAddr {
+        self.proxy
     }
 
     /// The deadline of the whole probe, from the start of the connect: the
@@ -234,8 +262,12 @@ impl Probe {
     pub fn connected(&mut self) -> Vec<u8> {
         self.stage = Stage::Sending;
         let target = &self.target;
+        let auth = match &self.authorization {
+            Some(a) => format!("Proxy-Authorization: {}\r\n", a.0),
+            None => String::new(),
+        };
         format!(
-            "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nUser-Agent: egress-proxies-probe\r\n\r\n"
+            "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{auth}User-Agent: egress-proxies-probe\r\n\r\n"
         )
         .into_bytes()
     }
@@ -374,6 +406,29 @@ fn printable(bytes: &[u8]) -> String {
         })
         .collect();
     format!("{shown:?}")
+}
+
+/// Standard base64 with padding (RFC 4648), for the basic-auth header.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk.first().copied().unwrap_or(0),
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
+            if i <= chunk.len() {
+                let index = usize::try_from((n >> shift) & 63).unwrap_or(0);
+                out.push(char::from(ALPHABET.get(index).copied().unwrap_or(b'=')));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -7,13 +7,36 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep};
 
-use fleet::FailureKind;
+use fleet::{FailureKind, ProbeTarget};
 
 use super::*;
+
+/// A plain probe of `proxy` over TCP.
+async fn probe(proxy: SocketAddr, target: &ProbeTarget, timeout: Duration) -> ProbeOutcome {
+    super::run(
+        TcpStream::connect(proxy),
+        Probe::new(proxy, target, timeout),
+    )
+    .await
+}
+
+/// A plain probe over the connection `connect` opens.
+async fn probe_over<C, S>(
+    connect: C,
+    proxy: SocketAddr,
+    target: &ProbeTarget,
+    timeout: Duration,
+) -> ProbeOutcome
+where
+    C: Future<Output = io::Result<S>>,
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    super::run(connect, Probe::new(proxy, target, timeout)).await
+}
 
 /// What the fake proxy does after reading the request.
 #[derive(Clone)]

@@ -691,7 +691,7 @@ async fn a_real_proxy_guest_runs_and_becomes_healthy() {
     clear_lease(&client).await;
 }
 
-/// H1, the controller's half: a host that swallows connections and never
+/// Invariant 1, the controller's half: a host that swallows connections and never
 /// answers (frozen) fails only its own Proxy — `ProviderUnavailable` after
 /// its Creates time out — while a Proxy on the other host is created during
 /// the frozen host's first Create (provider calls run in per-Proxy tasks,
@@ -771,7 +771,7 @@ async fn a_frozen_host_fails_only_its_own_proxy() {
 /// The GC sweeper against the real API server and kvm2: an instance whose
 /// Proxy was let go (the abandon annotation) is swept as an orphan by its
 /// own cluster's operator, while another cluster's orphan on the same
-/// provider entry is never touched (the seed's two-cluster hazard).
+/// provider entry is never touched (the Go original's two-cluster hazard).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gc_sweeps_its_own_orphans_and_never_another_clusters() {
     let _serial = SERIAL.lock().await;

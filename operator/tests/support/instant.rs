@@ -172,6 +172,21 @@ impl Provider for Instant {
 /// Answers every CONNECT with 200 (the instances' "Squid"); runs until the
 /// runtime ends.
 pub async fn responder() -> SocketAddr {
+    responder_for(None).await
+}
+
+/// A responder that wants basic auth (`Proxy-Authorization: Basic
+/// BASE64`), as Squid with `proxy.credentials_file` does: 407 without it or
+/// with other credentials, 200 with them.
+/// `base64` is `base64(user:password)`, computed by the caller.
+pub async fn responder_requiring(base64: &str) -> SocketAddr {
+    responder_for(Some(format!("Basic {base64}"))).await
+}
+
+/// The responder; with `wanted`, the `Proxy-Authorization` value the
+/// CONNECT must carry.
+async fn responder_for(wanted: Option<String>) -> SocketAddr {
+    let wanted = Arc::new(wanted);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -179,6 +194,7 @@ pub async fn responder() -> SocketAddr {
             let Ok((mut s, _)) = listener.accept().await else {
                 continue;
             };
+            let wanted = Arc::clone(&wanted);
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 512];
@@ -188,13 +204,52 @@ pub async fn responder() -> SocketAddr {
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
                 }
-                let _ = s
-                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                    .await;
+                let head = String::from_utf8_lossy(&buf);
+                let allowed = wanted.as_ref().as_ref().is_none_or(|w| {
+                    head.lines().any(|l| {
+                        l.split_once(':').is_some_and(|(name, value)| {
+                            name.eq_ignore_ascii_case("proxy-authorization") && value.trim() == w
+                        })
+                    })
+                });
+                let answer: &[u8] = if allowed {
+                    b"HTTP/1.1 200 Connection established\r\n\r\n"
+                } else {
+                    b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n"
+                };
+                let _ = s.write_all(answer).await;
             });
         }
     });
     addr
+}
+
+/// The providers config of the instant entry `entry` (a kvm2 entry the
+/// instant provider is built from; it dials nothing), with basic auth from
+/// `credentials` when given.
+fn config_yaml(sandbox: &Descriptor, entry: &str, credentials: Option<&Path>) -> String {
+    let host = Host {
+        name: "h1".into(),
+        address: "127.0.0.1".into(),
+        port: 22,
+        bridge: "br0".into(),
+        pool: "default".into(),
+        socket: None,
+    };
+    let image = Image::new(
+        "img",
+        "http://127.0.0.1:1/img.qcow2",
+        "0".repeat(64),
+        "qcow2",
+    );
+    let mut yaml = ProvidersYaml::sandbox(sandbox, entry)
+        .hosts([host])
+        .images([image])
+        .machine_type(1, "512MiB", "2GiB");
+    if let Some(path) = credentials {
+        yaml = yaml.credentials_file(path);
+    }
+    yaml.render()
 }
 
 /// The sandbox's API server with deploy/ applied, a namespace of its own
@@ -228,27 +283,7 @@ impl World {
         let entry = format!("instant-{id}");
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("providers.yaml");
-        // A kvm2 entry the instant provider is built from; it dials nothing.
-        let host = Host {
-            name: "h1".into(),
-            address: "127.0.0.1".into(),
-            port: 22,
-            bridge: "br0".into(),
-            pool: "default".into(),
-            socket: None,
-        };
-        let image = Image::new(
-            "img",
-            "http://127.0.0.1:1/img.qcow2",
-            "0".repeat(64),
-            "qcow2",
-        );
-        let yaml = ProvidersYaml::sandbox(&sandbox, &entry)
-            .hosts([host])
-            .images([image])
-            .machine_type(1, "512MiB", "2GiB")
-            .render();
-        std::fs::write(&config, yaml).unwrap();
+        std::fs::write(&config, config_yaml(&sandbox, &entry, None)).unwrap();
         World {
             kube,
             client,
@@ -270,6 +305,13 @@ impl World {
     /// `instance` failed, until the operator deletes it.
     pub fn fail(&self, instance: &str) {
         std::fs::write(self.fail_dir().join(instance), "").unwrap();
+    }
+
+    /// The entry's proxies want basic auth with the credentials in `file`
+    /// (`proxy.credentials_file`), for operators started from now on.
+    pub fn use_credentials_file(&self, file: &Path) {
+        let yaml = config_yaml(&Descriptor::require(), &self.entry, Some(file));
+        std::fs::write(&self.config, yaml).unwrap();
     }
 
     /// A new namespace `PREFIX-ID`.

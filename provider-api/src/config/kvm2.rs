@@ -172,6 +172,11 @@ pub struct ProxySettings {
     /// (the 169.254.169.254 metadata address among them), shared (CGNAT) or
     /// unique-local address is refused, whatever name resolves to it.
     pub allowed_destinations: Vec<Cidr>,
+    /// Basic authentication for the proxy: the file holding `user:password`
+    /// (a Secret mounted into the operator's pod, re-read for every Create
+    /// and every probe round; docs/operator.md). `None`: no authentication
+    /// beyond `allowed_clients`.
+    pub credentials_file: Option<AbsolutePath>,
     /// What the operator's health probe CONNECTs to through each proxy
     /// (default [`DEFAULT_PROBE_TARGET`]): a destination the guests can
     /// reach and that answers TLS, such as the upstream your consumers use.
@@ -194,8 +199,15 @@ impl ProxySettings {
             port,
             allowed_clients,
             allowed_destinations: Vec::new(),
+            credentials_file: None,
             probe_target: default_probe_target(),
         }
+    }
+
+    /// These settings with basic authentication from `credentials_file`.
+    pub fn with_credentials_file(mut self, credentials_file: AbsolutePath) -> Self {
+        self.credentials_file = Some(credentials_file);
+        self
     }
 
     /// These settings with `allowed_destinations`.
@@ -218,6 +230,7 @@ impl Default for ProxySettings {
             port: DEFAULT_PROXY_PORT,
             allowed_clients: rfc1918.iter().filter_map(|c| Cidr::parse(c).ok()).collect(),
             allowed_destinations: Vec::new(),
+            credentials_file: None,
             probe_target: default_probe_target(),
         }
     }

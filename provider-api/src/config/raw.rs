@@ -94,6 +94,7 @@ pub(crate) struct RawProxy {
     pub port: Option<i64>,
     pub allowed_clients: Option<Vec<String>>,
     pub allowed_destinations: Option<Vec<String>>,
+    pub credentials_file: Option<String>,
     pub probe_target: Option<String>,
 }
 

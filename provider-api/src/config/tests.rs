@@ -1065,6 +1065,35 @@ fn allowed_destinations_are_networks() {
 }
 
 #[test]
+fn the_credentials_file_is_an_absolute_path() {
+    let c = ok(&edit(
+        &base(),
+        "firmware: bios",
+        "firmware: bios\nproxy: {credentials_file: /etc/egress-proxies/proxy-auth/credentials}",
+    ));
+    assert_eq!(
+        c.providers[0]
+            .kvm2()
+            .unwrap()
+            .proxy
+            .credentials_file
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("/etc/egress-proxies/proxy-auth/credentials")
+    );
+    let issue = one_issue(&edit(
+        &base(),
+        "firmware: bios",
+        "firmware: bios\nproxy: {credentials_file: credentials}",
+    ));
+    assert!(
+        issue.starts_with("providers[0].kvm2.proxy.credentials_file: "),
+        "{issue}"
+    );
+}
+
+#[test]
 fn rule_proxy_probe_target_is_host_port() {
     assert_eq!(
         one_issue(&edit(

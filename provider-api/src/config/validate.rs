@@ -512,6 +512,12 @@ fn proxy(v: &mut Validator, path: &str, raw: &RawProxy) -> Option<ProxySettings>
             .into_iter()
             .collect(),
     };
+    let credentials_file = match &raw.credentials_file {
+        None => Some(None),
+        Some(f) => v
+            .parsed(&format!("{path}.credentials_file"), f, AbsolutePath::parse)
+            .map(Some),
+    };
     let probe_target = match &raw.probe_target {
         None => Some(defaults.probe_target),
         Some(t) => v.parsed(&format!("{path}.probe_target"), t, HostPort::parse),
@@ -520,6 +526,7 @@ fn proxy(v: &mut Validator, path: &str, raw: &RawProxy) -> Option<ProxySettings>
         port: port?,
         allowed_clients: allowed_clients?,
         allowed_destinations: allowed_destinations?,
+        credentials_file: credentials_file?,
         probe_target: probe_target?,
     })
 }

@@ -5,7 +5,7 @@
 //!  guest image served) → the sandbox's node (controller-manager, scheduler,
 //!  kubelet, containerd) → the operator's image → kubectl apply -k deploy/
 //!  (an overlay: the image, the run's config) → the operator's pod → two
-//!  Proxies → live table → the seed's validation rows → delete → teardown
+//!  Proxies → live table → the Go original's validation table → delete → teardown
 //! ```
 //!
 //! Each row is measured, printed at once and again in the final table;
@@ -133,8 +133,8 @@ fn suite(
     let pool = w.target.pool.clone();
     let ours = w.target.base_volume.clone();
     let base_existed = w.volumes()?.contains(&ours);
-    // Another entry's base on the same pool: the seed's shared base was
-    // overwritten by a neighbour; ours must never touch it (H4).
+    // Another entry's base on the same pool: the Go original's shared base was
+    // overwritten by a neighbour; ours must never touch it (invariant 5).
     if !w.volumes()?.contains(&neighbour) {
         w.virsh(&[
             "vol-create-as",
@@ -167,7 +167,7 @@ fn suite(
     let after = w.virsh(&["vol-info", neighbour.as_str(), "--pool", &pool])?;
     let has_ours = w.volumes()?.contains(&ours);
     report.row(
-        "per-entry base beside another entry's, untouched (H4)",
+        "per-entry base beside another entry's, untouched (invariant 5)",
         has_ours && after == neighbour_before,
         format!(
             "{ours} {}; {neighbour} {}",
@@ -382,7 +382,7 @@ fn seconds_between(a: &Value, b: &Value) -> Option<f64> {
     Some(if d < 0.0 { d + 86400.0 } else { d })
 }
 
-/// H3: the same IP over polls.
+/// A steady address: the same IP over polls.
 fn steady_row(w: &World, report: &mut Report) -> Result<()> {
     const POLLS: usize = 6;
     let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -404,7 +404,7 @@ fn steady_row(w: &World, report: &mut Report) -> Result<()> {
             .all(|v| v.len() == POLLS && v.iter().all(|x| x == &v[0] && x.starts_with("Running/")));
     let shown: Vec<String> = seen.iter().map(|(n, v)| format!("{n} {}", v[0])).collect();
     report.row(
-        "Running steady: same IP over 6 polls, 30 s (H3)",
+        "Running steady: same IP over 6 polls, 30 s (address grace)",
         steady,
         shown.join(", "),
     );

@@ -1,5 +1,5 @@
 //! The validation table `cargo xtask demo` ends with: one row per claim of
-//! the seed, the value measured and pass/fail.
+//! the Go original's validation table, the value measured and pass/fail.
 
 use std::fmt::Write as _;
 

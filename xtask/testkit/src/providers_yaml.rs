@@ -192,6 +192,8 @@ pub struct ProvidersYaml {
     destinations: Vec<String>,
     /// `proxy.probe_target` (the sandbox's upstream).
     probe_target: Option<String>,
+    /// `proxy.credentials_file`.
+    credentials_file: Option<PathBuf>,
 }
 
 impl ProvidersYaml {
@@ -216,6 +218,7 @@ impl ProvidersYaml {
                 .into_iter()
                 .collect(),
             probe_target: upstream.map(|u| u.to_string()),
+            credentials_file: None,
         }
     }
 
@@ -284,6 +287,12 @@ impl ProvidersYaml {
         self
     }
 
+    /// `proxy.credentials_file`: the proxy wants basic auth.
+    pub fn credentials_file(mut self, path: &Path) -> Self {
+        self.credentials_file = Some(path.to_owned());
+        self
+    }
+
     /// The entry's name.
     pub fn entry(&self) -> &str {
         &self.entry
@@ -336,6 +345,9 @@ impl ProvidersYaml {
                 "        allowed_destinations: [{}]",
                 self.destinations.join(", ")
             );
+        }
+        if let Some(file) = &self.credentials_file {
+            let _ = writeln!(y, "        credentials_file: {}", file.display());
         }
         if let Some(target) = &self.probe_target {
             let _ = writeln!(y, "        probe_target: \"{target}\"");

@@ -231,3 +231,37 @@ fn targets_parse_and_print() {
         );
     }
 }
+
+#[test]
+fn base64_is_rfc_4648() {
+    for (plain, encoded) in [
+        ("", ""),
+        ("f", "Zg=="),
+        ("fo", "Zm8="),
+        ("foo", "Zm9v"),
+        ("foob", "Zm9vYg=="),
+        ("Aladdin:open sesame", "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="),
+    ] {
+        assert_eq!(super::base64(plain.as_bytes()), encoded, "{plain:?}");
+    }
+}
+
+#[test]
+fn basic_auth_goes_in_the_connect_and_never_in_debug() {
+    let target = ProbeTarget::parse("example.com:443").unwrap();
+    let proxy = "10.0.0.7:3128".parse().unwrap();
+    let mut p =
+        Probe::new(proxy, &target, Duration::from_secs(5)).with_basic_auth("egress", "s3cret");
+    assert!(!format!("{p:?}").contains("ZWdyZXNzOnMzY3JldA"));
+    let request = String::from_utf8(p.connected()).unwrap();
+    assert!(
+        request.contains("\r\nProxy-Authorization: Basic ZWdyZXNzOnMzY3JldA==\r\n"),
+        "{request}"
+    );
+    let mut plain = Probe::new(proxy, &target, Duration::from_secs(5));
+    assert!(
+        !String::from_utf8(plain.connected())
+            .unwrap()
+            .contains("Authorization")
+    );
+}

@@ -26,7 +26,7 @@
 //! | providerID | Get | — | call |
 //! | Get → Running + IP | — | `Running`, `Provisioned`, `Ready` | poll (long) |
 //! | Get → Provisioning, never had an IP | — | `Provisioning` | poll (short) |
-//! | Get → Provisioning after Running (H3) | — | unchanged within the grace, then `AddressLost` | poll (short) |
+//! | Get → Provisioning after Running (address grace) | — | unchanged within the grace, then `AddressLost` | poll (short) |
 //! | Get → Failed/Stopped, under the cap | Delete, then Create | `Replacing` | call |
 //! | Get → Failed/Stopped, at the cap | — | `Failed`, `ReplaceLimitReached` | when the cap frees |
 //! | Get → NotFound | Create (cap applies) | `InstanceGone` event | call |
@@ -137,7 +137,7 @@ pub enum Next {
 }
 
 /// Per-object state kept in memory between passes (not in the status):
-/// consecutive transient failures and the H3 grace. A new leader starts from
+/// consecutive transient failures and the address grace. A new leader starts from
 /// [`Default`], which only lengthens a backoff or a grace, never shortens
 /// one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -152,7 +152,7 @@ impl Memory {
         self.failures
     }
 
-    /// Whether the H3 grace is running (a running proxy reported without an
+    /// Whether the address grace is running (a running proxy reported without an
     /// address).
     pub fn in_address_grace(&self) -> bool {
         self.grace.is_some()

@@ -1,4 +1,4 @@
-//! The poll path: Get, the instance's state, the H3 grace, replacing a
+//! The poll path: Get, the instance's state, the address grace, replacing a
 //! failed instance and re-creating a vanished one.
 
 use std::net::SocketAddr;
@@ -99,7 +99,7 @@ fn running(mut d: Draft<'_>, id: &ProviderId, addr: SocketAddr) -> Step {
 }
 
 /// No address. A proxy that was running keeps its address and conditions
-/// through the H3 grace (address sources restart, reads race reconnects);
+/// through the address grace (address sources restart, reads race reconnects);
 /// only past both of its bounds is it demoted.
 fn no_address(mut d: Draft<'_>, id: &ProviderId, state: &str) -> Step {
     let had_address = d.status.phase == Some(Phase::Running) && d.status.ip.is_some();

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::backoff::Backoff;
 use crate::replace_cap::ReplaceCap;
 
-/// The H3 grace: how long a running proxy whose provider reports it
+/// The address grace: how long a running proxy whose provider reports it
 /// provisioning (no address) keeps its address and `Provisioned`.
 ///
 /// The proxy is demoted only once **both** bounds are passed: more than
@@ -43,7 +43,7 @@ pub struct Policy {
     /// Retry interval after a Secret problem or an unknown provider entry
     /// (2 min): those can be fixed without touching the Proxy.
     pub input_retry: Duration,
-    /// The H3 grace (3 polls and 60 s).
+    /// The address grace (3 polls and 60 s).
     pub address_grace: AddressGrace,
     /// Replacements allowed per window (3 per hour).
     pub replace_cap: ReplaceCap,

@@ -1,4 +1,4 @@
-//! Tables for the reconcile step: operation × error class × state, the H3
+//! Tables for the reconcile step: operation × error class × state, the address
 //! grace, the replacement cap, backoff, inputs, immutability, deletion.
 
 use std::collections::BTreeSet;
@@ -527,10 +527,10 @@ fn unknown_state_and_running_without_address_are_never_destructive() {
     }
 }
 
-// ------------------------------------------------------------------- H3
+// ------------------------------------------------- address grace
 
 #[test]
-fn h3_running_then_provisioning_keeps_ip_and_provisioned_for_n_polls_and_t_seconds() {
+fn address_grace_running_then_provisioning_keeps_ip_and_provisioned_for_n_polls_and_t_seconds() {
     let mut w = World::running();
     let before = w.status.clone();
     // Grace: 3 polls and 60 s; polls every 5 s.
@@ -567,7 +567,7 @@ fn h3_running_then_provisioning_keeps_ip_and_provisioned_for_n_polls_and_t_secon
 }
 
 #[test]
-fn h3_needs_both_bounds_passed() {
+fn address_grace_needs_both_bounds_passed() {
     // Many polls in a short time: kept.
     let mut w = World::running();
     for _ in 0..10 {
@@ -591,7 +591,7 @@ fn h3_needs_both_bounds_passed() {
 }
 
 #[test]
-fn h3_grace_restarts_after_the_address_returns() {
+fn address_grace_restarts_after_the_address_returns() {
     let mut w = World::running();
     for _ in 0..3 {
         w.advance(30);

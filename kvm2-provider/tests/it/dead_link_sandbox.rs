@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! H3 regression: the shared connection dies under a running instance's Get,
+//! The address rule (invariant 8): the shared connection dies under a running instance's Get,
 //! at the address lookup. The original read every address-source error as
 //! "no address yet" and reported a serving proxy as Provisioning without its
 //! IP; the answer must be a Transient error instead.

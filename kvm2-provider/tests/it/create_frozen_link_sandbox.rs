@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! H1 regression through Create: host1's link (a relay in front of the
+//! A frozen link through Create (invariant 1): host1's link (a relay in front of the
 //! sandbox's sshd) freezes in the middle of the base image upload — sockets
 //! open, nothing forwarded, no FIN, no RST. That Create fails within its
 //! budget, and a Create on host2 (the same sshd, reached directly)
