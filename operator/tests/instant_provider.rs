@@ -73,14 +73,14 @@ fn main() -> ExitCode {
     const AUTH: &str = "the_probe_authenticates_with_the_entrys_credentials_file";
     const OUTAGES: &str = "api_outages_neither_restart_the_operator_nor_create_twice";
     if args.iter().any(|a| a == "--list") {
-        println!("{WRITES}: test\n{HEALTH}: test\n{OUTAGES}: test");
+        println!("{WRITES}: test\n{HEALTH}: test\n{AUTH}: test\n{OUTAGES}: test");
         return ExitCode::SUCCESS;
     }
     // (A bare number is an option's value, e.g. `--test-threads 2`.)
     let filter = args
         .iter()
         .find(|a| !a.starts_with('-') && a.parse::<u64>().is_err());
-    let chosen: Vec<&str> = [WRITES, HEALTH, OUTAGES]
+    let chosen: Vec<&str> = [WRITES, HEALTH, AUTH, OUTAGES]
         .into_iter()
         .filter(|name| filter.is_none_or(|f| name.contains(f.as_str())))
         .collect();
@@ -90,6 +90,7 @@ fn main() -> ExitCode {
         match name {
             WRITES => rt.block_on(proxies_reach_running_in_four_writes_and_then_write_nothing()),
             OUTAGES => rt.block_on(api_outages_neither_restart_the_operator_nor_create_twice()),
+            AUTH => rt.block_on(the_probe_authenticates_with_the_entrys_credentials_file()),
             _ => {
                 rt.block_on(healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance())
             }

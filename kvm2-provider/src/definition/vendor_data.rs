@@ -71,14 +71,11 @@ pub const SQUID_CONFIG_PATH: &str = "/etc/squid/squid.conf";
 /// # Errors
 /// [`Error::InvalidValue`] when the port is 0 or no client range is given
 /// (a proxy nobody may use is a configuration mistake).
-/// With `credentials`, every request must also authenticate (basic, the
+/// With `auth`, every request must also authenticate (basic, the
 /// password stored as a SHA-512-crypt hash in [`PASSWORD_FILE_PATH`]): 407
 /// without or with wrong credentials. The vendor data then holds the hash,
 /// so it is as confidential as the user data beside it in the seed ISO.
-pub fn render(
-    settings: &ProxySettings,
-    credentials: Option<&ProxyCredentials>,
-) -> Result<String, Error> {
+pub fn render(settings: &ProxySettings, auth: Option<&PasswordLine>) -> Result<String, Error> {
     if settings.port == 0 {
         return Err(Error::invalid("proxy port", "must be 1 to 65535"));
     }
@@ -93,10 +90,7 @@ pub fn render(
         .iter()
         .map(ToString::to_string)
         .collect();
-    let password_line = match credentials {
-        Some(c) => Some(format!("{}:{}", c.user(), hash(c)?)),
-        None => None,
-    };
+    let password_line = auth.map(PasswordLine::as_str);
     let mut squid = vec![
         "# Written by the kvm2 provider: CONNECT to 443 only, never inside,".to_owned(),
         "# no caching.".to_owned(),
@@ -179,14 +173,39 @@ pub fn render(
     Ok(out)
 }
 
-/// `credentials`' password as SHA-512-crypt with a random salt.
-fn hash(credentials: &ProxyCredentials) -> Result<String, Error> {
-    use sha_crypt::{PasswordHasher, ShaCrypt};
-    ShaCrypt::default()
-        .hash_password(credentials.password().expose_secret().as_bytes())
-        .map(|h| h.as_str().to_owned())
-        // The hasher's error names no input.
-        .map_err(|_| Error::invalid("proxy credentials", "cannot hash the password"))
+/// A line of Squid's password file: `user:$6$rounds=5000$SALT$HASH`
+/// (SHA-512-crypt, which the guest's libcrypt verifies; the 12 salt bytes
+/// make the 16 salt characters glibc reads — a longer salt is cut there and
+/// the hash would never match). Its `Debug` shows the user only.
+#[derive(Clone)]
+pub struct PasswordLine(String);
+
+impl PasswordLine {
+    /// The line for `credentials`, hashed with `salt` (random bytes the
+    /// caller draws: this module does no IO).
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] if the hasher fails (its error names no
+    /// input).
+    pub fn new(credentials: &ProxyCredentials, salt: [u8; 12]) -> Result<Self, Error> {
+        use sha_crypt::{PasswordHasher, ShaCrypt};
+        let hash = ShaCrypt::default()
+            .hash_password_with_salt(credentials.password().expose_secret().as_bytes(), &salt)
+            .map_err(|_| Error::invalid("proxy credentials", "cannot hash the password"))?;
+        Ok(Self(format!("{}:{}", credentials.user(), hash.as_str())))
+    }
+
+    /// The line as written to the file.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PasswordLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let user = self.0.split(':').next().unwrap_or_default();
+        write!(f, "PasswordLine({user}:<hash>)")
+    }
 }
 
 #[cfg(test)]

@@ -254,6 +254,16 @@ struct Build<'a> {
     now: SystemTime,
 }
 
+/// 12 random bytes: the salt of a password hash.
+fn salt() -> Result<[u8; 12], ApiError> {
+    use ring::rand::SecureRandom;
+    let mut salt = [0u8; 12];
+    ring::rand::SystemRandom::new()
+        .fill(&mut salt)
+        .map_err(|_| ApiError::transient("no random bytes for the password's salt"))?;
+    Ok(salt)
+}
+
 /// The proxy's basic-auth credentials, read anew from the entry's
 /// `proxy.credentials_file` (a rotated Secret reaches the next Create);
 /// `None` without one. A file that cannot be read or parsed is Permanent:
@@ -293,8 +303,11 @@ impl Build<'_> {
         let created_at = Timestamp::from_system_time(self.now)
             .ok_or_else(|| ApiError::permanent("the clock is before 1970"))?;
         self.check_disk(&ops).await?;
-        let credentials = proxy_credentials(&self.inner.config.proxy).await?;
-        let seed = self.seed(created_at, credentials.as_ref())?;
+        let auth = match proxy_credentials(&self.inner.config.proxy).await? {
+            Some(c) => Some(vendor_data::PasswordLine::new(&c, salt()?).map_err(ApiError::from)?),
+            None => None,
+        };
+        let seed = self.seed(created_at, auth.as_ref())?;
         self.check_capacity(&ops, seed.len() as u64).await?;
         let paths = self.make_volumes(&ops, &seed, made).await?;
         let dom = self.define(created_at, paths).await?;
@@ -329,10 +342,9 @@ impl Build<'_> {
     fn seed(
         &self,
         created_at: Timestamp,
-        credentials: Option<&provider_api::ProxyCredentials>,
+        auth: Option<&vendor_data::PasswordLine>,
     ) -> Result<Vec<u8>, ApiError> {
-        let vendor =
-            vendor_data::render(&self.inner.config.proxy, credentials).map_err(ApiError::from)?;
+        let vendor = vendor_data::render(&self.inner.config.proxy, auth).map_err(ApiError::from)?;
         let seed = seed_iso::build(&SeedSpec {
             instance_id: self.name,
             hostname: self.name,

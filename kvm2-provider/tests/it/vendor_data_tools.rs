@@ -8,7 +8,7 @@
 use std::process::Command;
 
 use kvm2_provider::__internals::definition::vendor_data::{
-    ProxyCredentials, ProxySettings, SQUID_CONFIG_PATH, render,
+    PasswordLine, ProxyCredentials, ProxySettings, SQUID_CONFIG_PATH, render,
 };
 use provider_api::config::Cidr;
 
@@ -110,13 +110,38 @@ fn squid_parses_the_rendered_configuration() {
 /// Squid parses the auth directives, and the password is only there hashed.
 #[test]
 fn the_basic_auth_variant_passes_both_tools_and_holds_no_plain_password() {
-    let credentials = ProxyCredentials::parse("egress:Pl41n-password\n").unwrap();
-    let doc = render(&settings(), Some(&credentials)).unwrap();
+    let credentials = ProxyCredentials::parse("egress:Pl41n pass:word\n").unwrap();
+    let line = PasswordLine::new(&credentials, *b"twelve bytes").unwrap();
+    assert!(!format!("{line:?}").contains("$6$"));
+    let doc = render(&settings(), Some(&line)).unwrap();
     assert!(
-        !doc.contains("Pl41n-password"),
+        !doc.contains("Pl41n"),
         "the plain password is in the vendor data"
     );
-    assert!(doc.contains("      egress:$6$"), "{doc}");
+    assert!(doc.contains(&format!("      {}\n", line.as_str())), "{doc}");
+    // Squid's own helper (the one the guest runs) accepts the password and
+    // only it: the hash is one the guest's libcrypt verifies.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), format!("{}\n", line.as_str())).unwrap();
+    for (attempt, expected) in [
+        ("egress Pl41n%20pass:word", "OK"),
+        ("egress Pl41n%20pass:wrong", "ERR"),
+        ("other Pl41n%20pass:word", "ERR"),
+    ] {
+        let mut helper = Command::new("/usr/lib/squid/basic_ncsa_auth")
+            .arg(file.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("squid's basic_ncsa_auth (installed with squid by `cargo xtask setup`)");
+        use std::io::Write as _;
+        let mut stdin = helper.stdin.take().unwrap();
+        writeln!(stdin, "{attempt}").unwrap();
+        drop(stdin);
+        let out = helper.wait_with_output().unwrap();
+        let answer = String::from_utf8_lossy(&out.stdout);
+        assert!(answer.starts_with(expected), "{attempt:?}: {answer}");
+    }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("vendor-data");
     std::fs::write(&path, &doc).unwrap();
