@@ -96,7 +96,12 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum SandboxAction {
     /// Start the sandbox (or report the one up) and print its descriptor.
-    Up,
+    Up {
+        /// Hypervisor hosts to start: host 1 on loopback, hosts 2..=N each
+        /// in a network namespace of its own (at most 32).
+        #[arg(long, default_value_t = crate::sandbox::hosts::DEFAULT_HOSTS)]
+        hosts: usize,
+    },
     /// Start the sandbox and its Kubernetes node (containerd, kubelet).
     Node,
     /// Stop what `up` started and remove what tests left in it.

@@ -54,7 +54,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Setup => setup::setup().map(done),
         Command::Sandbox { action } => match action {
-            SandboxAction::Up => sandbox::up().map(|_| ExitCode::SUCCESS),
+            SandboxAction::Up { hosts } => sandbox::up(hosts).map(|_| ExitCode::SUCCESS),
             SandboxAction::Down => sandbox::down().map(done),
             SandboxAction::Node => node::up().map(done),
             SandboxAction::Status => sandbox::status().map(|up| {

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::HypervisorHost;
+
 /// The environment variable that holds the path of the descriptor file.
 pub const ENV_VAR: &str = "KVM2_SANDBOX";
 
@@ -42,6 +44,10 @@ pub struct Descriptor {
     /// image, when the sandbox serves one.
     #[serde(default)]
     pub guest_image: Option<GuestImage>,
+    /// Every hypervisor host, host 1 first (the top-level `libvirt`, `ssh`
+    /// and `pool` are host 1's); see [`HypervisorHost`].
+    #[serde(default)]
+    pub hosts: Vec<HypervisorHost>,
 }
 
 /// The proxy guest image (`cargo xtask guest-image`) and where the sandbox
@@ -466,6 +472,7 @@ mod tests {
             guest_net: guest_net(),
             kube: None,
             guest_image: None,
+            hosts: Vec::new(),
         };
         assert_eq!(
             d.virsh_uri("qemu:///system"),

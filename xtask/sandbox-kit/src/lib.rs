@@ -27,6 +27,7 @@
 
 mod descriptor;
 pub mod guest_recipe;
+mod hypervisor_host;
 pub mod kubeconfig;
 pub mod pki;
 
@@ -35,6 +36,7 @@ pub use descriptor::{
     SshService,
 };
 pub use descriptor::{GuestNet, Lease};
+pub use hypervisor_host::{HostNetwork, HypervisorHost};
 
 mod netns;
 

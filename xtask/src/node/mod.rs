@@ -93,7 +93,7 @@ pub struct Node {
 /// `cargo xtask sandbox node`: the sandbox (started when none is up, and
 /// left up) and its node.
 pub fn up() -> Result<()> {
-    let d = Descriptor::load(&crate::sandbox::up()?)?;
+    let d = Descriptor::load(&crate::sandbox::up(crate::sandbox::hosts::DEFAULT_HOSTS)?)?;
     let node = ensure(&d)?;
     println!(
         "node {} Ready (containerd at {})",
@@ -432,14 +432,17 @@ fn kubelet_config(client_ca: &Path, serving: &CertPair, port: u16) -> Result<Str
         "resolvConf": "/etc/resolv.conf",
         "serializeImagePulls": false,
         // Imported images have no registry to come back from: never
-        // collect them, and never evict for a full disk the host shares.
+        // collect them, and never evict for a full disk the host shares
+        // with builds ("0%" turns a signal off; even 1% of a large, busy
+        // disk evicted the operator's pod on a CI machine).
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "evictionHard": {
             "memory.available": "50Mi",
-            "nodefs.available": "1%",
-            "imagefs.available": "1%",
-            "nodefs.inodesFree": "1%",
+            "nodefs.available": "0%",
+            "imagefs.available": "0%",
+            "nodefs.inodesFree": "0%",
+            "imagefs.inodesFree": "0%",
         },
         "enforceNodeAllocatable": ["pods"],
     });
@@ -603,5 +606,33 @@ fn remove_cgroup(dir: &Path) {
     }
     if let Err(e) = std::fs::remove_dir(dir) {
         eprintln!("sandbox: cannot remove cgroup {}: {e}", dir.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The node shares the host's disk with builds: a disk signal that can
+    /// fire evicts the operator's pod mid-demo (seen on a CI machine at 1%).
+    #[test]
+    fn the_kubelet_never_evicts_for_the_shared_disk() {
+        let pair = CertPair {
+            cert: "/c".into(),
+            key: "/k".into(),
+        };
+        let config: serde_json::Value =
+            serde_json::from_str(&kubelet_config(Path::new("/ca"), &pair, 1).unwrap()).unwrap();
+        let hard = config["evictionHard"].as_object().unwrap();
+        for signal in [
+            "nodefs.available",
+            "imagefs.available",
+            "nodefs.inodesFree",
+            "imagefs.inodesFree",
+        ] {
+            // Left out, a kubelet version may apply its default (10%, 15%).
+            assert_eq!(hard[signal], "0%", "{signal} must be off");
+        }
+        assert_eq!(config["imageGCHighThresholdPercent"], 100);
     }
 }

@@ -18,12 +18,12 @@
 //! the namespace (QEMU) and deletes it with its bridge and taps.
 
 use std::io::Read;
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use sandbox_kit::{Descriptor, LibvirtService, PoolInfo, SshService};
+use sandbox_kit::{Descriptor, HypervisorHost, LibvirtService, PoolInfo, SshService};
 use serde::{Deserialize, Serialize};
 
 use crate::util::{
@@ -32,6 +32,7 @@ use crate::util::{
 
 pub mod control_plane;
 pub mod guest_net;
+pub mod hosts;
 pub mod image_server;
 pub mod leaks;
 mod session;
@@ -63,14 +64,34 @@ pub(crate) struct Record {
     /// Kernel settings to put back at `down` (`/proc/sys` path, value before).
     #[serde(default)]
     pub(crate) sysctls: Vec<(PathBuf, String)>,
+    /// Hypervisor hosts 2..=N.
+    #[serde(default)]
+    pub(crate) hosts: Vec<hosts::HostRecord>,
+}
+
+impl Record {
+    /// Every recorded process that runs, the hosts' daemons included.
+    fn running(&self) -> impl Iterator<Item = (String, u32)> + '_ {
+        self.processes
+            .iter()
+            .filter(|(name, pid)| alive(*pid, name))
+            .cloned()
+            .chain(self.hosts.iter().flat_map(hosts::HostRecord::running))
+    }
 }
 
 /// The descriptor path of the running sandbox, if one is up.
 pub fn current() -> Option<PathBuf> {
     let dir = std::fs::read_link(CURRENT).ok()?;
     let record = load_record(&dir).ok()?;
-    (record.processes.iter().all(|(name, pid)| alive(*pid, name)) && guest_net::present())
-        .then(|| dir.join("sandbox.json"))
+    let hosts_up = record
+        .hosts
+        .iter()
+        .all(|h| h.running().len() == h.pid_files.len());
+    (record.processes.iter().all(|(name, pid)| alive(*pid, name))
+        && hosts_up
+        && guest_net::present())
+    .then(|| dir.join("sandbox.json"))
 }
 
 /// Pids of the processes the current sandbox started.
@@ -78,13 +99,16 @@ pub fn recorded_pids() -> Vec<u32> {
     std::fs::read_link(CURRENT)
         .ok()
         .and_then(|dir| load_record(&dir).ok())
-        .map(|r| r.processes.iter().map(|(_, pid)| *pid).collect())
+        .map(|r| r.running().map(|(_, pid)| pid).collect())
         .unwrap_or_default()
 }
 
-/// Starts the sandbox (or reports the one already up) and returns the
-/// descriptor path.
-pub fn up() -> Result<PathBuf> {
+/// Starts the sandbox with `hosts` hypervisor hosts (or reports the one
+/// already up) and returns the descriptor path.
+pub fn up(hosts: usize) -> Result<PathBuf> {
+    if !(1..=hosts::MAX_HOSTS).contains(&hosts) {
+        bail!("--hosts takes 1..={}, not {hosts}", hosts::MAX_HOSTS);
+    }
     if let Some(path) = current() {
         eprintln!("sandbox: already up ({})", path.display());
         return Ok(path);
@@ -112,7 +136,7 @@ pub fn up() -> Result<PathBuf> {
     std::os::unix::fs::symlink(&dir, CURRENT).context("cannot link the current sandbox")?;
 
     let mut record = Record::default();
-    let result = start_all(&dir, &mut record);
+    let result = start_all(&dir, hosts, &mut record);
     // The record is written whatever happened, so `down` can stop what did start.
     save_record(&dir, &record)?;
     let descriptor = match result {
@@ -127,19 +151,26 @@ pub fn up() -> Result<PathBuf> {
     std::fs::write(&path, serde_json::to_string_pretty(&descriptor)?)
         .with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!(
-        "sandbox: up in {:.1?}: libvirtd {} at {}, sshd at {}:{}, pool {}",
+        "sandbox: up in {:.1?}: libvirtd {}, {} host(s):",
         started.elapsed(),
         descriptor.libvirt.version,
-        descriptor.libvirt.socket.display(),
-        descriptor.ssh.host,
-        descriptor.ssh.port,
-        descriptor.pool.name
+        descriptor.hosts.len(),
     );
+    for h in &descriptor.hosts {
+        eprintln!(
+            "  {}: sshd {}:{}, libvirtd {}, pool {}",
+            h.name,
+            h.ssh.host,
+            h.ssh.port,
+            h.libvirt.socket.display(),
+            h.pool.name
+        );
+    }
     println!("export {}={}", sandbox_kit::ENV_VAR, path.display());
     Ok(path)
 }
 
-fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
+fn start_all(dir: &Path, hosts: usize, record: &mut Record) -> Result<Descriptor> {
     // virtlogd: the QEMU driver needs it; reuse one that already answers.
     if std::os::unix::net::UnixStream::connect(VIRTLOGD_SOCK).is_err() {
         let pid_file = dir.join("virtlogd.pid");
@@ -158,23 +189,21 @@ fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
     record.domains_before = names(&uri, &["list", "--all", "--name"])?;
     record.pools_before = names(&uri, &["pool-list", "--all", "--name"])?;
 
-    let pool_dir = dir.join("pool");
-    std::fs::create_dir_all(&pool_dir)?;
-    // Transient: the pool disappears with the daemon; its files with the run dir.
-    read(cmd(
-        "virsh",
-        [
-            "-c".as_ref(),
-            uri.as_ref(),
-            "pool-create-as".as_ref(),
-            POOL_NAME.as_ref(),
-            "dir".as_ref(),
-            "--target".as_ref(),
-            pool_dir.as_os_str(),
-        ],
-    ))?;
+    let pool = create_pool(&uri, &dir.join("pool"), false)?;
 
-    let ssh = start_sshd(dir, record)?;
+    let ssh = start_sshd(dir, record, SshListen::Loopback)?;
+    let host1 = HypervisorHost {
+        name: "host1".into(),
+        libvirt: libvirt.clone(),
+        ssh: ssh.clone(),
+        remote_socket: libvirt.socket.clone(),
+        pool: pool.clone(),
+        network: None,
+    };
+    let mut all_hosts = vec![host1];
+    for k in 2..=hosts {
+        all_hosts.push(self::hosts::start(dir, k, &ssh, record)?);
+    }
     let kube = control_plane::start(dir, &mut record.processes, &mut record.scratch)?;
     // The proxy guest image: from the cache (a file read), or built first
     // (minutes, once per recipe); served over loopback HTTP like any
@@ -195,16 +224,32 @@ fn start_all(dir: &Path, record: &mut Record) -> Result<Descriptor> {
         remote_socket: libvirt.socket.clone(),
         libvirt,
         ssh,
-        pool: PoolInfo {
-            name: POOL_NAME.into(),
-            dir: pool_dir,
-        },
+        pool,
+        hosts: all_hosts,
     })
 }
 
 fn start_libvirtd(dir: &Path, record: &mut Record) -> Result<LibvirtService> {
-    let config = dir.join("libvirtd.conf");
+    let config = write_libvirtd_config(dir)?;
     let pid_file = dir.join("libvirtd.pid");
+    // Inside the guests' namespace: the taps it creates join the bridge there.
+    let mut daemon = guest_net::command("/usr/sbin/libvirtd");
+    daemon
+        .arg("-d")
+        .arg("-f")
+        .arg(&config)
+        .arg("-p")
+        .arg(&pid_file);
+    read(daemon)?;
+    record
+        .processes
+        .push(("libvirtd".into(), wait_pid_file(&pid_file)?));
+    libvirtd_ready(dir, config, pid_file)
+}
+
+/// A `libvirtd.conf` putting the daemon's sockets and log in `dir`.
+fn write_libvirtd_config(dir: &Path) -> Result<PathBuf> {
+    let config = dir.join("libvirtd.conf");
     std::fs::write(
         &config,
         format!(
@@ -221,18 +266,11 @@ fn start_libvirtd(dir: &Path, record: &mut Record) -> Result<LibvirtService> {
             dir = dir.display()
         ),
     )?;
-    // Inside the guests' namespace: the taps it creates join the bridge there.
-    let mut daemon = guest_net::command("/usr/sbin/libvirtd");
-    daemon
-        .arg("-d")
-        .arg("-f")
-        .arg(&config)
-        .arg("-p")
-        .arg(&pid_file);
-    read(daemon)?;
-    record
-        .processes
-        .push(("libvirtd".into(), wait_pid_file(&pid_file)?));
+    Ok(config)
+}
+
+/// Waits until the libvirtd whose socket is in `dir` serves both drivers.
+fn libvirtd_ready(dir: &Path, config: PathBuf, pid_file: PathBuf) -> Result<LibvirtService> {
     let socket = dir.join("libvirt-sock");
     let uri = format!("qemu+unix:///system?socket={}", socket.display());
     let test_uri = format!("test+unix:///default?socket={}", socket.display());
@@ -259,11 +297,72 @@ fn start_libvirtd(dir: &Path, record: &mut Record) -> Result<LibvirtService> {
     })
 }
 
-fn start_sshd(dir: &Path, record: &mut Record) -> Result<SshService> {
+/// Makes the `dir` pool [`POOL_NAME`] at `pool_dir` on `uri`: transient
+/// (it goes with the daemon; its files with the run directory), or
+/// persistent and autostarted, so a host that a test stops and starts
+/// again has it back, as a real host does.
+fn create_pool(uri: &str, pool_dir: &Path, persistent: bool) -> Result<PoolInfo> {
+    std::fs::create_dir_all(pool_dir)?;
+    let virsh = |args: &[&std::ffi::OsStr]| {
+        let mut c = cmd("virsh", ["-c", uri]);
+        c.args(args);
+        read(c)
+    };
+    let target = pool_dir.as_os_str();
+    if persistent {
+        virsh(&[
+            "pool-define-as".as_ref(),
+            POOL_NAME.as_ref(),
+            "dir".as_ref(),
+            "--target".as_ref(),
+            target,
+        ])?;
+        virsh(&["pool-start".as_ref(), POOL_NAME.as_ref()])?;
+        virsh(&["pool-autostart".as_ref(), POOL_NAME.as_ref()])?;
+    } else {
+        virsh(&[
+            "pool-create-as".as_ref(),
+            POOL_NAME.as_ref(),
+            "dir".as_ref(),
+            "--target".as_ref(),
+            target,
+        ])?;
+    }
+    Ok(PoolInfo {
+        name: POOL_NAME.into(),
+        dir: pool_dir.to_owned(),
+    })
+}
+
+/// Where an sshd the sandbox starts listens.
+#[derive(Clone, Copy)]
+enum SshListen<'a> {
+    /// 127.0.0.1 at a free port (host 1).
+    Loopback,
+    /// Port 22 of `address` inside the network namespace `netns`.
+    InNetns { netns: &'a str, address: Ipv4Addr },
+}
+
+/// Starts an sshd with fresh host and client keys in `dir`. A `client`
+/// given is authorized instead of a fresh client key (every host takes the
+/// same key, as a fleet's hosts do).
+fn start_sshd_for(
+    dir: &Path,
+    listen: SshListen<'_>,
+    client: Option<&SshService>,
+) -> Result<StartedSshd> {
     std::fs::create_dir_all("/run/sshd").context("cannot create /run/sshd")?;
     let host_key = dir.join("host_ed25519");
-    let client_key = dir.join("client_ed25519");
-    for key in [&host_key, &client_key] {
+    let client_key = match client {
+        Some(c) => c.key_path.clone(),
+        None => dir.join("client_ed25519"),
+    };
+    let fresh: &[&PathBuf] = if client.is_some() {
+        &[&host_key]
+    } else {
+        &[&host_key, &client_key]
+    };
+    for key in fresh {
         read(cmd(
             "ssh-keygen",
             [
@@ -281,12 +380,21 @@ fn start_sshd(dir: &Path, record: &mut Record) -> Result<SshService> {
     }
     let authorized_keys = dir.join("authorized_keys");
     std::fs::copy(client_key.with_extension("pub"), &authorized_keys)?;
-    let port = free_port()?;
+    let (address, port) = match listen {
+        SshListen::Loopback => (Ipv4Addr::LOCALHOST, free_port()?),
+        SshListen::InNetns { address, .. } => (address, 22),
+    };
     let host_pub = std::fs::read_to_string(host_key.with_extension("pub"))?;
     let mut fields = host_pub.split_whitespace();
     let (kind, blob) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
     let known_hosts = dir.join("known_hosts");
-    std::fs::write(&known_hosts, format!("[127.0.0.1]:{port} {kind} {blob}\n"))?;
+    // As OpenSSH writes them: the bare address for port 22.
+    let pattern = if port == 22 {
+        address.to_string()
+    } else {
+        format!("[{address}]:{port}")
+    };
+    std::fs::write(&known_hosts, format!("{pattern} {kind} {blob}\n"))?;
 
     let config = dir.join("sshd_config");
     let pid_file = dir.join("sshd.pid");
@@ -294,7 +402,7 @@ fn start_sshd(dir: &Path, record: &mut Record) -> Result<SshService> {
         &config,
         format!(
             "Port {port}\n\
-             ListenAddress 127.0.0.1\n\
+             ListenAddress {address}\n\
              HostKey {host_key}\n\
              PidFile {pid_file}\n\
              AuthorizedKeysFile {authorized_keys}\n\
@@ -317,36 +425,56 @@ fn start_sshd(dir: &Path, record: &mut Record) -> Result<SshService> {
         ["-t".as_ref(), "-f".as_ref(), config.as_os_str()],
     ))?;
     let log = dir.join("sshd.log");
-    read(cmd(
-        "/usr/sbin/sshd",
-        [
-            "-f".as_ref(),
-            config.as_os_str(),
-            "-E".as_ref(),
-            log.as_os_str(),
-        ],
-    ))?;
-    record
-        .processes
-        .push(("sshd".into(), wait_pid_file(&pid_file)?));
+    let mut daemon = match listen {
+        SshListen::Loopback => cmd("/usr/sbin/sshd", [] as [&str; 0]),
+        SshListen::InNetns { netns, .. } => sandbox_kit::command_in(netns, "/usr/sbin/sshd"),
+    };
+    daemon.arg("-f").arg(&config).arg("-E").arg(&log);
+    let argv = crate::util::argv(&daemon);
+    read(daemon)?;
+    wait_pid_file(&pid_file)?;
     wait_until_within("sshd", READY_BUDGET, || {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        let Ok(mut s) = TcpStream::connect_timeout(
+            &std::net::SocketAddr::from((address, port)),
+            Duration::from_secs(2),
+        ) else {
             return Ok(false);
         };
         s.set_read_timeout(Some(Duration::from_secs(2)))?;
         let mut banner = [0u8; 8];
         Ok(s.read_exact(&mut banner).is_ok() && banner.starts_with(b"SSH-2.0"))
     })?;
-    Ok(SshService {
-        host: "127.0.0.1".into(),
-        port,
-        user: "root".into(),
-        key_path: client_key,
-        known_hosts_path: known_hosts,
-        authorized_keys_path: authorized_keys,
-        host_key_path: host_key,
-        config,
+    Ok(StartedSshd {
+        service: SshService {
+            host: address.to_string(),
+            port,
+            user: "root".into(),
+            key_path: client_key,
+            known_hosts_path: known_hosts,
+            authorized_keys_path: authorized_keys,
+            host_key_path: host_key,
+            config,
+        },
+        pid_file,
+        argv,
     })
+}
+
+/// An sshd [`start_sshd_for`] started.
+struct StartedSshd {
+    service: SshService,
+    pid_file: PathBuf,
+    /// The command that started it (a stopped host starts it again).
+    argv: Vec<String>,
+}
+
+/// Host 1's sshd: on loopback, recorded for `down`.
+fn start_sshd(dir: &Path, record: &mut Record, listen: SshListen<'_>) -> Result<SshService> {
+    let sshd = start_sshd_for(dir, listen, None)?;
+    record
+        .processes
+        .push(("sshd".into(), wait_pid_file(&sshd.pid_file)?));
+    Ok(sshd.service)
 }
 
 /// Removes what tests created, then stops the processes `up` started.
@@ -366,6 +494,9 @@ pub fn down() -> Result<()> {
         if let Err(e) = remove_created(&uri, &record) {
             eprintln!("sandbox: cleanup incomplete: {e:#}");
         }
+    }
+    for host in record.hosts.iter().rev() {
+        hosts::stop_host(host);
     }
     // The node's pods first (the kubelet would restart them), then every
     // process in reverse start order: the node, the image server, the
@@ -391,7 +522,7 @@ pub fn down() -> Result<()> {
     Ok(())
 }
 
-fn remove_created(uri: &str, record: &Record) -> Result<()> {
+pub(crate) fn remove_created(uri: &str, record: &Record) -> Result<()> {
     let mut removed = Vec::new();
     for domain in names(uri, &["list", "--all", "--name"])? {
         if record.domains_before.contains(&domain) {
@@ -452,14 +583,33 @@ pub fn status() -> Result<bool> {
             if up { "running" } else { "NOT running" }
         );
     }
+    for h in &record.hosts {
+        let running = h.running().len();
+        all &= running == h.pid_files.len();
+        println!(
+            "  {:<9} {running} of {} daemons running ({})",
+            h.name,
+            h.pid_files.len(),
+            h.netns
+        );
+    }
     if let Ok(d) = Descriptor::load(&dir.join("sandbox.json")) {
         println!(
             "  libvirt   {} ({})",
             d.libvirt.socket.display(),
             d.libvirt.version
         );
-        println!("  sshd      {}@{}:{}", d.ssh.user, d.ssh.host, d.ssh.port);
-        println!("  pool      {} at {}", d.pool.name, d.pool.dir.display());
+        for h in &d.hosts {
+            println!(
+                "  {:<9} sshd {}@{}:{}, pool {} at {}",
+                h.name,
+                h.ssh.user,
+                h.ssh.host,
+                h.ssh.port,
+                h.pool.name,
+                h.pool.dir.display()
+            );
+        }
         guest_net::print_status(&d.guest_net);
         if let Some(k) = &d.kube {
             println!("  kube      {} ({})", k.server, k.version);
@@ -502,7 +652,7 @@ fn load_record(dir: &Path) -> Result<Record> {
     Ok(serde_json::from_str(&text)?)
 }
 
-fn save_record(dir: &Path, record: &Record) -> Result<()> {
+pub(crate) fn save_record(dir: &Path, record: &Record) -> Result<()> {
     std::fs::write(
         dir.join("record.json"),
         serde_json::to_string_pretty(record)?,

@@ -37,7 +37,7 @@ impl Session {
             None => {
                 eprintln!("xtask: starting the sandbox (first time: builds the guest image)");
                 Session {
-                    descriptor: super::up()?,
+                    descriptor: super::up(super::hosts::DEFAULT_HOSTS)?,
                     owned: true,
                     keep,
                 }

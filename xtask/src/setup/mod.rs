@@ -86,6 +86,8 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     ("/usr/bin/python3", "python3", Source::Main),
     ("/usr/bin/openssl", "openssl", Source::Main),
     ("/bin/ip", "iproute2", Source::Main),
+    // Cutting a sandbox hypervisor host's link (packets dropped both ways).
+    ("/usr/sbin/nft", "nftables", Source::Main),
     ("/bin/busybox", "busybox", Source::Main),
     // The proxy guest image (`cargo xtask guest-image`): mmdebstrap and
     // Debian's keyring, the partition table, filesystems written into the

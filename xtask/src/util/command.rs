@@ -26,6 +26,14 @@ fn describe(c: &Command) -> String {
     s
 }
 
+/// The command's program and arguments, as a list (what can start it again).
+pub fn argv(c: &Command) -> Vec<String> {
+    std::iter::once(c.get_program())
+        .chain(c.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// Runs a command with inherited stdio, printing it first; fails on non-zero exit.
 pub fn run(mut c: Command) -> Result<()> {
     let status = status(&mut c)?;

@@ -6,6 +6,6 @@ pub mod command;
 pub mod paths;
 pub mod process;
 
-pub use command::{cmd, output, read, run, sha256_file, status};
+pub use command::{argv, cmd, output, read, run, sha256_file, status};
 pub use paths::{CACHE, workspace};
 pub use process::{READY_BUDGET, alive, free_port, stop, wait_pid_file, wait_until_within};

@@ -49,6 +49,6 @@ pub mod virsh;
 mod wait;
 
 pub use sandbox_kit::{
-    Descriptor, ENV_VAR, GuestImage, GuestNet, KubeService, command_in, connect_in, in_netns,
-    netns_path,
+    Descriptor, ENV_VAR, GuestImage, GuestNet, HostNetwork, HypervisorHost, KubeService,
+    SshService, command_in, connect_in, in_netns, netns_path,
 };

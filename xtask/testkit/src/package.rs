@@ -29,6 +29,8 @@ pub fn cargo(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target_dir())
+        // Built once per run: incremental state would only take disk.
+        .env("CARGO_INCREMENTAL", "0")
         // Whatever the outer run was told about the sandbox: packaged
         // tests must not need it.
         .env_remove("KVM2_SANDBOX")

@@ -3,4 +3,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod guest_net;
+mod hypervisor_hosts;
 mod sandbox_smoke;

@@ -81,7 +81,7 @@ fn qemu_domain_defines_starts_and_destroys() {
 }
 
 /// Kills the forwarding `ssh` when dropped.
-struct Forward(Child);
+pub(crate) struct Forward(Child);
 
 impl Drop for Forward {
     fn drop(&mut self) {
@@ -101,12 +101,9 @@ fn wait_for(path: &Path, budget: Duration) -> bool {
     false
 }
 
-#[test]
-fn openssh_forwards_libvirt_socket() {
-    let sandbox = Descriptor::require();
-    let dir = tempfile::tempdir().unwrap();
-    let local: PathBuf = dir.path().join("fwd.sock");
-    let ssh = &sandbox.ssh;
+/// OpenSSH's own client forwarding `local` to `remote` on `ssh`'s host;
+/// returns once the local socket exists.
+pub(crate) fn openssh_forward(ssh: &testkit::SshService, remote: &Path, local: &Path) -> Forward {
     let child = Command::new("ssh")
         .args(["-N", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes"])
         .args(["-o", "StrictHostKeyChecking=yes"])
@@ -120,21 +117,26 @@ fn openssh_forwards_libvirt_socket() {
         .arg("-p")
         .arg(ssh.port.to_string())
         .arg("-L")
-        .arg(format!(
-            "{}:{}",
-            local.display(),
-            sandbox.remote_socket.display()
-        ))
+        .arg(format!("{}:{}", local.display(), remote.display()))
         .arg(format!("{}@{}", ssh.user, ssh.host))
         .stdin(Stdio::null())
         .spawn()
         .expect("ssh runs");
-    let _forward = Forward(child);
+    let forward = Forward(child);
     assert!(
-        wait_for(&local, Duration::from_secs(20)),
+        wait_for(local, Duration::from_secs(20)),
         "ssh -L did not create {}",
         local.display()
     );
+    forward
+}
+
+#[test]
+fn openssh_forwards_libvirt_socket() {
+    let sandbox = Descriptor::require();
+    let dir = tempfile::tempdir().unwrap();
+    let local: PathBuf = dir.path().join("fwd.sock");
+    let _forward = openssh_forward(&sandbox.ssh, &sandbox.remote_socket, &local);
     let uri = format!("test+unix:///default?socket={}", local.display());
     let names = Virsh::new(&uri).ok(&["list", "--all", "--name"]);
     assert!(names.lines().any(|l| l.trim() == "test"), "{names:?}");
