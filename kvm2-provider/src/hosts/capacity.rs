@@ -3,13 +3,14 @@
 //! failure retried forever as Transient.
 //!
 //! ```text
-//!  NodeGetInfo (logical CPUs) ─┐
-//!  NodeGetFreeMemory (bytes) ──┼─▶ check(machine type, seed size, reserve) ─▶ Ok
-//!  pool free space (refreshed) ┘                                            └▶ QuotaExceeded naming
-//!                                                                              every resource short
+//!  NodeGetInfo (logical CPUs) ──┬─▶ check_compute(machine type, reserved) ─▶ Ok
+//!  NodeGetMemoryStats (bytes) ──┘   (placement's admission)                └▶ QuotaExceeded naming
+//!  pool free space (refreshed) ───▶ check_pool(seed + overlay reserve)         each resource short
 //! ```
 //!
-//! What is checked, per Create:
+//! What is checked, per Create (vCPUs and memory when placement admits a
+//! host, before the image is fetched to it; pool space once the seed is
+//! built):
 //! * **vCPUs**: the machine type's vCPUs against the host's logical CPUs (a
 //!   VM cannot usefully have more; the sum over VMs is not checked —
 //!   overcommitting CPUs across VMs is normal).
@@ -19,7 +20,8 @@
 //!   hypervisor's page cache normally fills its RAM, so free memory alone
 //!   would refuse VMs on a host with room (as it did on the sandbox after
 //!   a build). Where the stats lack those fields, free memory alone
-//!   (`virNodeGetFreeMemory`).
+//!   (`virNodeGetFreeMemory`). The host's `reserved_memory` (config) is
+//!   kept out of it.
 //! * **Pool space**: the seed ISO plus the overlay's reserve
 //!   ([`ProviderOptions::overlay_reserve`](crate::ProviderOptions), default
 //!   1 GiB: overlays are thin, so the machine type's whole disk is not
@@ -55,17 +57,6 @@ impl Decode for NodeInfo {
         }
         Ok(Self { cpus })
     }
-}
-
-/// What a host has free for one more VM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HostFree {
-    /// Logical CPUs.
-    pub cpus: u32,
-    /// Memory a new VM can have, in bytes (free + buffers + page cache).
-    pub memory: u64,
-    /// Free space in the pool in bytes.
-    pub pool: u64,
 }
 
 /// Reads the host's CPUs and free memory on `client`.
@@ -138,37 +129,36 @@ fn reclaimable_kib(stats: &[libvirt_rpc::remote::NodeGetMemoryStats]) -> Option<
         .checked_add(field("cached")?)
 }
 
-/// Checks that `free` can take one VM of `machine` whose per-VM volumes
-/// need `pool_needed` bytes.
+/// Checks that a host with `cpus` logical CPUs and `memory` bytes it can
+/// give, keeping `reserved` of them, takes one VM of `machine`.
 ///
 /// # Errors
-/// QuotaExceeded naming every resource that is short, with both figures.
-pub fn check(
+/// QuotaExceeded naming each resource that is short, with both figures.
+pub fn check_compute(
     host: &Identifier,
-    pool: &Identifier,
-    free: HostFree,
+    cpus: u32,
+    memory: u64,
+    reserved: u64,
     machine: &MachineType,
-    pool_needed: u64,
 ) -> Result<(), ApiError> {
     let mut short = Vec::new();
-    if machine.vcpus > free.cpus {
+    if machine.vcpus > cpus {
         short.push(format!(
-            "vCPUs: the machine type has {}, the host {}",
-            machine.vcpus, free.cpus
+            "vCPUs: the machine type has {}, the host {cpus}",
+            machine.vcpus
         ));
     }
-    if machine.memory.bytes() > free.memory {
+    let usable = memory.saturating_sub(reserved);
+    if machine.memory.bytes() > usable {
+        let kept = if reserved > 0 {
+            format!(" after its reserved_memory of {} MiB", reserved >> 20)
+        } else {
+            String::new()
+        };
         short.push(format!(
-            "memory: the machine type needs {} MiB, the host has {} MiB free (with reclaimable cache)",
+            "memory: the machine type needs {} MiB, the host has {} MiB free (with reclaimable cache){kept}",
             machine.memory.mib(),
-            free.memory >> 20
-        ));
-    }
-    if pool_needed > free.pool {
-        short.push(format!(
-            "pool {pool} space: the overlay and seed need {} MiB, {} MiB free",
-            pool_needed.div_ceil(1 << 20),
-            free.pool >> 20
+            usable >> 20
         ));
     }
     if short.is_empty() {
@@ -177,6 +167,27 @@ pub fn check(
     Err(ApiError::quota_exceeded(format!(
         "host {host} lacks capacity for this VM: {}",
         short.join("; ")
+    )))
+}
+
+/// Checks that `pool` on `host`, with `free` bytes, takes per-VM volumes
+/// of `needed` bytes.
+///
+/// # Errors
+/// QuotaExceeded with both figures.
+pub fn check_pool(
+    host: &Identifier,
+    pool: &Identifier,
+    free: u64,
+    needed: u64,
+) -> Result<(), ApiError> {
+    if needed <= free {
+        return Ok(());
+    }
+    Err(ApiError::quota_exceeded(format!(
+        "host {host} lacks capacity for this VM: pool {pool} space: the overlay and seed need {} MiB, {} MiB free",
+        needed.div_ceil(1 << 20),
+        free >> 20
     )))
 }
 
@@ -255,12 +266,8 @@ mod tests {
             Identifier::parse("h").unwrap(),
             Identifier::parse("p").unwrap(),
         );
-        let free = HostFree {
-            cpus: 2,
-            memory: 2 << 30,
-            pool: 2 << 30,
-        };
-        assert!(check(&h, &p, free, &machine(2, "2GiB"), 2 << 30).is_ok());
+        assert!(check_compute(&h, 2, 2 << 30, 0, &machine(2, "2GiB")).is_ok());
+        assert!(check_pool(&h, &p, 2 << 30, 2 << 30).is_ok());
     }
 
     #[test]
@@ -269,22 +276,39 @@ mod tests {
             Identifier::parse("h1").unwrap(),
             Identifier::parse("pool1").unwrap(),
         );
-        let free = HostFree {
-            cpus: 2,
-            memory: 1 << 30,
-            pool: 100 << 20,
-        };
-        let e = check(&h, &p, free, &machine(4, "2GiB"), 200 << 20).unwrap_err();
+        let e = check_compute(&h, 2, 1 << 30, 0, &machine(4, "2GiB")).unwrap_err();
         assert_eq!(e.class(), ErrorClass::QuotaExceeded);
         assert_eq!(
             e.message(),
             "host h1 lacks capacity for this VM: vCPUs: the machine type has 4, the host 2; \
-             memory: the machine type needs 2048 MiB, the host has 1024 MiB free (with reclaimable cache); \
-             pool pool1 space: the overlay and seed need 200 MiB, 100 MiB free"
+             memory: the machine type needs 2048 MiB, the host has 1024 MiB free (with reclaimable cache)"
         );
-        let only_memory = check(&h, &p, free, &machine(1, "2GiB"), 1).unwrap_err();
+        let only_memory = check_compute(&h, 2, 1 << 30, 0, &machine(1, "2GiB")).unwrap_err();
         assert!(only_memory.message().contains("memory"), "{only_memory}");
         assert!(!only_memory.message().contains("vCPUs"), "{only_memory}");
+        let pool = check_pool(&h, &p, 100 << 20, 200 << 20).unwrap_err();
+        assert_eq!(pool.class(), ErrorClass::QuotaExceeded);
+        assert_eq!(
+            pool.message(),
+            "host h1 lacks capacity for this VM: pool pool1 space: the overlay and seed need 200 MiB, 100 MiB free"
+        );
+    }
+
+    #[test]
+    fn reserved_memory_is_kept_from_new_vms() {
+        let h = Identifier::parse("h1").unwrap();
+        let m = machine(1, "1GiB");
+        assert!(check_compute(&h, 2, 3 << 30, 2 << 30, &m).is_ok());
+        let e = check_compute(&h, 2, 3 << 30, (2 << 30) + (1 << 20), &m).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::QuotaExceeded);
+        assert!(
+            e.message().contains(
+                "1023 MiB free (with reclaimable cache) after its reserved_memory of 2049 MiB"
+            ),
+            "{e}"
+        );
+        // More reserved than there is: nothing usable, no underflow.
+        assert!(check_compute(&h, 2, 1 << 30, u64::MAX, &m).is_err());
     }
 
     #[test]

@@ -15,14 +15,10 @@
 //! so a Create cancelled half-way leaves only volumes the next Create for
 //! that owner replaces and Delete removes.
 //!
-//! Host choice: `Require(h)` is `h` only; `Prefer(h)` tries `h` first;
-//! `Any` ranks hosts by a hash of (owner UID, host name) (rendezvous
-//! hashing), so a retried Create goes to the same host while it is
-//! reachable. With `Prefer` and `Any`, a host whose dial failed within the
-//! last [`ProviderOptions::dial_cooldown`](crate::ProviderOptions) (60 s by
-//! default) is ranked after every other host, so a blackholed host does
-//! not cost its whole dial budget on every Create; a successful dial ends
-//! its cool-down.
+//! Host choice ([`placement`](super::placement)): the candidates in
+//! placement order, each dialled, searched for the instance and admitted
+//! (its `max_instances`, vCPUs and memory less its `reserved_memory`); a
+//! host down, full or at its limit sends the Create on to the next one.
 //!
 //! **Deadline.** The whole Create runs against one deadline: the
 //! request's, or now + [`ProviderOptions::create_budget`](crate::ProviderOptions)
@@ -32,17 +28,19 @@
 //! naming the stage); what this Create made is then undone within the
 //! clean-up budget, which may run past the deadline.
 //!
-//! **Capacity.** Before anything per-VM is made, the host's logical CPUs,
-//! free memory and the pool's free space (seed + overlay reserve) are
-//! checked against the machine type ([`capacity`](crate::hosts::capacity)):
+//! **Capacity.** vCPUs and memory at admission, before the image is
+//! fetched to the host; the pool's free space (seed + overlay reserve)
+//! before anything per-VM is made ([`capacity`](crate::hosts::capacity)):
 //! short → QuotaExceeded naming what. A start that fails for want of
-//! memory or disk is QuotaExceeded too. Only the chosen host is searched for an existing instance: a
-//! frozen host never stalls Creates meant for others (invariant 1). Known limit: an
-//! instance created on a fallback host is not found from its preferred host
-//! once that host is back; the garbage collector removes the duplicate.
+//! memory or disk is QuotaExceeded too. Each candidate is searched for an
+//! existing instance only when its turn comes: a frozen host never stalls
+//! Creates meant for others (invariant 1). Known limit: an instance
+//! created on a fallback host is not found from a host ranked before it
+//! once that host can take it again; the garbage collector removes the
+//! duplicate.
 
 use provider_api::error::chain;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -54,18 +52,18 @@ use libvirt_rpc::{
 };
 use provider_api::config::Kvm2Host;
 use provider_api::{
-    CreateRequest, Error as ApiError, ErrorClass, Identifier, Instance, InstanceState, OwnerUid,
-    Placement, ProviderId, ProviderType,
+    CreateRequest, Error as ApiError, ErrorClass, Identifier, Instance, InstanceState, ProviderId,
+    ProviderType,
 };
-use sha2::{Digest, Sha256};
 
+use super::placement::{self, Refusals};
 use super::provider::Inner;
 use crate::definition::{
     BootFirmware, DomainSpec, MachineName, MemoryMib, OwnerMark, SeedSpec, Vcpus, disk_path,
     domain_xml, seed_iso, stored_tags, vendor_data,
 };
 use crate::hosts::Connection;
-use crate::hosts::capacity::{self, HostFree, start_failure_class};
+use crate::hosts::capacity::{self, start_failure_class};
 use crate::libvirt::state::{DomainPhase, classify};
 use crate::libvirt::{DomainOps, Ownership, observed, to_provider_error};
 use crate::storage::volume_xml::overlay_volume;
@@ -131,7 +129,79 @@ async fn create_once(
     crate::images::refuse_placeholder(key, image)?;
     // Refused before anything is made (the mark is written at define).
     stored_tags(&req.tags)?;
-    let (host, conn) = choose_host(inner, &req.placement, &req.owner_uid, deadline).await?;
+    let wanted = Wanted {
+        name: &name,
+        machine,
+        key,
+        image,
+    };
+    let mut refusals = Refusals::default();
+    for host in placement::candidates(inner, &req.placement, &req.owner_uid)? {
+        let conn = match dial(inner, host, deadline).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                refusals.push(&host.name, e);
+                if Instant::now() >= deadline {
+                    break;
+                }
+                continue;
+            }
+        };
+        match create_on(inner, req, &wanted, host, &conn, deadline).await {
+            // Full (or at its max_instances): the next candidate may have room.
+            Err(e) if e.class() == ErrorClass::QuotaExceeded => {
+                tracing::debug!(host = %host.name, error = %chain(&e), "host full for create");
+                refusals.push(&host.name, e);
+            }
+            done => return done,
+        }
+    }
+    Err(refusals.into_error())
+}
+
+/// What a Create makes, resolved from the request and the config.
+struct Wanted<'a> {
+    name: &'a Identifier,
+    machine: &'a provider_api::config::MachineType,
+    key: &'a Identifier,
+    image: &'a provider_api::config::Kvm2Image,
+}
+
+/// The shared connection to `host`, within the deadline; a failure starts
+/// the host's dial cool-down.
+async fn dial(
+    inner: &Inner,
+    host: &Kvm2Host,
+    deadline: Instant,
+) -> Result<Arc<Connection>, ApiError> {
+    match tokio::time::timeout_at(deadline, inner.hosts.shared(&host.name)).await {
+        Ok(Ok(conn)) => {
+            inner.dial_failures.dialled(&host.name);
+            Ok(conn)
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(host = %host.name, error = %chain(&e), "host unusable for create");
+            inner.dial_failures.failed(&host.name);
+            Err(e)
+        }
+        Err(_) => {
+            inner.dial_failures.failed(&host.name);
+            Err(past_deadline(&format!("dialling host {}", host.name)))
+        }
+    }
+}
+
+/// The Create on one dialled host: the existing instance, or admission,
+/// the base image and a new domain.
+async fn create_on(
+    inner: &Inner,
+    req: &CreateRequest,
+    wanted: &Wanted<'_>,
+    host: &Kvm2Host,
+    conn: &Connection,
+    deadline: Instant,
+) -> Result<Instance, ApiError> {
+    let name = wanted.name;
     let client = conn.client();
     let id = ProviderId::new(
         ProviderType::Kvm2,
@@ -140,15 +210,15 @@ async fn create_once(
         name.clone(),
     );
 
-    let domains = DomainOps::new(&conn);
-    let lookup = domains.find_ours(&name, &inner.name);
+    let domains = DomainOps::new(conn);
+    let lookup = domains.find_ours(name, &inner.name);
     match by(deadline, "looking the domain up", lookup).await? {
         Ownership::Absent => {}
         Ownership::Ours { domain, mark } if mark.owner_uid() == &req.owner_uid => {
             return by(
                 deadline,
                 "starting the existing domain",
-                existing(inner, host, &conn, domain, &mark, id),
+                existing(inner, host, conn, domain, &mark, id),
             )
             .await;
         }
@@ -161,9 +231,11 @@ async fn create_once(
         }
     }
 
+    let admission = placement::admit(inner, host, conn, wanted.machine);
+    by(deadline, "checking the host's capacity", admission).await?;
     let base = inner
         .images
-        .ensure_by(host, key, image, Some(deadline))
+        .ensure_by(host, wanted.key, wanted.image, Some(deadline))
         .await?;
     let now = SystemTime::now();
     let mut made = Made::default();
@@ -173,9 +245,9 @@ async fn create_once(
             inner,
             host,
             client,
-            name: &name,
+            name,
             req,
-            machine,
+            machine: wanted.machine,
             base: &base,
             now,
         }
@@ -191,7 +263,7 @@ async fn create_once(
             Some(now),
         )),
         Err(e) => {
-            undo(inner, host, &name, &made).await;
+            undo(inner, host, name, &made).await;
             let message = format!("create {name} on host {}: {}", host.name, e.message());
             let class = e.class();
             Err(e.restate(class, message))
@@ -357,21 +429,20 @@ impl Build<'_> {
         Ok(seed)
     }
 
-    /// Capacity, before anything per-VM is made.
+    /// Pool space for the seed and the overlay's reserve, before anything
+    /// per-VM is made (vCPUs and memory were admitted with the host).
     async fn check_capacity(&self, ops: &PoolOps<'_>, seed_len: u64) -> Result<(), ApiError> {
         let options = &self.inner.options;
         if !options.capacity_check {
             return Ok(());
         }
-        let h = &self.host.name;
-        let (cpus, memory) = capacity::cpus_and_free_memory(h, self.client).await?;
-        let free = HostFree {
-            cpus,
-            memory,
-            pool: ops.available().await?,
-        };
         let needed = seed_len.saturating_add(options.overlay_reserve);
-        capacity::check(h, &self.host.pool, free, self.machine, needed)
+        capacity::check_pool(
+            &self.host.name,
+            &self.host.pool,
+            ops.available().await?,
+            needed,
+        )
     }
 
     /// The overlay on the base and the seed volume. Leftovers of a
@@ -574,122 +645,6 @@ async fn existing(
     ))
 }
 
-/// When each host's dial last failed, for the cool-down ranking.
-#[derive(Default)]
-pub(crate) struct DialFailures {
-    at: Mutex<HashMap<Identifier, Instant>>,
-}
-
-impl DialFailures {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Identifier, Instant>> {
-        self.at.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn failed(&self, host: &Identifier) {
-        self.lock().insert(host.clone(), Instant::now());
-    }
-
-    fn dialled(&self, host: &Identifier) {
-        self.lock().remove(host);
-    }
-
-    /// True while `host`'s last failure is younger than `cooldown`.
-    fn cooling(&self, host: &Identifier, cooldown: Duration) -> bool {
-        self.lock()
-            .get(host)
-            .is_some_and(|at| at.elapsed() < cooldown)
-    }
-}
-
-/// `ranked` with the hosts in their cool-down moved last (order otherwise
-/// kept).
-fn cooled_last(ranked: Vec<&Kvm2Host>, cooling: impl Fn(&Identifier) -> bool) -> Vec<&Kvm2Host> {
-    let (cold, warm): (Vec<_>, Vec<_>) = ranked.into_iter().partition(|h| cooling(&h.name));
-    warm.into_iter().chain(cold).collect()
-}
-
-/// The host to create on, with its shared connection.
-async fn choose_host<'a>(
-    inner: &'a Inner,
-    placement: &Placement,
-    owner: &OwnerUid,
-    deadline: Instant,
-) -> Result<(&'a Kvm2Host, Arc<Connection>), ApiError> {
-    let config = &inner.config;
-    let candidates: Vec<&Kvm2Host> = match placement {
-        Placement::Require(h) => vec![config.host(h).ok_or_else(|| {
-            ApiError::permanent(format!(
-                "placement requires host {h}, which is not configured"
-            ))
-        })?],
-        Placement::Prefer(h) => {
-            let mut ranked = ranked(config.hosts.iter(), owner);
-            if let Some(pos) = ranked.iter().position(|c| &c.name == h) {
-                let preferred = ranked.remove(pos);
-                ranked.insert(0, preferred);
-            }
-            ranked
-        }
-        _ => ranked(config.hosts.iter(), owner),
-    };
-    let candidates = match placement {
-        Placement::Require(_) => candidates,
-        _ => {
-            let cooldown = inner.options.dial_cooldown;
-            cooled_last(candidates, |h| inner.dial_failures.cooling(h, cooldown))
-        }
-    };
-    let mut first_error = None;
-    let mut all_permanent = true;
-    for host in candidates {
-        let dial = tokio::time::timeout_at(deadline, inner.hosts.shared(&host.name)).await;
-        let e = match dial {
-            Ok(Ok(conn)) => {
-                inner.dial_failures.dialled(&host.name);
-                return Ok((host, conn));
-            }
-            Ok(Err(e)) => e,
-            Err(_) => {
-                inner.dial_failures.failed(&host.name);
-                let e = past_deadline(&format!("dialling host {}", host.name));
-                all_permanent = false;
-                first_error.get_or_insert(e);
-                break;
-            }
-        };
-        tracing::debug!(host = %host.name, error = %chain(&e), "host unusable for create");
-        inner.dial_failures.failed(&host.name);
-        all_permanent &= e.class() == ErrorClass::Permanent;
-        first_error.get_or_insert(e);
-    }
-    // Permanent only when no host could become usable by waiting (every one
-    // refused our key or host key); one host merely down is worth a retry.
-    Err(first_error
-        .map(|e| {
-            let class = if all_permanent {
-                ErrorClass::Permanent
-            } else {
-                ErrorClass::Transient
-            };
-            ApiError::wrap(class, "no usable host for the instance", e)
-        })
-        .unwrap_or_else(|| ApiError::permanent("no hosts configured")))
-}
-
-/// Hosts by descending rendezvous weight for `owner`.
-fn ranked<'a>(hosts: impl Iterator<Item = &'a Kvm2Host>, owner: &OwnerUid) -> Vec<&'a Kvm2Host> {
-    let weight = |h: &Kvm2Host| -> [u8; 32] {
-        let mut hasher = Sha256::new();
-        hasher.update(owner.as_str().as_bytes());
-        hasher.update([0]);
-        hasher.update(h.name.as_str().as_bytes());
-        hasher.finalize().into()
-    };
-    let mut v: Vec<(&Kvm2Host, [u8; 32])> = hosts.map(|h| (h, weight(h))).collect();
-    v.sort_by_key(|(_, w)| std::cmp::Reverse(*w));
-    v.into_iter().map(|(h, _)| h).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -703,7 +658,6 @@ mod tests {
         let other = not_found_is_transient(ApiError::permanent("bad"));
         assert_eq!(other.class(), ErrorClass::Permanent);
     }
-    use provider_api::ProvidersConfig;
 
     #[test]
     fn one_create_per_instance_name_at_a_time() {
@@ -739,51 +693,5 @@ mod tests {
                 .unwrap_err()
                 .contains("paused")
         );
-    }
-
-    #[test]
-    fn hosts_in_their_cool_down_go_last_in_order() {
-        let yaml = "providers:\n  - name: kvm2-t\n    type: kvm2\n    kvm2:\n      ssh:\n        user: root\n        key_file: /k\n        insecure_ignore_host_key: true\n      hosts:\n        - {name: h1, address: 10.0.0.1, bridge: br0, pool: default}\n        - {name: h2, address: 10.0.0.2, bridge: br0, pool: default}\n        - {name: h3, address: 10.0.0.3, bridge: br0, pool: default}\n      images:\n        i:\n          url: http://x/i\n          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n          format: raw\n      machine_types:\n        m: {vcpus: 1, memory: 128MiB, disk: 1GiB}\n";
-        let config = ProvidersConfig::from_yaml_str(yaml).unwrap();
-        let kvm2 = config.providers[0].kvm2().unwrap();
-        let hosts: Vec<&Kvm2Host> = kvm2.hosts.iter().collect();
-        let names = |v: Vec<&Kvm2Host>| v.iter().map(|h| h.name.to_string()).collect::<Vec<_>>();
-        let failures = DialFailures::default();
-        let h1 = Identifier::parse("h1").unwrap();
-        let h2 = Identifier::parse("h2").unwrap();
-        failures.failed(&h1);
-        failures.failed(&h2);
-        let cooldown = Duration::from_secs(3600);
-        let order = cooled_last(hosts.clone(), |h| failures.cooling(h, cooldown));
-        assert_eq!(names(order), ["h3", "h1", "h2"]);
-        failures.dialled(&h1);
-        let order = cooled_last(hosts.clone(), |h| failures.cooling(h, cooldown));
-        assert_eq!(names(order), ["h1", "h3", "h2"]);
-        // A zero cool-down never reorders.
-        let order = cooled_last(hosts, |h| failures.cooling(h, Duration::ZERO));
-        assert_eq!(names(order), ["h1", "h2", "h3"]);
-    }
-
-    #[test]
-    fn rendezvous_ranking_is_stable_and_spreads() {
-        let yaml = "providers:\n  - name: kvm2-t\n    type: kvm2\n    kvm2:\n      ssh:\n        user: root\n        key_file: /k\n        insecure_ignore_host_key: true\n      hosts:\n        - {name: h1, address: 10.0.0.1, bridge: br0, pool: default}\n        - {name: h2, address: 10.0.0.2, bridge: br0, pool: default}\n        - {name: h3, address: 10.0.0.3, bridge: br0, pool: default}\n      images:\n        i:\n          url: http://x/i\n          sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n          format: raw\n      machine_types:\n        m: {vcpus: 1, memory: 128MiB, disk: 1GiB}\n";
-        let config = ProvidersConfig::from_yaml_str(yaml).unwrap();
-        let kvm2 = config.providers[0].kvm2().unwrap();
-        let mut firsts = std::collections::BTreeSet::new();
-        for i in 0..30 {
-            let owner = OwnerUid::parse(&format!("uid-{i}")).unwrap();
-            let a: Vec<_> = ranked(kvm2.hosts.iter(), &owner)
-                .iter()
-                .map(|h| h.name.clone())
-                .collect();
-            let b: Vec<_> = ranked(kvm2.hosts.iter().rev(), &owner)
-                .iter()
-                .map(|h| h.name.clone())
-                .collect();
-            assert_eq!(a, b, "ranking must not depend on config order");
-            assert_eq!(a.len(), 3);
-            firsts.insert(a[0].clone());
-        }
-        assert_eq!(firsts.len(), 3, "30 owners should land on every host");
     }
 }

@@ -63,6 +63,20 @@ async fn list_host(
     tag: &Tag,
 ) -> Result<Vec<ListedInstance>, ApiError> {
     let conn = hosts.shared(host).await?;
+    let mut listed = ours_on(&conn, entry).await?;
+    listed.retain(|i| i.tags.get(&tag.key) == Some(&tag.value));
+    Ok(listed)
+}
+
+/// Entry `entry`'s instances on the host behind `conn`, by name.
+///
+/// # Errors
+/// As [`list_by_tag`], for this host.
+pub(crate) async fn ours_on(
+    conn: &Connection,
+    entry: &Identifier,
+) -> Result<Vec<ListedInstance>, ApiError> {
+    let host = conn.host();
     let domains = observed(
         host,
         proc_num::CONNECT_LIST_ALL_DOMAINS,
@@ -75,9 +89,7 @@ async fn list_host(
     let mut listed: Vec<ListedInstance> = futures::stream::iter(domains)
         .map(|domain| async move { listed(conn, entry, domain).await })
         .buffered(MARK_READS_IN_FLIGHT)
-        .try_filter_map(|item| async move {
-            Ok(item.filter(|i| i.tags.get(&tag.key) == Some(&tag.value)))
-        })
+        .try_filter_map(|item| async move { Ok(item) })
         .try_collect()
         .await?;
     listed.sort_by(|a, b| a.id.instance().cmp(b.id.instance()));

@@ -11,6 +11,7 @@ mod create;
 mod delete;
 mod get;
 mod list;
+mod placement;
 mod provider;
 
 pub use check::HostChecker;

@@ -102,7 +102,7 @@ pub(crate) struct Inner {
     /// Instance names with a Create running.
     pub(crate) creating: super::create::Creating,
     /// When each host's dial last failed (Create's cool-down ranking).
-    pub(crate) dial_failures: super::create::DialFailures,
+    pub(crate) dial_failures: super::placement::DialFailures,
 }
 
 impl std::fmt::Debug for Kvm2Provider {
@@ -149,7 +149,7 @@ impl Kvm2Provider {
                 hosts,
                 images,
                 creating: super::create::Creating::default(),
-                dial_failures: super::create::DialFailures::default(),
+                dial_failures: super::placement::DialFailures::default(),
             }),
             checker,
         })

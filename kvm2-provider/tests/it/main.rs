@@ -23,6 +23,7 @@ mod image_pipeline_sandbox;
 mod image_source_http;
 mod instance_fields_sandbox;
 mod lifecycle_sandbox;
+mod placement_sandbox;
 mod provider_env;
 mod provider_read_sandbox;
 mod sample_config;

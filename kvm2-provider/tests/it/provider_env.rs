@@ -215,6 +215,30 @@ impl Drop for Env {
                 let _ = self.virsh(&["vol-delete", "--pool", &pool, &vol]);
             }
         }
+        // The other hypervisor hosts: what a placement test put there.
+        for host in self.sandbox.hosts.iter().skip(1) {
+            let virsh = Virsh::new(host.virsh_uri(&host.libvirt.qemu_uri));
+            if !virsh.status(&["list", "--name"]).0 {
+                continue; // stopped by a test (its guard starts it again)
+            }
+            for d in self.domains.lock().unwrap().iter() {
+                if virsh.status(&["dominfo", d]).0 {
+                    let _ = virsh.status(&["destroy", d]);
+                    let _ = virsh.status(&["undefine", "--nvram", d]);
+                }
+            }
+            let pool = host.pool.name.as_str();
+            let _ = virsh.status(&["pool-refresh", pool]);
+            let (_, out) = virsh.status(&["vol-list", "--pool", pool]);
+            for vol in out
+                .lines()
+                .skip(2)
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|v| v.contains(&format!("-{}.", self.entry)))
+            {
+                let _ = virsh.status(&["vol-delete", "--pool", pool, vol]);
+            }
+        }
         for f in self.teardown.lock().unwrap().drain(..) {
             f();
         }

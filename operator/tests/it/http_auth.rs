@@ -84,14 +84,7 @@ impl World {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("providers.yaml");
         // An entry the follower builds and never calls.
-        let host = Host {
-            name: "h1".into(),
-            address: "127.0.0.1".into(),
-            port: 22,
-            bridge: "br0".into(),
-            pool: "default".into(),
-            socket: None,
-        };
+        let host = Host::never_dialled();
         let yaml = ProvidersYaml::sandbox(&sandbox, &format!("auth-{id}"))
             .hosts([host])
             .render();

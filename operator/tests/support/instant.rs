@@ -228,14 +228,7 @@ async fn responder_for(wanted: Option<String>) -> SocketAddr {
 /// instant provider is built from; it dials nothing), with basic auth from
 /// `credentials` when given.
 fn config_yaml(sandbox: &Descriptor, entry: &str, credentials: Option<&Path>) -> String {
-    let host = Host {
-        name: "h1".into(),
-        address: "127.0.0.1".into(),
-        port: 22,
-        bridge: "br0".into(),
-        pool: "default".into(),
-        socket: None,
-    };
+    let host = Host::never_dialled();
     let image = Image::new(
         "img",
         "http://127.0.0.1:1/img.qcow2",

@@ -129,7 +129,16 @@ pub struct Kvm2Host {
     /// libvirt's system socket (`/var/run/libvirt/libvirt-sock`, which the
     /// provider takes from `libvirt-rpc`, the crate that knows libvirt).
     pub socket: Option<AbsolutePath>,
+    /// At most this many of the entry's instances on the host (`None`: no
+    /// limit but the host's resources; `0`: no new instances, a drain).
+    pub max_instances: Option<u32>,
+    /// Memory kept free for the host itself: a new VM must fit in what the
+    /// host can give minus this (default 0).
+    pub reserved_memory: ByteSize,
 }
+
+/// The most `kvm2.hosts[i].max_instances` takes.
+pub const MAX_INSTANCES_MAX: u32 = 100_000;
 
 /// `kvm2.domain_type`: how libvirt runs the VMs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -59,6 +59,8 @@ pub(crate) struct RawHost {
     pub bridge: Option<String>,
     pub pool: Option<String>,
     pub socket: Option<String>,
+    pub max_instances: Option<i64>,
+    pub reserved_memory: Option<String>,
 }
 
 /// `kvm2.images.<key>`.

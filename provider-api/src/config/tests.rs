@@ -476,6 +476,34 @@ fn rule_port_in_range() {
 }
 
 #[test]
+fn rule_host_limits() {
+    // Defaults: no instance limit, nothing reserved.
+    let c = ok(&base());
+    let host = &c.providers[0].kvm2().unwrap().hosts[0];
+    assert_eq!(host.max_instances, None);
+    assert_eq!(host.reserved_memory.bytes(), 0);
+    let c = ok(&edit(
+        &base(),
+        "port: 22",
+        "port: 22\nmax_instances: 0\nreserved_memory: 2GiB",
+    ));
+    let host = &c.providers[0].kvm2().unwrap().hosts[0];
+    assert_eq!(host.max_instances, Some(0), "0 drains the host");
+    assert_eq!(host.reserved_memory.bytes(), 2 << 30);
+    assert_eq!(
+        one_issue(&edit(&base(), "port: 22", "port: 22\nmax_instances: -1")),
+        "providers[0].kvm2.hosts[0].max_instances: must be between 0 and 100000; got -1"
+    );
+    assert_eq!(
+        one_issue(&edit(&base(), "port: 22", "port: 22\nreserved_memory: 2GB")),
+        format!(
+            "providers[0].kvm2.hosts[0].reserved_memory: {}; got \"2GB\"",
+            ByteSize::RULE
+        )
+    );
+}
+
+#[test]
 fn rule_bridge_is_a_bridge_name() {
     assert_eq!(
         one_issue(&edit(&base(), "bridge: br0", "bridge: \"br0'/><x\"")),

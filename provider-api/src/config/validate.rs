@@ -4,7 +4,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::kvm2::{
     DISK_MAX, DISK_MIN, DomainType, Firmware, ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host,
-    Kvm2Image, Kvm2Ssh, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings, VCPUS_MAX, VCPUS_MIN,
+    Kvm2Image, Kvm2Ssh, MAX_INSTANCES_MAX, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings,
+    VCPUS_MAX, VCPUS_MIN,
 };
 use super::raw::{
     Entries, RawConfig, RawHost, RawKvm2, RawMachineType, RawProvider, RawProxy, RawSsh,
@@ -467,6 +468,27 @@ fn host(v: &mut Validator, path: &str, raw: &RawHost) -> Option<Kvm2Host> {
             .parsed(&format!("{path}.socket"), s, AbsolutePath::parse)
             .map(Some),
     };
+    let max_instances = match raw.max_instances {
+        None => Some(None),
+        Some(n) => v
+            .ranged(
+                &format!("{path}.max_instances"),
+                n,
+                0,
+                i64::from(MAX_INSTANCES_MAX),
+            )
+            .and_then(|n| u32::try_from(n).ok())
+            .map(Some),
+    };
+    let reserved_memory = match &raw.reserved_memory {
+        None => Some(ByteSize::from_bytes(0)),
+        Some(_) => v.sized(
+            &format!("{path}.reserved_memory"),
+            &raw.reserved_memory,
+            ByteSize::from_bytes(0),
+            MEMORY_MAX,
+        ),
+    };
     Some(Kvm2Host {
         name: name?,
         address: address?,
@@ -474,6 +496,8 @@ fn host(v: &mut Validator, path: &str, raw: &RawHost) -> Option<Kvm2Host> {
         bridge: bridge?,
         pool: pool?,
         socket: socket?,
+        max_instances: max_instances?,
+        reserved_memory: reserved_memory?,
     })
 }
 

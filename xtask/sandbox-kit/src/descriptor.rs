@@ -164,7 +164,8 @@ pub struct SshService {
     pub user: String,
     /// Private key (ed25519, unencrypted) accepted by sshd.
     pub key_path: PathBuf,
-    /// A known_hosts file holding sshd's host key under `[host]:port`.
+    /// A known_hosts file holding sshd's host key under `[host]:port` (host
+    /// 1's also holds every other sandbox host's).
     pub known_hosts_path: PathBuf,
     /// sshd's `AuthorizedKeysFile`.
     pub authorized_keys_path: PathBuf,

@@ -202,7 +202,15 @@ fn start_all(dir: &Path, hosts: usize, record: &mut Record) -> Result<Descriptor
     };
     let mut all_hosts = vec![host1];
     for k in 2..=hosts {
-        all_hosts.push(self::hosts::start(dir, k, &ssh, record)?);
+        let host = self::hosts::start(dir, k, &ssh, record)?;
+        // Host 1's known_hosts knows every host, as a fleet's file does
+        // (a providers config names one file for all its hosts).
+        let line = std::fs::read_to_string(&host.ssh.known_hosts_path)?;
+        let mut known = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&ssh.known_hosts_path)?;
+        std::io::Write::write_all(&mut known, line.as_bytes())?;
+        all_hosts.push(host);
     }
     let kube = control_plane::start(dir, &mut record.processes, &mut record.scratch)?;
     // The proxy guest image: from the cache (a file read), or built first

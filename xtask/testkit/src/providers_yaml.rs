@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use provider_api::ProvidersConfig;
 use provider_api::config::Kvm2Config;
-use sandbox_kit::Descriptor;
+use sandbox_kit::{Descriptor, HypervisorHost};
 
 /// The sha256 of zero bytes: a valid digest for an image nothing fetches.
 pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -48,6 +48,10 @@ pub struct Host {
     /// `socket`: libvirt's socket on the host; `None` leaves the key out
     /// (the host options' socket applies).
     pub socket: Option<PathBuf>,
+    /// `max_instances`, when set.
+    pub max_instances: Option<u32>,
+    /// `reserved_memory` (e.g. `1TiB`), when set.
+    pub reserved_memory: Option<String>,
 }
 
 impl Host {
@@ -61,6 +65,56 @@ impl Host {
             bridge: sandbox.bridge.clone(),
             pool: sandbox.pool.name.clone(),
             socket: None,
+            max_instances: None,
+            reserved_memory: None,
+        }
+    }
+
+    /// The sandbox's hypervisor host `host` under its own name, with its
+    /// address, port, pool and libvirt socket (and the guests' bridge,
+    /// which every host shares).
+    pub fn hypervisor(sandbox: &Descriptor, host: &HypervisorHost) -> Host {
+        Host {
+            name: host.name.clone(),
+            address: host.ssh.host.clone(),
+            port: host.ssh.port,
+            bridge: sandbox.bridge.clone(),
+            pool: host.pool.name.clone(),
+            socket: Some(host.remote_socket.clone()),
+            max_instances: None,
+            reserved_memory: None,
+        }
+    }
+
+    /// `h1` at 127.0.0.1:22 with bridge `br0` and pool `default`: a host
+    /// for an entry that is built and never dialled (an instant provider,
+    /// an operator that never creates).
+    pub fn never_dialled() -> Host {
+        Host {
+            name: "h1".into(),
+            address: "127.0.0.1".into(),
+            port: 22,
+            bridge: "br0".into(),
+            pool: "default".into(),
+            socket: None,
+            max_instances: None,
+            reserved_memory: None,
+        }
+    }
+
+    /// The same host with `max_instances: n`.
+    pub fn with_max_instances(self, n: u32) -> Host {
+        Host {
+            max_instances: Some(n),
+            ..self
+        }
+    }
+
+    /// The same host with `reserved_memory: size` (e.g. `1TiB`).
+    pub fn with_reserved_memory(self, size: &str) -> Host {
+        Host {
+            reserved_memory: Some(size.to_owned()),
+            ..self
         }
     }
 
@@ -90,6 +144,8 @@ impl Host {
             bridge,
             pool,
             socket,
+            max_instances,
+            reserved_memory,
         } = self;
         let _ = writeln!(out, "        - name: {name}");
         let _ = writeln!(out, "          address: {address}");
@@ -98,6 +154,12 @@ impl Host {
         let _ = writeln!(out, "          pool: {pool}");
         if let Some(socket) = socket {
             let _ = writeln!(out, "          socket: {}", socket.display());
+        }
+        if let Some(n) = max_instances {
+            let _ = writeln!(out, "          max_instances: {n}");
+        }
+        if let Some(size) = reserved_memory {
+            let _ = writeln!(out, "          reserved_memory: {size}");
         }
     }
 }
