@@ -35,6 +35,9 @@ use kube::api::PostParams;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// How long releasing the Lease may take (a read and a write).
+pub const RELEASE_BOUND: Duration = Duration::from_secs(5);
+
 /// The Lease's settings.
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
@@ -174,7 +177,9 @@ impl Elector {
         }
     }
 
-    /// Renews until `cancel` fires (then releases the Lease, bounded) or
+    /// Renews until `cancel` fires (then releases the Lease, bounded: fire it
+    /// only once the term's work has ended, since a successor may start the
+    /// moment the Lease is free) or
     /// leadership is lost (then cancels [`Leadership::lost`]): another
     /// holder was found, or the validity ran out — noticed when it ends,
     /// even while a renewal hangs.
@@ -309,7 +314,7 @@ impl Elector {
         }
     }
 
-    /// Clears the holder if it is still us (bounded: 5 s).
+    /// Clears the holder if it is still us (bounded: [`RELEASE_BOUND`]).
     async fn release(&self) {
         self.leadership.set_valid_until(None);
         let me = self.config.identity.clone();
@@ -328,7 +333,7 @@ impl Elector {
                 .await?;
             Ok(())
         };
-        match tokio::time::timeout(Duration::from_secs(5), release).await {
+        match tokio::time::timeout(RELEASE_BOUND, release).await {
             Ok(Ok(())) => tracing::info!(lease = %self.config.name, "lease released"),
             Ok(Err(e)) => {
                 tracing::warn!(lease = %self.config.name, error = %chain(&e), "lease release failed")
