@@ -65,6 +65,17 @@ impl LeaseConfig {
     }
 }
 
+/// How long a record must stay unchanged, as this replica observes it,
+/// before another holder's Lease counts as expired: the holder's own
+/// duration (`leaseDurationSeconds`, which its validity is computed from),
+/// never less than this replica's.
+fn takeover_after(own: Duration, record_secs: Option<i32>) -> Duration {
+    let theirs = record_secs
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(Duration::ZERO, Duration::from_secs);
+    own.max(theirs)
+}
+
 /// This replica's view of its leadership (cheap to clone).
 #[derive(Debug, Clone)]
 pub struct Leadership {
@@ -286,7 +297,8 @@ impl Elector {
             }
         };
         let mine = holder.as_deref() == Some(me.as_str());
-        let expired = started.duration_since(observed_since) >= self.config.duration;
+        let expired = started.duration_since(observed_since)
+            >= takeover_after(self.config.duration, spec.lease_duration_seconds);
         if !mine && holder.is_some() && !expired {
             return Ok(Attempt::Other(holder.unwrap_or_default()));
         }
@@ -362,6 +374,17 @@ mod tests {
                 duration,
             },
         )
+    }
+
+    #[test]
+    fn a_holder_with_a_longer_lease_is_waited_out_for_its_own_duration() {
+        let own = Duration::from_secs(15);
+        // The holder's validity runs 60 s less its margin: taking over after
+        // our 15 s would overlap two terms.
+        assert_eq!(takeover_after(own, Some(60)), Duration::from_secs(60));
+        assert_eq!(takeover_after(own, Some(5)), own);
+        assert_eq!(takeover_after(own, None), own);
+        assert_eq!(takeover_after(own, Some(-3)), own);
     }
 
     #[tokio::test]
