@@ -150,9 +150,30 @@ async fn run(args: RunArgs, registry: RegistryFn) -> anyhow::Result<ExitCode> {
             cancel.cancel();
         });
     }
-    // On error the set is dropped, which aborts what started.
-    let replica = Replica::start(args, registry, &mut tasks, &cancel).await?;
-    let (exit, term) = replica.serve(&cancel).await;
+    run_until(args, registry, tasks, &cancel).await
+}
+
+/// Runs the operator until `cancel` fires, then shuts down within
+/// `--shutdown-timeout`; `tasks` holds what already runs (the signal
+/// handler).
+async fn run_until(
+    args: RunArgs,
+    registry: RegistryFn,
+    mut tasks: JoinSet<()>,
+    cancel: &CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    // Starting waits on the API server (kube's own timeouts are minutes):
+    // a SIGTERM meanwhile stops it. On error or cancel the set is dropped,
+    // which aborts what started.
+    let started = tokio::select! {
+        r = Replica::start(args, registry, &mut tasks, cancel) => Some(r?),
+        () = cancel.cancelled() => None,
+    };
+    let Some(replica) = started else {
+        tracing::info!("shutting down while starting");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let (exit, term) = replica.serve(cancel).await;
     replica.metrics.set_leader(false);
     cancel.cancel();
     // One bound for the whole shutdown: the term first (it releases the
@@ -687,6 +708,68 @@ mod tests {
         fn drop(&mut self) {
             self.0.abort();
         }
+    }
+
+    #[tokio::test]
+    async fn sigterm_while_starting_stops_at_once() {
+        // An API server that accepts and never answers: starting waits on
+        // it (the cluster identity read) for kube's own read timeout.
+        let silent = testkit::silent::Silent::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{}\n\
+                 contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
+                 current-context: c\nusers:\n- name: u\n  user: {{}}\n",
+                silent.port()
+            ),
+        )
+        .unwrap();
+        let config = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/providers-config.yaml"
+        );
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "operator",
+            "run",
+            "--providers-config",
+            config,
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--http-addr",
+            "127.0.0.1:0",
+        ])
+        .unwrap();
+        let crate::cli::Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        let cancel = CancellationToken::new();
+        let signal = {
+            let cancel = cancel.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                cancel.cancel();
+            }
+        };
+        let start = std::time::Instant::now();
+        let (code, ()) = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::join!(
+                run_until(*args, crate::providers::registry, JoinSet::new(), &cancel),
+                signal
+            )
+        })
+        .await
+        .expect("SIGTERM while starting was not honoured");
+        assert_eq!(code.unwrap(), ExitCode::SUCCESS);
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(silent.accepted() >= 1, "the start never reached the server");
     }
 
     /// A term of `tasks` and `calls` whose Lease renewal does nothing.
