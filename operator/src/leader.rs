@@ -35,6 +35,9 @@ use kube::api::PostParams;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// How long releasing the Lease may take (a read and a write).
+pub const RELEASE_BOUND: Duration = Duration::from_secs(5);
+
 /// The Lease's settings.
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
@@ -60,6 +63,17 @@ impl LeaseConfig {
     fn duration_secs(&self) -> i32 {
         i32::try_from(self.duration.as_secs().max(1)).unwrap_or(i32::MAX)
     }
+}
+
+/// How long a record must stay unchanged, as this replica observes it,
+/// before another holder's Lease counts as expired: the holder's own
+/// duration (`leaseDurationSeconds`, which its validity is computed from),
+/// never less than this replica's.
+fn takeover_after(own: Duration, record_secs: Option<i32>) -> Duration {
+    let theirs = record_secs
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(Duration::ZERO, Duration::from_secs);
+    own.max(theirs)
 }
 
 /// This replica's view of its leadership (cheap to clone).
@@ -174,7 +188,9 @@ impl Elector {
         }
     }
 
-    /// Renews until `cancel` fires (then releases the Lease, bounded) or
+    /// Renews until `cancel` fires (then releases the Lease, bounded: fire it
+    /// only once the term's work has ended, since a successor may start the
+    /// moment the Lease is free) or
     /// leadership is lost (then cancels [`Leadership::lost`]): another
     /// holder was found, or the validity ran out — noticed when it ends,
     /// even while a renewal hangs.
@@ -281,7 +297,8 @@ impl Elector {
             }
         };
         let mine = holder.as_deref() == Some(me.as_str());
-        let expired = started.duration_since(observed_since) >= self.config.duration;
+        let expired = started.duration_since(observed_since)
+            >= takeover_after(self.config.duration, spec.lease_duration_seconds);
         if !mine && holder.is_some() && !expired {
             return Ok(Attempt::Other(holder.unwrap_or_default()));
         }
@@ -309,7 +326,7 @@ impl Elector {
         }
     }
 
-    /// Clears the holder if it is still us (bounded: 5 s).
+    /// Clears the holder if it is still us (bounded: [`RELEASE_BOUND`]).
     async fn release(&self) {
         self.leadership.set_valid_until(None);
         let me = self.config.identity.clone();
@@ -328,7 +345,7 @@ impl Elector {
                 .await?;
             Ok(())
         };
-        match tokio::time::timeout(Duration::from_secs(5), release).await {
+        match tokio::time::timeout(RELEASE_BOUND, release).await {
             Ok(Ok(())) => tracing::info!(lease = %self.config.name, "lease released"),
             Ok(Err(e)) => {
                 tracing::warn!(lease = %self.config.name, error = %chain(&e), "lease release failed")
@@ -357,6 +374,17 @@ mod tests {
                 duration,
             },
         )
+    }
+
+    #[test]
+    fn a_holder_with_a_longer_lease_is_waited_out_for_its_own_duration() {
+        let own = Duration::from_secs(15);
+        // The holder's validity runs 60 s less its margin: taking over after
+        // our 15 s would overlap two terms.
+        assert_eq!(takeover_after(own, Some(60)), Duration::from_secs(60));
+        assert_eq!(takeover_after(own, Some(5)), own);
+        assert_eq!(takeover_after(own, None), own);
+        assert_eq!(takeover_after(own, Some(-3)), own);
     }
 
     #[tokio::test]

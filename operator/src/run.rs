@@ -13,7 +13,8 @@
 //!                 past it: exit 3, EXIT_TERM_STUCK)
 //!
 //!  SIGTERM/SIGINT ─▶ cancel ─▶ the campaign ends (also mid-attempt), or the
-//!                              term stops gracefully and releases the lease;
+//!                              term stops gracefully (the lease still
+//!                              renewed) and only then releases the lease;
 //!                              then the rest; all within --shutdown-timeout
 //! ```
 //!
@@ -63,7 +64,7 @@ use crate::crd::Proxy;
 use crate::gc::proxy_api;
 use crate::http::HttpState;
 use crate::http::auth::{Auth, Reviewer};
-use crate::leader::{Elector, LeaseConfig};
+use crate::leader::{Elector, LeaseConfig, RELEASE_BOUND};
 use crate::metrics::OperatorMetrics;
 use crate::reconciler::{Ctx, ProviderTasks, Timeouts};
 
@@ -149,9 +150,30 @@ async fn run(args: RunArgs, registry: RegistryFn) -> anyhow::Result<ExitCode> {
             cancel.cancel();
         });
     }
-    // On error the set is dropped, which aborts what started.
-    let replica = Replica::start(args, registry, &mut tasks, &cancel).await?;
-    let (exit, term) = replica.serve(&cancel).await;
+    run_until(args, registry, tasks, &cancel).await
+}
+
+/// Runs the operator until `cancel` fires, then shuts down within
+/// `--shutdown-timeout`; `tasks` holds what already runs (the signal
+/// handler).
+async fn run_until(
+    args: RunArgs,
+    registry: RegistryFn,
+    mut tasks: JoinSet<()>,
+    cancel: &CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    // Starting waits on the API server (kube's own timeouts are minutes):
+    // a SIGTERM meanwhile stops it. On error or cancel the set is dropped,
+    // which aborts what started.
+    let started = tokio::select! {
+        r = Replica::start(args, registry, &mut tasks, cancel) => Some(r?),
+        () = cancel.cancelled() => None,
+    };
+    let Some(replica) = started else {
+        tracing::info!("shutting down while starting");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let (exit, term) = replica.serve(cancel).await;
     replica.metrics.set_leader(false);
     cancel.cancel();
     // One bound for the whole shutdown: the term first (it releases the
@@ -177,39 +199,96 @@ async fn drain(mut tasks: JoinSet<()>, deadline: Instant) {
     }
 }
 
-/// One leadership term's work: its tasks (lease renewal, Proxy controller,
-/// monitor, GC sweeper, health engine) and the provider calls its
-/// controller started (owned by the controller's context, which aborts them
-/// when it is dropped with the controller's task; tracked here).
+/// One leadership term's work: its tasks (Proxy controller, monitor, GC
+/// sweeper, health engine), the provider calls its controller started
+/// (owned by the controller's context, which aborts them when it is dropped
+/// with the controller's task; tracked here) and, apart from them, the
+/// Lease's renewal, which releases the Lease when `release` fires.
 struct Term {
     tasks: JoinSet<()>,
     calls: TaskTracker,
+    lease: JoinSet<()>,
+    release: CancellationToken,
+    lost: CancellationToken,
 }
 
 impl Term {
     /// Aborts everything at once and waits at most `bound` until every task
     /// and every provider call has ended; whether they all did.
-    async fn abort(mut self, bound: Duration) -> bool {
-        self.tasks.abort_all();
-        self.calls.close();
+    async fn abort(self, bound: Duration) -> bool {
+        let Term {
+            mut tasks,
+            calls,
+            mut lease,
+            ..
+        } = self;
+        tasks.abort_all();
+        lease.abort_all();
+        calls.close();
         tokio::time::timeout(bound, async {
-            while self.tasks.join_next().await.is_some() {}
-            self.calls.wait().await;
+            while tasks.join_next().await.is_some() {}
+            while lease.join_next().await.is_some() {}
+            calls.wait().await;
         })
         .await
         .is_ok()
     }
 
-    /// Waits (its token cancelled: the controller finishes its passes, the
-    /// lease is released) until `deadline`, then aborts what is left.
+    /// Stops gracefully (the work's token is cancelled already: the
+    /// controller finishes its passes), then releases the Lease — only then
+    /// (invariant 15: a successor may start the moment it is free). The
+    /// work gets until `deadline` less [`RELEASE_BOUND`]; past it, or when
+    /// the Lease is lost meanwhile, it is aborted. Work that will not end
+    /// even then keeps the Lease unreleased: the successor waits out its
+    /// duration instead of overlapping it.
     async fn drain(self, deadline: Instant) {
-        self.calls.close();
-        drain(self.tasks, deadline).await;
-        if tokio::time::timeout_at(deadline, self.calls.wait())
+        let Term {
+            mut tasks,
+            calls,
+            mut lease,
+            release,
+            lost,
+        } = self;
+        calls.close();
+        let work_deadline = deadline
+            .checked_sub(RELEASE_BOUND)
+            .unwrap_or(deadline)
+            .max(Instant::now());
+        let ended = tokio::select! {
+            r = tokio::time::timeout_at(work_deadline, async {
+                while tasks.join_next().await.is_some() {}
+                calls.wait().await;
+            }) => r.is_ok(),
+            () = lost.cancelled() => {
+                tracing::warn!("leadership lost while stopping: the term's work is aborted");
+                false
+            }
+        };
+        if !ended {
+            tasks.abort_all();
+            let aborted = tokio::time::timeout_at(deadline, async {
+                while tasks.join_next().await.is_some() {}
+                calls.wait().await;
+            })
             .await
-            .is_err()
+            .is_ok();
+            if !aborted {
+                tracing::warn!(
+                    "shutdown timed out with the term's work still ending; the lease is left to expire"
+                );
+                lease.abort_all();
+                return;
+            }
+        }
+        release.cancel();
+        if tokio::time::timeout_at(deadline, async {
+            while lease.join_next().await.is_some() {}
+        })
+        .await
+        .is_err()
         {
-            tracing::warn!("shutdown timed out with provider calls still ending");
+            tracing::warn!("shutdown timed out releasing the lease");
+            lease.abort_all();
         }
     }
 }
@@ -405,8 +484,12 @@ impl Replica {
         leadership: &crate::leader::Leadership,
         cancel: &CancellationToken,
     ) -> Term {
+        // The renewal is not under `cancel`: on shutdown it goes on until
+        // the term's work has ended, then releases (`Term::drain`).
+        let release = CancellationToken::new();
+        let mut lease = JoinSet::new();
+        lease.spawn(elector.hold(release.clone()));
         let mut term = JoinSet::new();
-        term.spawn(elector.hold(cancel.clone()));
         let args = &self.args;
         let (recovered_tx, recovered_rx) = mpsc::channel(1);
         let calls = self.spawn_controller(&mut term, identity, recovered_rx, cancel);
@@ -453,7 +536,13 @@ impl Replica {
             }
             .run(cancel.child_token()),
         );
-        Term { tasks: term, calls }
+        Term {
+            tasks: term,
+            calls,
+            lease,
+            release,
+            lost: leadership.lost().clone(),
+        }
     }
 
     /// The Proxy controller of one term; its per-Proxy provider tasks are
@@ -622,6 +711,152 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn sigterm_while_starting_stops_at_once() {
+        // An API server that accepts and never answers: starting waits on
+        // it (the cluster identity read) for kube's own read timeout.
+        let silent = testkit::silent::Silent::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{}\n\
+                 contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
+                 current-context: c\nusers:\n- name: u\n  user: {{}}\n",
+                silent.port()
+            ),
+        )
+        .unwrap();
+        let config = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/providers-config.yaml"
+        );
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "operator",
+            "run",
+            "--providers-config",
+            config,
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--http-addr",
+            "127.0.0.1:0",
+        ])
+        .unwrap();
+        let crate::cli::Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        let cancel = CancellationToken::new();
+        let signal = {
+            let cancel = cancel.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                cancel.cancel();
+            }
+        };
+        let start = std::time::Instant::now();
+        let (code, ()) = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::join!(
+                run_until(*args, crate::providers::registry, JoinSet::new(), &cancel),
+                signal
+            )
+        })
+        .await
+        .expect("SIGTERM while starting was not honoured");
+        assert_eq!(code.unwrap(), ExitCode::SUCCESS);
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(silent.accepted() >= 1, "the start never reached the server");
+    }
+
+    /// A term of `tasks` and `calls` whose Lease renewal does nothing.
+    fn term_of(tasks: JoinSet<()>, calls: TaskTracker) -> Term {
+        Term {
+            tasks,
+            calls,
+            lease: JoinSet::new(),
+            release: CancellationToken::new(),
+            lost: CancellationToken::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_lease_is_released_only_after_the_terms_work_ended() {
+        use std::sync::atomic::AtomicBool;
+        // What `serve` does on SIGTERM: the work's token (a child of the
+        // process's) is cancelled; the controller finishes its passes.
+        let work = CancellationToken::new();
+        let done = Arc::new(AtomicBool::new(false));
+        let mut tasks = JoinSet::new();
+        {
+            let (work, done) = (work.clone(), done.clone());
+            tasks.spawn(async move {
+                work.cancelled().await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                done.store(true, Ordering::SeqCst);
+            });
+        }
+        let calls = TaskTracker::new();
+        let (call_tx, call_rx) = tokio::sync::oneshot::channel::<()>();
+        calls.spawn(async move {
+            let _ = call_rx.await;
+        });
+        let mut term = term_of(tasks, calls);
+        let released_after_work = Arc::new(std::sync::Mutex::new(None));
+        {
+            let (release, done, seen) = (
+                term.release.clone(),
+                done.clone(),
+                released_after_work.clone(),
+            );
+            term.lease.spawn(async move {
+                release.cancelled().await;
+                *seen.lock().unwrap() = Some(done.load(Ordering::SeqCst));
+            });
+        }
+        work.cancel();
+        // The call ends with the controller (its owner), after the work.
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let _ = call_tx.send(());
+        });
+        term.drain(Instant::now() + Duration::from_secs(10)).await;
+        assert_eq!(
+            *released_after_work.lock().unwrap(),
+            Some(true),
+            "the Lease was released while the term's work still ran (or never)"
+        );
+    }
+
+    #[tokio::test]
+    async fn losing_the_lease_while_stopping_aborts_the_terms_work() {
+        let mut tasks = JoinSet::new();
+        // Work that would finish its passes only at the deadline.
+        tasks.spawn(std::future::pending());
+        let term = term_of(tasks, TaskTracker::new());
+        let lost = term.lost.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            lost.cancel();
+        });
+        let start = std::time::Instant::now();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            term.drain(Instant::now() + Duration::from_secs(30)),
+        )
+        .await
+        .expect("the work was not aborted when the Lease was lost");
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[tokio::test]
     async fn aborting_a_term_ends_its_tasks_and_the_calls_they_own() {
         let calls = TaskTracker::new();
         let owned = Owns(calls.spawn(std::future::pending()));
@@ -631,10 +866,7 @@ mod tests {
             std::future::pending::<()>().await;
         });
         tasks.spawn(std::future::pending());
-        let term = Term {
-            tasks,
-            calls: calls.clone(),
-        };
+        let term = term_of(tasks, calls.clone());
         assert!(term.abort(Duration::from_secs(5)).await);
         assert!(calls.is_empty(), "a provider call outlived its term");
     }
@@ -645,10 +877,7 @@ mod tests {
         // Blocks its thread: an abort cannot reach it until it returns.
         tasks.spawn(async { std::thread::sleep(Duration::from_secs(2)) });
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let term = Term {
-            tasks,
-            calls: TaskTracker::new(),
-        };
+        let term = term_of(tasks, TaskTracker::new());
         let start = std::time::Instant::now();
         assert!(!term.abort(Duration::from_millis(300)).await);
         assert!(
