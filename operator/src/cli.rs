@@ -101,6 +101,16 @@ pub struct RunArgs {
     /// health alone.
     #[arg(long, env = "EGRESS_REPLACE_UNHEALTHY_AFTER", default_value = "5m")]
     pub replace_unhealthy_after: OffOrSecs,
+    /// Reconcile a Proxy as soon as its provider reports its instance
+    /// changed (crashed, stopped, removed); `false` polls only (every 60 s
+    /// while a proxy runs).
+    #[arg(
+        long,
+        env = "EGRESS_PROVIDER_EVENTS",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub provider_events: bool,
     /// Interval between provider health checks.
     #[arg(long, default_value = "60s")]
     pub check_interval: Secs,

@@ -32,6 +32,7 @@ mod metrics;
 mod monitor;
 mod netns;
 mod probe;
+mod provider_events;
 mod providers;
 mod reconciler;
 mod run;

@@ -38,6 +38,7 @@ pub struct OperatorMetrics {
     leadership_losses: Counter,
     http_auth: Family<OutcomeLabels, Counter>,
     http_auth_reviews: Family<ReviewLabels, Counter>,
+    instance_events: Family<OutcomeLabels, Counter>,
 }
 
 impl OperatorMetrics {
@@ -55,6 +56,11 @@ impl OperatorMetrics {
             m.status_writes.clone(),
         );
         registry.register("operator_events", "Events recorded", m.events.clone());
+        registry.register(
+            "operator_instance_events",
+            "Providers' instance events by kind (a change's name, or resync), and those that named no known Proxy (unmatched)",
+            m.instance_events.clone(),
+        );
         registry.register(
             "operator_gc_deletes",
             "Instances deleted by the GC, by outcome",
@@ -115,6 +121,14 @@ impl OperatorMetrics {
     /// One event recorded.
     pub fn event(&self) {
         self.events.inc();
+    }
+
+    /// One provider instance event of `kind` (`stopped`, …, `resync`,
+    /// `unmatched`).
+    pub fn instance_event(&self, kind: &'static str) {
+        self.instance_events
+            .get_or_create(&OutcomeLabels { outcome: kind })
+            .inc();
     }
 
     /// One GC delete with `outcome` (`ok` or an error class).

@@ -573,7 +573,7 @@ impl Replica {
             ),
             tasks: ProviderTasks::new(
                 usize::from(args.concurrency),
-                trigger_tx,
+                trigger_tx.clone(),
                 self.metrics.provider_tasks().clone(),
             ),
             metrics: self.metrics.clone(),
@@ -590,6 +590,22 @@ impl Replica {
             .reconcile_all_on(crate::reconciler::receiver_stream(recovered))
             .graceful_shutdown_on(cancel.clone().cancelled_owned());
         let store = controller.store();
+        if args.provider_events {
+            for provider in self.providers.iter() {
+                if let Some(events) = provider.instance_events() {
+                    term.spawn(
+                        crate::provider_events::Forwarder {
+                            provider: provider.name().clone(),
+                            events,
+                            store: store.clone(),
+                            trigger: trigger_tx.clone(),
+                            metrics: self.metrics.clone(),
+                        }
+                        .run(cancel.child_token()),
+                    );
+                }
+            }
+        }
         let calls = ctx.tasks.tracker();
         let run_ctx = ctx.clone();
         let stream = controller

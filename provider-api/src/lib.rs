@@ -132,6 +132,7 @@
 pub mod check;
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod ident;
 pub mod instance;
 pub mod instance_name;
@@ -148,6 +149,7 @@ pub mod traced;
 pub use check::{CheckReason, Checker, TargetStatus};
 pub use config::{ConfigError, ConfigIssue, ProviderBlock, ProviderEntry, ProvidersConfig};
 pub use error::{BoxError, Error, ErrorClass, ResultExt};
+pub use events::{Change, InstanceEvent, InstanceEventSource, InstanceEvents};
 pub use ident::{Identifier, ObjectName, OwnerUid, ParseError, TagValue};
 pub use instance::{AddressSource, AddressSources, Instance, InstanceState, ListedInstance};
 pub use instance_name::name_from_uid;

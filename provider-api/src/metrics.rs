@@ -233,6 +233,10 @@ impl Provider for Metered {
     fn checker(&self) -> Option<&dyn Checker> {
         self.checker.as_ref().map(|c| c as &dyn Checker)
     }
+
+    fn instance_events(&self) -> Option<crate::events::InstanceEvents> {
+        self.inner.instance_events()
+    }
 }
 
 /// The [`Checker`] of a [`Metered`] provider: times the check and counts

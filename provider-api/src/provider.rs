@@ -4,6 +4,7 @@ use async_trait::async_trait;
 
 use crate::check::Checker;
 use crate::error::Error;
+use crate::events::InstanceEvents;
 use crate::ident::Identifier;
 use crate::instance::{Instance, ListedInstance};
 use crate::provider_id::ProviderId;
@@ -99,6 +100,16 @@ pub trait Provider: Send + Sync {
     /// whole life. Decorators forward it (wrapping the checker too), so the
     /// capability survives instrumentation.
     fn checker(&self) -> Option<&dyn Checker> {
+        None
+    }
+
+    /// Starts a watch over the provider's instances
+    /// ([`crate::events`]); `None` when the provider cannot tell (its
+    /// callers poll). Each call starts a watch of its own; dropping it ends
+    /// it. Decorators forward it.
+    ///
+    /// Must be called within a Tokio runtime by providers that spawn.
+    fn instance_events(&self) -> Option<InstanceEvents> {
         None
     }
 }

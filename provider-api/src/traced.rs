@@ -137,6 +137,10 @@ impl Provider for Traced {
     fn checker(&self) -> Option<&dyn Checker> {
         self.checker.as_ref().map(|c| c as &dyn Checker)
     }
+
+    fn instance_events(&self) -> Option<crate::events::InstanceEvents> {
+        self.inner.instance_events()
+    }
 }
 
 /// The [`Checker`] of a [`Traced`] provider.

@@ -9,6 +9,7 @@
 mod check;
 mod create;
 mod delete;
+mod events;
 mod get;
 mod list;
 mod placement;

@@ -216,6 +216,12 @@ impl Provider for Kvm2Provider {
     fn checker(&self) -> Option<&dyn Checker> {
         Some(&self.checker)
     }
+
+    /// Lifecycle events on each host's shared connection
+    /// (`operations/events.rs`).
+    fn instance_events(&self) -> Option<provider_api::InstanceEvents> {
+        super::events::watch(&self.inner)
+    }
 }
 
 #[cfg(test)]

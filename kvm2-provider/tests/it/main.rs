@@ -21,6 +21,7 @@ mod http_server;
 mod image_cache_sandbox;
 mod image_pipeline_sandbox;
 mod image_source_http;
+mod instance_events_sandbox;
 mod instance_fields_sandbox;
 mod lifecycle_sandbox;
 mod placement_sandbox;

@@ -10,8 +10,9 @@ use crate::provider_env::{Env, Host, served_image};
 use provider_api::{ErrorClass, Identifier, Placement, Provider, ProviderId};
 use testkit::HypervisorHost;
 
-/// The tests here take turns with host 2 (one stops it).
-static HOST2: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The tests that stop host 2 take turns with each other and with those
+/// that need it up.
+pub static HOST2: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn two_hosts(env: &Env) -> (Host, Host) {
     let hosts = &env.sandbox.hosts;

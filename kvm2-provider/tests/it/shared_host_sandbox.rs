@@ -434,7 +434,8 @@ async fn a_fill_that_loses_its_lease_stops_writing_at_once() {
 }
 
 /// Item 3: a host without room for the machine type is QuotaExceeded,
-/// naming what is short, before anything per-VM is made.
+/// naming what is short: vCPUs and memory at admission, before the image
+/// is fetched to the host; pool space before anything per-VM is made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_without_room_is_quota_exceeded_naming_what_is_short() {
     let env = Env::new();
@@ -443,12 +444,10 @@ async fn a_host_without_room_is_quota_exceeded_naming_what_is_short() {
     let image = served_image(&server, "guest", &body, "qcow2");
     let yaml = env
         .providers()
-        .images([image])
+        .images([image.clone()])
         .machine_type(128, "1TiB", "1GiB")
         .render();
-    let mut options = env.options();
-    options.overlay_reserve = 1 << 50;
-    let provider = env.provider(&yaml, options);
+    let provider = env.provider(&yaml, env.options());
     let owner = env.owner();
     let err = provider
         .create(&env.request(owner.clone(), Placement::Any))
@@ -456,9 +455,22 @@ async fn a_host_without_room_is_quota_exceeded_naming_what_is_short() {
         .unwrap_err();
     assert_eq!(err.class(), ErrorClass::QuotaExceeded, "{err:?}");
     let text = err.to_string();
-    for what in ["vCPUs", "memory", "pool"] {
+    for what in ["vCPUs", "memory"] {
         assert!(text.contains(what), "{what}: {text}");
     }
+    assert_eq!(server.hits(), 0, "the image is not fetched to a full host");
+
+    // A machine that fits, a pool that does not.
+    let yaml = env.providers().images([image]).render();
+    let mut options = env.options();
+    options.overlay_reserve = 1 << 50;
+    let provider = env.provider(&yaml, options);
+    let err = provider
+        .create(&env.request(owner.clone(), Placement::Any))
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::QuotaExceeded, "{err:?}");
+    assert!(err.to_string().contains("pool"), "{err}");
     assert!(!env.domain_exists(name_from_uid(&owner).as_str()));
     let pool = env.sandbox.pool.name.clone();
     assert!(

@@ -684,6 +684,36 @@ async fn a_real_proxy_guest_runs_and_becomes_healthy() {
         "{body}"
     );
 
+    // Its QEMU killed: libvirt's lifecycle event reaches the operator,
+    // which reconciles the Proxy at once — well before the next poll of a
+    // running proxy (60 s) — and starts replacing it.
+    let pid = std::fs::read_to_string(format!("/run/libvirt/qemu/{domain}.pid")).unwrap();
+    let killed_at = std::time::Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", pid.trim()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    eventually(
+        "the crash seen before the running poll",
+        Duration::from_secs(30),
+        || async {
+            let o = serde_json::to_value(api.get("p1").await.ok()?).unwrap();
+            (o["status"]["phase"] != "Running").then_some(())
+        },
+    )
+    .await;
+    eprintln!("crash seen by the operator after {:?}", killed_at.elapsed());
+    let crashed = metric(
+        &addr,
+        world.reader.token(),
+        "operator_instance_events_total{outcome=\"crashed\"}",
+    )
+    .await;
+    assert!(crashed >= Some(1.0), "{crashed:?}");
+
     delete_and_wait(&api, "p1", Duration::from_secs(120)).await;
     assert!(!world.domains().contains(&domain));
     op.assert_no_errors();

@@ -77,6 +77,25 @@ async fn checker_capability_survives_every_wrapping() {
 }
 
 #[tokio::test]
+async fn instance_events_survive_every_wrapping() {
+    let (_reg, m) = metrics();
+    for (what, p) in wrappings(Arc::new(Fake::new("fake", true)), &m) {
+        let mut events = p
+            .instance_events()
+            .unwrap_or_else(|| panic!("{what} hid the instance events"));
+        assert_eq!(
+            events.next().await,
+            Some(provider_api::InstanceEvent::Resync { host: id("h1") }),
+            "{what}"
+        );
+        assert_eq!(events.next().await, None, "{what}");
+    }
+    for (what, p) in wrappings(Arc::new(Fake::new("fake", false)), &m) {
+        assert!(p.instance_events().is_none(), "{what} made events up");
+    }
+}
+
+#[tokio::test]
 async fn checker_capability_survives_registry_instrumentation() {
     let (_reg, m) = metrics();
     let mut registry = Registry::new();

@@ -106,6 +106,25 @@ impl Provider for Fake {
     fn checker(&self) -> Option<&dyn Checker> {
         self.checker.as_ref().map(|c| c as &dyn Checker)
     }
+
+    /// A watch that reports one Resync of `h1`, when the fake has a checker
+    /// (the two capabilities travel together in these tests).
+    fn instance_events(&self) -> Option<provider_api::InstanceEvents> {
+        self.checker.as_ref()?;
+        Some(Box::new(OneResync(true)))
+    }
+}
+
+/// An event source yielding one `Resync { host: h1 }`, then nothing.
+struct OneResync(bool);
+
+#[async_trait::async_trait]
+impl provider_api::InstanceEventSource for OneResync {
+    async fn next(&mut self) -> Option<provider_api::InstanceEvent> {
+        std::mem::take(&mut self.0).then(|| provider_api::InstanceEvent::Resync {
+            host: Identifier::parse("h1").unwrap(),
+        })
+    }
 }
 
 #[async_trait]
