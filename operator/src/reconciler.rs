@@ -98,6 +98,16 @@ pub enum Error {
     DeletePending(Duration),
 }
 
+/// A deletion pass's join of the Proxy's Create in flight.
+enum Joined {
+    /// No Create in flight.
+    None,
+    /// It ended with this outcome.
+    Done(fleet::Outcome),
+    /// It still runs (kept in flight).
+    Running,
+}
+
 /// What the pass decided.
 enum Drive {
     Requeue(Duration),
@@ -197,6 +207,22 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
         _ => fleet::UserDataRead::NotRequested,
     };
     let mut outcome = None;
+    // Deleting with nothing recorded while a Create is in flight (the
+    // first one, or a replacement's): its instance would be made after the
+    // finalizer let go, an orphan whose volumes nothing lists. Join it
+    // (bounded by --create-timeout, through the pending poll) and let the
+    // step record and delete what it made.
+    if meta.deleting && status.provider_id.is_none() {
+        match ctx
+            .tasks
+            .join_create(&meta.uid, ctx.timeouts.reconcile_wait)
+            .await
+        {
+            Joined::Done(o) => outcome = Some(o),
+            Joined::Running => return Ok(Drive::Requeue(PENDING_POLL)),
+            Joined::None => {}
+        }
+    }
     // One step per call and a last one; the bound only guards against a
     // step that never settles.
     for _ in 0..=fleet::MAX_CALLS_PER_PASS + 1 {
@@ -469,26 +495,38 @@ impl ProviderTasks {
         drop(all);
     }
 
-    /// Makes `call` for the Proxy `uid`, or joins the same call already in
-    /// flight; waits at most `timeouts.reconcile_wait` for its outcome.
-    /// `None`: still running (the Proxy is triggered when it ends).
-    async fn run(
-        &self,
-        providers: &Providers,
-        uid: &str,
-        objref: ObjectRef<Proxy>,
-        call: fleet::Call,
-        timeouts: Timeouts,
-    ) -> Option<fleet::Outcome> {
-        let key = CallKey::of(&call);
-        let existing = self.lock().get_mut(uid).and_then(|s| s.op.take());
-        let mut op = match existing {
-            Some(op) if op.key == key => op,
-            // Another call (e.g. a Get while deletion wants a Delete): the
-            // old one is cancelled as it drops.
-            _ => self.spawn(providers, key, objref, call, timeouts),
+    /// Joins the Create in flight for the Proxy `uid`, if any, waiting at
+    /// most `wait` for its outcome; a Create still running stays in flight
+    /// (the Proxy is triggered when it ends).
+    async fn join_create(&self, uid: &str, wait: Duration) -> Joined {
+        let op = {
+            let mut slots = self.lock();
+            let Some(slot) = slots.get_mut(uid) else {
+                return Joined::None;
+            };
+            match slot.op.take() {
+                Some(op) if matches!(op.key, CallKey::Create(_)) => op,
+                other => {
+                    slot.op = other;
+                    return Joined::None;
+                }
+            }
         };
-        match tokio::time::timeout(timeouts.reconcile_wait, &mut op.rx).await {
+        match self.await_outcome(uid, op, wait).await {
+            Some(outcome) => Joined::Done(outcome),
+            None => Joined::Running,
+        }
+    }
+
+    /// Waits at most `wait` for `op`'s outcome; `None` (the call detached
+    /// and kept in `uid`'s slot) when it is still running.
+    async fn await_outcome(
+        &self,
+        uid: &str,
+        mut op: InFlight,
+        wait: Duration,
+    ) -> Option<fleet::Outcome> {
+        match tokio::time::timeout(wait, &mut op.rx).await {
             Ok(Ok(outcome)) => Some(outcome),
             Ok(Err(_)) => Some(lost_outcome(&op.key)),
             Err(_) => {
@@ -506,6 +544,28 @@ impl ProviderTasks {
                 None
             }
         }
+    }
+
+    /// Makes `call` for the Proxy `uid`, or joins the same call already in
+    /// flight; waits at most `timeouts.reconcile_wait` for its outcome.
+    /// `None`: still running (the Proxy is triggered when it ends).
+    async fn run(
+        &self,
+        providers: &Providers,
+        uid: &str,
+        objref: ObjectRef<Proxy>,
+        call: fleet::Call,
+        timeouts: Timeouts,
+    ) -> Option<fleet::Outcome> {
+        let key = CallKey::of(&call);
+        let existing = self.lock().get_mut(uid).and_then(|s| s.op.take());
+        let op = match existing {
+            Some(op) if op.key == key => op,
+            // Another call (e.g. a Get while deletion wants a Delete): the
+            // old one is cancelled as it drops.
+            _ => self.spawn(providers, key, objref, call, timeouts),
+        };
+        self.await_outcome(uid, op, timeouts.reconcile_wait).await
     }
 
     fn spawn(
