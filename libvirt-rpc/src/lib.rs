@@ -154,6 +154,7 @@ mod error_domain;
 pub mod events;
 mod flags;
 mod generated;
+mod host;
 pub mod proto;
 /// Every procedure of libvirt's remote, QEMU and LXC programs (libvirt
 /// 11.3.0) and what this crate makes of it: a generated [`Client`] method

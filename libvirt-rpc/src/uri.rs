@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::flags::OpenFlags;
+use crate::host::{Host, RealHost};
 
 /// Where system daemons put their sockets. libvirt uses `/var/run` rather
 /// than `/run` on purpose: every host with `/run` links `/var/run` to it.
@@ -689,43 +690,6 @@ fn encode(s: &str, safe: &str) -> String {
         }
     }
     out
-}
-
-/// Whether the process runs as root: `/proc/self` belongs to its
-/// effective user. Unreadable (no procfs): assume not, as the per-user
-/// paths then apply only to session URIs.
-pub(crate) fn effective_user_is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
-/// What socket resolution asks of the host it runs on (a fake in tests).
-trait Host {
-    fn is_root(&self) -> bool;
-    /// The per-user daemon's directory (`$XDG_RUNTIME_DIR/libvirt`).
-    fn runtime_dir(&self) -> Option<PathBuf>;
-    fn exists(&self, path: &Path) -> bool;
-}
-
-struct RealHost;
-
-impl Host for RealHost {
-    fn is_root(&self) -> bool {
-        effective_user_is_root()
-    }
-
-    fn runtime_dir(&self) -> Option<PathBuf> {
-        let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-        let base = var("XDG_RUNTIME_DIR")
-            .or_else(|| var("XDG_CACHE_HOME"))
-            .map(PathBuf::from)
-            .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-        Some(base.join("libvirt"))
-    }
-
-    fn exists(&self, path: &Path) -> bool {
-        path.exists()
-    }
 }
 
 #[cfg(test)]

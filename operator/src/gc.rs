@@ -46,13 +46,16 @@ impl Sweeper {
     /// `cancel`.
     pub async fn run(self, cancel: CancellationToken) {
         loop {
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = tokio::time::sleep(self.interval) => {}
+            let slept = cancel.run_until_cancelled(tokio::time::sleep(self.interval));
+            if slept.await.is_none() {
+                return;
             }
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = self.round(&cancel) => {}
+            if cancel
+                .run_until_cancelled(self.round(&cancel))
+                .await
+                .is_none()
+            {
+                return;
             }
         }
     }

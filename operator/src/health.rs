@@ -134,21 +134,23 @@ impl Engine {
         let mut trackers: HashMap<String, Tracked> = HashMap::new();
         let mut next_round = tokio::time::Instant::now() + self.interval;
         loop {
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = tokio::time::sleep_until(next_round) => {
-                    next_round = tokio::time::Instant::now() + self.interval;
-                    tokio::select! {
-                        () = cancel.cancelled() => return,
-                        () = self.round(&mut trackers) => {}
-                    }
+            let woke = cancel.run_until_cancelled(async {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next_round) => true,
+                    () = self.changed.notified() => false,
                 }
-                () = self.changed.notified() => {
-                    tokio::select! {
-                        () = cancel.cancelled() => return,
-                        () = self.resets(&mut trackers) => {}
-                    }
-                }
+            });
+            let Some(round_due) = woke.await else {
+                return;
+            };
+            let work = if round_due {
+                next_round = tokio::time::Instant::now() + self.interval;
+                cancel.run_until_cancelled(self.round(&mut trackers)).await
+            } else {
+                cancel.run_until_cancelled(self.resets(&mut trackers)).await
+            };
+            if work.is_none() {
+                return;
             }
         }
     }

@@ -42,13 +42,13 @@ impl Monitor {
     pub async fn run(self, cancel: CancellationToken) {
         loop {
             let rounds = self.providers.iter().map(|p| self.check_one(&**p));
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                _ = futures::future::join_all(rounds) => {}
+            let checked = cancel.run_until_cancelled(futures::future::join_all(rounds));
+            if checked.await.is_none() {
+                return;
             }
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                () = tokio::time::sleep(self.interval) => {}
+            let slept = cancel.run_until_cancelled(tokio::time::sleep(self.interval));
+            if slept.await.is_none() {
+                return;
             }
         }
     }

@@ -42,9 +42,8 @@ impl Forwarder {
     /// Runs until `cancel` or the watch ends; drops the watch on return.
     pub async fn run(mut self, cancel: CancellationToken) {
         loop {
-            let ev = tokio::select! {
-                () = cancel.cancelled() => return,
-                ev = self.events.next() => ev,
+            let Some(ev) = cancel.run_until_cancelled(self.events.next()).await else {
+                return;
             };
             let Some(ev) = ev else {
                 tracing::warn!(provider = %self.provider, "instance events ended; polling only");

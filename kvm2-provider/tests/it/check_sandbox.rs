@@ -22,7 +22,7 @@ async fn each_host_gets_its_reason_within_the_deadline_and_nothing_stays_open() 
     let good = Relay::tcp(upstream.clone()).await;
     let badkey = Relay::tcp(upstream).await;
     let silent = Silent::start().await;
-    let closed = testkit::sshd::free_port();
+    let closed = testkit::free_port();
 
     // known_hosts: the real host key for `good`, another key for `badkey`.
     let dir = tempfile::tempdir().unwrap();

@@ -193,7 +193,7 @@ async fn list_by_tag_fails_whole_when_one_host_is_unreachable() {
     let ours = unique("half");
     let _a = QemuDomain::define(&sandbox, &client, &ours, Some(mark(ENTRY, OWNER)), false).await;
     // host2: a port nothing listens on.
-    let closed = testkit::sshd::free_port();
+    let closed = testkit::free_port();
     let config = providers(&sandbox)
         .hosts([
             Host::sandbox(&sandbox, "host1"),

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::PkiFile;
+use crate::host::{Host, RealHost};
 use crate::uri::Uri;
 
 /// The system CA certificate (`LIBVIRT_CACERT`).
@@ -55,31 +56,6 @@ impl PkiPaths {
     }
 }
 
-/// What the lookup asks of the host it runs on (a fake in tests).
-trait Host {
-    fn is_root(&self) -> bool;
-    fn home(&self) -> Option<PathBuf>;
-    fn exists(&self, path: &Path) -> bool;
-}
-
-struct RealHost;
-
-impl Host for RealHost {
-    fn is_root(&self) -> bool {
-        crate::uri::effective_user_is_root()
-    }
-
-    fn home(&self) -> Option<PathBuf> {
-        std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from)
-    }
-
-    fn exists(&self, path: &Path) -> bool {
-        path.exists()
-    }
-}
-
 fn locate(pkipath: Option<&Path>, host: &dyn Host) -> PkiPaths {
     if let Some(dir) = pkipath {
         return PkiPaths::in_dir(dir);
@@ -119,6 +95,9 @@ mod tests {
     impl Host for Fake {
         fn is_root(&self) -> bool {
             self.root
+        }
+        fn var(&self, _: &str) -> Option<std::ffi::OsString> {
+            None
         }
         fn home(&self) -> Option<PathBuf> {
             self.home.map(PathBuf::from)

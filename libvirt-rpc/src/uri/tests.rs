@@ -36,6 +36,9 @@ impl Host for FakeHost {
     fn is_root(&self) -> bool {
         self.root
     }
+    fn var(&self, _: &str) -> Option<std::ffi::OsString> {
+        None
+    }
     fn runtime_dir(&self) -> Option<PathBuf> {
         self.runtime_dir.clone()
     }

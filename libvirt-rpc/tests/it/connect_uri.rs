@@ -9,7 +9,8 @@ use libvirt_rpc::{Client, ConnectOptions, Error, PkiFile, Uri};
 use testkit::libvirtd::PrivateLibvirtd;
 
 use crate::support;
-use crate::tls::{Pki, free_port, tls_daemon};
+use crate::tls::{Pki, tls_daemon};
+use testkit::free_port;
 
 /// `connect_uri`, retrying while the daemon's port comes up (refused
 /// connections only).

@@ -10,11 +10,7 @@ use testkit::Descriptor;
 use libvirt_rpc::{Client, Config, OpenFlags, Transport, Uri};
 use testkit::libvirtd::PrivateLibvirtd;
 
-/// A port nothing listens on right now.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
+use testkit::free_port;
 
 async fn connect_when_listening(addr: (&str, u16), uri: &str) -> Client {
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libvirt_rpc::{Client, Config, Error, OpenFlags, PkiFile, PkiPaths, TlsCredentials, TlsStage};
+use testkit::free_port;
 use testkit::libvirtd::PrivateLibvirtd;
 use testkit::pki::{self, Ca, CertPair};
 use tokio::io::AsyncWriteExt;
@@ -72,12 +73,6 @@ impl Pki {
     pub fn credentials(&self) -> TlsCredentials {
         TlsCredentials::from_files(&PkiPaths::in_dir(self.client_dir())).unwrap()
     }
-}
-
-/// A port nothing listens on right now.
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 /// A private libvirtd listening for TLS on a free port with `pki`'s daemon

@@ -24,11 +24,13 @@ pub struct Backoff {
 impl Backoff {
     /// A backoff starting at `base` and never above `cap` (a `cap` below
     /// `base` is raised to `base`).
-    pub fn new(base: Duration, cap: Duration) -> Self {
-        Backoff {
-            base,
-            cap: cap.max(base),
-        }
+    pub const fn new(base: Duration, cap: Duration) -> Self {
+        let cap = if cap.as_nanos() < base.as_nanos() {
+            base
+        } else {
+            cap
+        };
+        Backoff { base, cap }
     }
 
     /// The first delay.

@@ -40,4 +40,15 @@ pub use hypervisor_host::{HostNetwork, HypervisorHost};
 
 mod netns;
 
+/// A TCP port on 127.0.0.1 nothing listens on right now (the kernel's
+/// pick; another process may take it before the caller binds it).
+///
+/// # Errors
+/// The bind to port 0 failing.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
 pub use netns::{command_in, connect_in, in_netns, netns_path};

@@ -1,5 +1,5 @@
 //! The hand-kept exceptions to the generator's rules, each with its reason.
-//! Everything not named here follows the rules in `emit.rs`.
+//! Everything not named here follows the rules in `emit/mod.rs`.
 
 /// `.x` types not generated: a hand-written type with more to offer takes
 /// their place (its path inside libvirt-rpc).

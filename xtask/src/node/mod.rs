@@ -40,7 +40,6 @@ use sandbox_kit::Descriptor;
 use sandbox_kit::kubeconfig::{self, Credentials};
 use serde::{Deserialize, Serialize};
 
-use crate::image::oci::{self, Layer};
 use crate::sandbox;
 use crate::sandbox::control_plane::{SERVICE_ACCOUNT_KEY, spawn_logged};
 use crate::setup::kube_build::NODE;
@@ -48,17 +47,20 @@ use crate::util::{cmd, output, read};
 use crate::util::{free_port, wait_until_within};
 use sandbox_kit::pki::{self, CertPair, Usage};
 
+mod containerd;
+mod kubelet;
+
+use containerd::{PAUSE_IMAGE, pause_image, start_containerd};
+pub use containerd::{import, stop_pods};
+pub use kubelet::clean_up;
+use kubelet::{KUBELET_OUTSIDE, kubelet_config};
+
 /// The node's name (and the kubelet's identity).
 pub const NODE_NAME: &str = "kvm2-sandbox-node";
 /// The node's address: the kubelet refuses a loopback one (127/8), so the
 /// node gets this one on `lo` ([`node_address`]): local to this machine, on
 /// no network. Host-network pods have it as their IP.
 pub const NODE_IP: &str = "10.213.8.1";
-/// The pod sandbox image every pod starts with.
-const PAUSE_IMAGE: &str = "localhost/kvm2-sandbox/pause:1";
-const PAUSE_SOURCE: &str = include_str!("pause.c");
-/// containerd's namespace for Kubernetes' containers.
-const K8S_NS: &str = "k8s.io";
 const READY: Duration = Duration::from_secs(120);
 /// What the kubelet may change under /proc/sys (restored at `down`).
 const SYSCTLS: &[&str] = &[
@@ -69,17 +71,6 @@ const SYSCTLS: &[&str] = &[
     "kernel/keys/root_maxkeys",
     "kernel/keys/root_maxbytes",
 ];
-/// Where the kubelet writes outside its root directory (removed at `down`
-/// when it made them).
-const KUBELET_OUTSIDE: &[&str] = &[
-    "/var/lib/kubelet",
-    "/var/log/pods",
-    "/var/log/containers",
-    "/usr/libexec/kubernetes",
-];
-/// The cgroup the kubelet puts pods under, in every v1 hierarchy.
-const KUBEPODS: &str = "kubepods";
-const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 /// A running node, as `node/node.json` in the run directory records it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -331,308 +322,4 @@ fn node_address() -> Result<()> {
 fn has_node_address() -> bool {
     read(cmd("ip", ["-br", "address", "show", "dev", "lo"]))
         .is_ok_and(|out| out.split_whitespace().any(|a| a == format!("{NODE_IP}/32")))
-}
-
-/// containerd with a config, root, state and socket of its own.
-fn start_containerd(node_dir: &Path, processes: &mut Vec<(String, u32)>) -> Result<PathBuf> {
-    let base = node_dir.join("containerd");
-    let cni = node_dir.join("cni");
-    std::fs::create_dir_all(&cni)?;
-    std::fs::write(cni.join("10-sandbox.conflist"), CNI_CONFLIST)?;
-    let socket = base.join("containerd.sock");
-    let config = base.join("config.toml");
-    std::fs::create_dir_all(&base)?;
-    std::fs::write(
-        &config,
-        format!(
-            r#"version = 2
-root = "{root}"
-state = "{state}"
-
-[grpc]
-  address = "{socket}"
-
-[ttrpc]
-  address = "{socket}.ttrpc"
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{opt}"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
-  restrict_oom_score_adj = true
-  enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "{cni}"
-"#,
-            root = base.join("root").display(),
-            state = base.join("state").display(),
-            socket = socket.display(),
-            opt = base.join("opt").display(),
-            cni = cni.display(),
-        ),
-    )?;
-    let mut c = Command::new("/usr/bin/containerd");
-    c.arg("--config").arg(&config);
-    processes.push((
-        "containerd".into(),
-        spawn_logged(c, &node_dir.join("containerd.log"))?,
-    ));
-    wait_until_within("containerd", Duration::from_secs(30), || {
-        Ok(output(ctr(&socket, &["version"]))?.status.success())
-    })?;
-    Ok(socket)
-}
-
-/// A CNI network the kubelet sees as configured; host-network pods never
-/// use it (nothing in the sandbox runs other pods).
-const CNI_CONFLIST: &str = r#"{
-  "cniVersion": "0.4.0",
-  "name": "kvm2-sandbox",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "kvm2-cni0",
-      "isGateway": false,
-      "ipMasq": false,
-      "ipam": { "type": "host-local", "ranges": [[{ "subnet": "10.213.9.0/24" }]] }
-    }
-  ]
-}
-"#;
-
-/// The kubelet's configuration file (JSON is YAML).
-fn kubelet_config(client_ca: &Path, serving: &CertPair, port: u16) -> Result<String> {
-    let config = serde_json::json!({
-        "kind": "KubeletConfiguration",
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "address": NODE_IP,
-        "port": port,
-        "readOnlyPort": 0,
-        "healthzPort": 0,
-        "tlsCertFile": serving.cert,
-        "tlsPrivateKeyFile": serving.key,
-        "authentication": {
-            "anonymous": { "enabled": false },
-            "webhook": { "enabled": true },
-            "x509": { "clientCAFile": client_ca },
-        },
-        "authorization": { "mode": "Webhook" },
-        "cgroupDriver": "cgroupfs",
-        "failSwapOn": false,
-        "makeIPTablesUtilChains": false,
-        "clusterDomain": "cluster.local",
-        "resolvConf": "/etc/resolv.conf",
-        "serializeImagePulls": false,
-        // Imported images have no registry to come back from: never
-        // collect them, and never evict for a full disk the host shares
-        // with builds ("0%" turns a signal off; even 1% of a large, busy
-        // disk evicted the operator's pod on a CI machine).
-        "imageGCHighThresholdPercent": 100,
-        "imageGCLowThresholdPercent": 99,
-        "evictionHard": {
-            "memory.available": "50Mi",
-            "nodefs.available": "0%",
-            "imagefs.available": "0%",
-            "nodefs.inodesFree": "0%",
-            "imagefs.inodesFree": "0%",
-        },
-        "enforceNodeAllocatable": ["pods"],
-    });
-    Ok(serde_json::to_string_pretty(&config)?)
-}
-
-/// `ctr --address SOCKET -n k8s.io ARGS`.
-fn ctr(socket: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new("/usr/bin/ctr");
-    c.arg("--address")
-        .arg(socket)
-        .args(["-n", K8S_NS])
-        .args(args);
-    c
-}
-
-/// Loads a docker-archive tarball into the node's containerd.
-pub fn import(containerd: &Path, tarball: &Path) -> Result<()> {
-    let mut c = ctr(containerd, &["images", "import"]);
-    c.arg(tarball);
-    read(c).with_context(|| format!("cannot import {}", tarball.display()))?;
-    Ok(())
-}
-
-/// The pause image: a static binary that waits for a signal and reaps.
-fn pause_image(node_dir: &Path) -> Result<PathBuf> {
-    let work = node_dir.join("pause");
-    std::fs::create_dir_all(&work)?;
-    let source = work.join("pause.c");
-    std::fs::write(&source, PAUSE_SOURCE)?;
-    let binary = work.join("pause");
-    read(cmd(
-        "gcc",
-        [
-            "-static".as_ref(),
-            "-Os".as_ref(),
-            "-o".as_ref(),
-            binary.as_os_str(),
-            source.as_os_str(),
-        ],
-    ))
-    .context("cannot build the pause binary (gcc -static)")?;
-    let tarball = work.join("pause.tar");
-    oci::build(
-        &work.join("image"),
-        PAUSE_IMAGE,
-        &[Layer::File {
-            from: binary,
-            to: "pause".into(),
-        }],
-        &oci::Config {
-            entrypoint: vec!["/pause".into()],
-            cmd: Vec::new(),
-            user: "65535:65535".into(),
-            exposed_ports: Vec::new(),
-        },
-        &tarball,
-    )?;
-    Ok(tarball)
-}
-
-/// Stops every pod's processes and containerd's shims (the kubelet is
-/// stopped first so it does not restart them). Called by `sandbox down`.
-pub fn stop_pods(dir: &Path, record: &sandbox::Record) {
-    if !dir.join("node").exists() {
-        return;
-    }
-    for (name, pid) in &record.processes {
-        if name == "kubelet" {
-            crate::util::stop(name, *pid);
-        }
-    }
-    let socket = dir.join("node/containerd/containerd.sock");
-    // Shims of our containerd name its socket on their command line.
-    let shims = output(cmd(
-        "pgrep",
-        [
-            "-f",
-            &format!("containerd-shim.*-address {}", socket.display()),
-        ],
-    ))
-    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-    .unwrap_or_default();
-    for pid in pod_pids() {
-        let _ = output(cmd("kill", ["-KILL", &pid.to_string()]));
-    }
-    for pid in shims.split_whitespace() {
-        let _ = output(cmd("kill", ["-KILL", pid]));
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !pod_pids().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Every process in a pod's cgroup (read from the `pids` hierarchy).
-fn pod_pids() -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut stack = vec![Path::new(CGROUP_ROOT).join("pids").join(KUBEPODS)];
-    while let Some(d) = stack.pop() {
-        if let Ok(text) = std::fs::read_to_string(d.join("cgroup.procs")) {
-            out.extend(text.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
-        }
-        if let Ok(entries) = std::fs::read_dir(&d) {
-            stack.extend(
-                entries
-                    .flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .map(|e| e.path()),
-            );
-        }
-    }
-    out
-}
-
-/// Removes the kubelet's `kubepods` cgroups (deepest first) and the
-/// mounts it left in its root directory. Called by `sandbox down` after
-/// every process stopped.
-pub fn clean_up(dir: &Path) {
-    let node_dir = dir.join("node");
-    if !node_dir.exists() {
-        return;
-    }
-    if has_node_address() {
-        let _ = output(cmd(
-            "ip",
-            ["address", "delete", &format!("{NODE_IP}/32"), "dev", "lo"],
-        ));
-    }
-    // Secret and service-account volumes are tmpfs mounts under the root dir.
-    let root = node_dir.join("kubelet");
-    if let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") {
-        let mut ours: Vec<&str> = mounts
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(1))
-            .filter(|m| m.starts_with(&*root.to_string_lossy()) || m.contains("/node/containerd/"))
-            .collect();
-        ours.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in ours {
-            let _ = output(cmd("umount", ["-l", m]));
-        }
-    }
-    let Ok(hierarchies) = std::fs::read_dir(CGROUP_ROOT) else {
-        return;
-    };
-    for h in hierarchies.flatten() {
-        let top = h.path().join(KUBEPODS);
-        if top.exists() {
-            remove_cgroup(&top);
-        }
-    }
-}
-
-fn remove_cgroup(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_cgroup(&e.path());
-            }
-        }
-    }
-    if let Err(e) = std::fs::remove_dir(dir) {
-        eprintln!("sandbox: cannot remove cgroup {}: {e}", dir.display());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The node shares the host's disk with builds: a disk signal that can
-    /// fire evicts the operator's pod mid-demo (seen on a CI machine at 1%).
-    #[test]
-    fn the_kubelet_never_evicts_for_the_shared_disk() {
-        let pair = CertPair {
-            cert: "/c".into(),
-            key: "/k".into(),
-        };
-        let config: serde_json::Value =
-            serde_json::from_str(&kubelet_config(Path::new("/ca"), &pair, 1).unwrap()).unwrap();
-        let hard = config["evictionHard"].as_object().unwrap();
-        for signal in [
-            "nodefs.available",
-            "imagefs.available",
-            "nodefs.inodesFree",
-            "imagefs.inodesFree",
-        ] {
-            // Left out, a kubelet version may apply its default (10%, 15%).
-            assert_eq!(hard[signal], "0%", "{signal} must be off");
-        }
-        assert_eq!(config["imageGCHighThresholdPercent"], 100);
-    }
 }

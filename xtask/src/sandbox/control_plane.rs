@@ -202,7 +202,7 @@ pub fn start(
         kubeconfig: admin_kubeconfig,
         ca_cert: ca.cert,
         ca_key: ca.key,
-        version: "v1.20.2".into(),
+        version: crate::setup::kube_build::KUBE_VERSION.into(),
         etcd: etcd_url,
         service_account_issuer: ISSUER.into(),
     })

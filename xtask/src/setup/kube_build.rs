@@ -30,6 +30,9 @@ use crate::util::{CACHE, cmd, run, sha256_file};
 
 /// The source package version, pinned so the cache key is known offline.
 const VERSION: &str = "1.20.5+really1.20.2-1.1+deb12u1";
+/// The Kubernetes version that package builds (what the binaries report):
+/// the one place the sandbox's Kubernetes version is written.
+pub const KUBE_VERSION: &str = "v1.20.2";
 /// sha256 of that version's `.dsc` (which lists the tarballs' digests).
 const DSC_SHA256: &str = "19fa1da5aefcef673894ac9511986bd98a14410cf8eea0b626613c30df435257";
 /// The deb-src entry `apt-get source` needs (bookworm main only).
@@ -84,7 +87,7 @@ impl Build {
 
     fn key_dir(&self) -> PathBuf {
         PathBuf::from(CACHE).join("kube").join(format!(
-            "v1.20.2-{}-{}{}",
+            "{KUBE_VERSION}-{}-{}{}",
             &DSC_SHA256[..16],
             self.name,
             self.recipe
@@ -122,7 +125,7 @@ pub fn ensure(build: &Build) -> Result<()> {
     let started = Instant::now();
     let names = build.binaries.join(", ");
     eprintln!(
-        "setup: building {names} v1.20.2 from Debian's source ({}; cached in {})",
+        "setup: building {names} {KUBE_VERSION} from Debian's source ({}; cached in {})",
         build.expect,
         build.key_dir().display()
     );

@@ -1,7 +1,6 @@
 //! Processes this tool starts and stops: liveness by pid and name, a
 //! bounded stop, pid files, readiness polls, free ports.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -77,9 +76,4 @@ pub fn wait_until_within(
         }
         std::thread::sleep(Duration::from_millis(25));
     }
-}
-
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-pub fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }

@@ -48,6 +48,16 @@ pub mod tasks;
 pub mod virsh;
 mod wait;
 
+/// A port on 127.0.0.1 nothing listens on right now
+/// ([`sandbox_kit::free_port`]).
+///
+/// # Panics
+/// When the machine cannot bind a port at all.
+#[allow(clippy::expect_used)]
+pub fn free_port() -> u16 {
+    sandbox_kit::free_port().expect("a port on 127.0.0.1")
+}
+
 pub use sandbox_kit::{
     Descriptor, ENV_VAR, GuestImage, GuestNet, HostNetwork, HypervisorHost, KubeService,
     SshService, command_in, connect_in, in_netns, netns_path,

@@ -49,15 +49,6 @@ pub fn public_key(path: &Path) -> String {
         .to_owned()
 }
 
-/// A port on 127.0.0.1 nothing listens on right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A known_hosts file at `dir/known_hosts` holding the sandbox's entries
 /// and its host key also at `[127.0.0.1]:port` (for a relay in front of
 /// the sandbox's sshd).
@@ -119,7 +110,7 @@ impl OwnSshd {
         let authorized_keys = dir.path().join("authorized_keys");
         std::fs::write(&authorized_keys, format!("{}\n", public_key(&client_key))).unwrap();
         std::fs::create_dir_all("/run/sshd").unwrap();
-        let port = free_port();
+        let port = crate::free_port();
         let cfg = dir.path().join("sshd_config");
         let extra = if extra_config.contains("AllowStreamLocalForwarding") {
             extra_config.to_owned()
