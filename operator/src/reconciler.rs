@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -70,6 +70,9 @@ pub struct Ctx {
     pub provider_names: BTreeSet<Identifier>,
     /// Publishes Events (events.k8s.io/v1).
     pub recorder: Recorder,
+    /// The Recorder's reporter, for the Events it cannot name (a Proxy
+    /// name too long for its `<name>.<nanoseconds>` Event names).
+    pub reporter: Reporter,
     /// The per-Proxy provider tasks.
     pub tasks: ProviderTasks,
     /// Metrics.
@@ -361,7 +364,12 @@ async fn publish(ctx: &Ctx, p: &Proxy, event: &fleet::Event) {
         action: "Reconcile".to_owned(),
         secondary: None,
     };
-    match ctx.recorder.publish(&ev, &p.object_ref(&())).await {
+    let published = if recorder_names_fit(&p.name_any()) {
+        ctx.recorder.publish(&ev, &p.object_ref(&())).await
+    } else {
+        publish_named(ctx, p, &ev).await
+    };
+    match published {
         Ok(()) => ctx.metrics.event(),
         Err(e) => tracing::warn!(
             proxy = %format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
@@ -372,9 +380,94 @@ async fn publish(ctx: &Ctx, p: &Proxy, event: &fleet::Event) {
     }
 }
 
+/// The longest object name (a DNS subdomain).
+const MAX_NAME: usize = 253;
+/// kube's Recorder names an Event `<object>.<nanoseconds, hex>` (16 hex
+/// digits until 2262): the object's name must leave room for them.
+fn recorder_names_fit(object: &str) -> bool {
+    object.len() + 1 + 16 <= MAX_NAME
+}
+
+/// An Event name for `object` at `nanos`: the object's name cut to fit
+/// (a valid name: never ending in `-` or `.`), then `.` and the hex time.
+fn short_event_name(object: &str, nanos: u128) -> String {
+    let suffix = format!(".{nanos:x}");
+    let room = MAX_NAME.saturating_sub(suffix.len());
+    // Object names are ASCII (DNS subdomains); `get` keeps this total.
+    let cut = object.get(..room.min(object.len())).unwrap_or("");
+    format!("{}{suffix}", cut.trim_end_matches(['-', '.']))
+}
+
+/// Creates the Event the Recorder would, under a name that fits (a Proxy
+/// name longer than 236 characters); such Events are not merged into
+/// series.
+async fn publish_named(ctx: &Ctx, p: &Proxy, ev: &KubeEvent) -> Result<(), kube::Error> {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let nanos = u128::try_from(now.as_nanosecond()).unwrap_or(0);
+    let namespace = p.namespace().unwrap_or_default();
+    let event = K8sEvent {
+        action: Some(ev.action.clone()),
+        reason: Some(ev.reason.clone()),
+        note: ev.note.clone(),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(p.object_ref(&())),
+        reporting_controller: Some(ctx.reporter.controller.clone()),
+        reporting_instance: Some(
+            ctx.reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| ctx.reporter.controller.clone()),
+        ),
+        type_: Some(
+            match ev.type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            }
+            .into(),
+        ),
+        metadata: ObjectMeta {
+            namespace: Some(namespace.clone()),
+            name: Some(short_event_name(&p.name_any(), nanos)),
+            ..ObjectMeta::default()
+        },
+        ..K8sEvent::default()
+    };
+    let api: Api<K8sEvent> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.create(&kube::api::PostParams::default(), &event)
+        .await
+        .map(|_| ())
+}
+
 /// A stream of a receiver's items (ends when every sender is gone).
 pub fn receiver_stream<T: Send + 'static>(
     rx: mpsc::Receiver<T>,
 ) -> impl futures::Stream<Item = T> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_proxy_names_get_event_names_that_fit() {
+        let nanos = 0x1999_9999_9999_9999_u128;
+        assert!(recorder_names_fit(&"a".repeat(236)));
+        assert!(!recorder_names_fit(&"a".repeat(237)));
+        for len in [237, 240, 253] {
+            let name = short_event_name(&"a".repeat(len), nanos);
+            assert_eq!(name.len(), 253, "{len}");
+            assert!(name.ends_with(".1999999999999999"), "{name}");
+        }
+        // Never a label ending in '-' or '.' before the suffix.
+        let object = format!("{}-{}", "a".repeat(235), "b".repeat(17));
+        let name = short_event_name(&object, nanos);
+        assert!(
+            name.starts_with(&"a".repeat(235)) && !name.contains("-."),
+            "{name}"
+        );
+        assert_eq!(short_event_name("p1", 255), "p1.ff");
+    }
 }

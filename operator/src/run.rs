@@ -559,18 +559,17 @@ impl Replica {
         let (trigger_tx, trigger_rx) = mpsc::channel(TRIGGER_QUEUE);
         let mut policy = fleet::Policy::default();
         policy.replace_unhealthy_after = self.args.replace_unhealthy_after.0;
+        let reporter = Reporter {
+            controller: "egress-proxies-operator".into(),
+            instance: Some(identity.to_owned()),
+        };
         let ctx = Arc::new(Ctx {
             client: client.clone(),
             reconciler: fleet::Reconciler::new(policy, self.cluster.clone()),
             providers: self.providers.clone(),
             provider_names: self.provider_names.clone(),
-            recorder: Recorder::new(
-                client.clone(),
-                Reporter {
-                    controller: "egress-proxies-operator".into(),
-                    instance: Some(identity.to_owned()),
-                },
-            ),
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            reporter,
             tasks: ProviderTasks::new(
                 usize::from(args.concurrency),
                 trigger_tx.clone(),

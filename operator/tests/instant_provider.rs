@@ -72,15 +72,16 @@ fn main() -> ExitCode {
     const HEALTH: &str = "healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance";
     const AUTH: &str = "the_probe_authenticates_with_the_entrys_credentials_file";
     const OUTAGES: &str = "api_outages_neither_restart_the_operator_nor_create_twice";
+    const LONG: &str = "the_longest_proxy_name_gets_its_events";
     if args.iter().any(|a| a == "--list") {
-        println!("{WRITES}: test\n{HEALTH}: test\n{AUTH}: test\n{OUTAGES}: test");
+        println!("{WRITES}: test\n{HEALTH}: test\n{AUTH}: test\n{OUTAGES}: test\n{LONG}: test");
         return ExitCode::SUCCESS;
     }
     // (A bare number is an option's value, e.g. `--test-threads 2`.)
     let filter = args
         .iter()
         .find(|a| !a.starts_with('-') && a.parse::<u64>().is_err());
-    let chosen: Vec<&str> = [WRITES, HEALTH, AUTH, OUTAGES]
+    let chosen: Vec<&str> = [WRITES, HEALTH, AUTH, OUTAGES, LONG]
         .into_iter()
         .filter(|name| filter.is_none_or(|f| name.contains(f.as_str())))
         .collect();
@@ -91,6 +92,7 @@ fn main() -> ExitCode {
             WRITES => rt.block_on(proxies_reach_running_in_four_writes_and_then_write_nothing()),
             OUTAGES => rt.block_on(api_outages_neither_restart_the_operator_nor_create_twice()),
             AUTH => rt.block_on(the_probe_authenticates_with_the_entrys_credentials_file()),
+            LONG => rt.block_on(the_longest_proxy_name_gets_its_events()),
             _ => {
                 rt.block_on(healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance())
             }
@@ -158,6 +160,43 @@ async fn the_probe_authenticates_with_the_entrys_credentials_file() {
     )
     .await;
 
+    instant::delete_all(&api).await;
+    instant::wait_gone(&api, WITHIN).await;
+    drop(operator);
+    let _ = world
+        .kube
+        .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// A Proxy with the longest name Kubernetes allows (253 characters) gets
+/// its Events: kube's Recorder names an Event `<object>.<nanoseconds>`,
+/// past 253 for names over 236, and the API server refuses those.
+async fn the_longest_proxy_name_gets_its_events() {
+    let world = World::new().await;
+    let client = &world.client;
+    let responder = instant::responder().await;
+    let ns = world.namespace("long");
+    let api = instant::proxies(client, &ns);
+    // 253 characters in labels of at most 63 (a DNS subdomain).
+    let name = format!(
+        "{}.{}.{}.{}",
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(63),
+        "d".repeat(61)
+    );
+    assert_eq!(name.len(), 253);
+    instant::create_proxy(&api, &ns, &world.entry, &name).await;
+    let operator = world
+        .operator(&ns, responder, &["--log", "info,kube=warn"])
+        .await;
+    instant::wait_all(&api, 1, WITHIN, "Running", instant::running).await;
+    let created = created_events_of(client, &ns, 1).await;
+    assert_eq!(created.get(&name), Some(&1), "{created:?}");
+    assert!(
+        !operator.log().contains("event not recorded"),
+        "an Event was refused"
+    );
     instant::delete_all(&api).await;
     instant::wait_gone(&api, WITHIN).await;
     drop(operator);

@@ -27,7 +27,17 @@ pub enum EventReason {
     ReplaceLimitReached,
     /// A running instance lost its address past the grace period.
     AddressLost,
-    /// The spec, the Secret or the provider entry is wrong.
+    /// A spec field does not parse (as the condition reason).
+    InvalidSpec,
+    /// The cloud-init Secret, or its key, does not exist.
+    SecretMissing,
+    /// The cloud-init user data is not UTF-8.
+    SecretInvalid,
+    /// The cloud-init user data is larger than allowed.
+    SecretTooLarge,
+    /// The provider entry is not in the providers config.
+    UnknownProvider,
+    /// Any other input error (the condition's reason says which).
     InvalidInput,
     /// The spec was edited after the instance was made; the edit is ignored.
     SpecImmutable,
@@ -49,6 +59,20 @@ pub enum EventReason {
 }
 
 impl EventReason {
+    /// The Event of an input error whose condition reason is `reason`: the
+    /// same word, so an Event names the one thing to fix.
+    pub fn of_input_error(reason: crate::reason::Reason) -> Self {
+        use crate::reason::Reason;
+        match reason {
+            Reason::InvalidSpec => EventReason::InvalidSpec,
+            Reason::SecretMissing => EventReason::SecretMissing,
+            Reason::SecretInvalid => EventReason::SecretInvalid,
+            Reason::SecretTooLarge => EventReason::SecretTooLarge,
+            Reason::UnknownProvider => EventReason::UnknownProvider,
+            _ => EventReason::InvalidInput,
+        }
+    }
+
     /// The stable name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -58,6 +82,11 @@ impl EventReason {
             EventReason::InstanceGone => "InstanceGone",
             EventReason::ReplaceLimitReached => "ReplaceLimitReached",
             EventReason::AddressLost => "AddressLost",
+            EventReason::InvalidSpec => "InvalidSpec",
+            EventReason::SecretMissing => "SecretMissing",
+            EventReason::SecretInvalid => "SecretInvalid",
+            EventReason::SecretTooLarge => "SecretTooLarge",
+            EventReason::UnknownProvider => "UnknownProvider",
             EventReason::InvalidInput => "InvalidInput",
             EventReason::SpecImmutable => "SpecImmutable",
             EventReason::QuotaWait => "QuotaWait",
@@ -97,6 +126,31 @@ impl Event {
             kind: EventKind::Warning,
             reason,
             message: message.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reason::Reason;
+
+    #[test]
+    fn each_input_error_has_an_event_reason_of_its_own() {
+        let inputs = [
+            Reason::InvalidSpec,
+            Reason::SecretMissing,
+            Reason::SecretInvalid,
+            Reason::SecretTooLarge,
+            Reason::UnknownProvider,
+        ];
+        let names: std::collections::BTreeSet<&str> = inputs
+            .iter()
+            .map(|r| EventReason::of_input_error(*r).as_str())
+            .collect();
+        assert_eq!(names.len(), inputs.len(), "{names:?}");
+        for r in inputs {
+            assert_eq!(EventReason::of_input_error(r).as_str(), r.as_str());
         }
     }
 }

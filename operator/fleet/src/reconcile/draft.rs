@@ -194,7 +194,7 @@ impl<'a> Draft<'a> {
     /// there is no instance) say why.
     pub fn input_error(mut self, reason: Reason, msg: String) -> Step {
         self.memory.failures = 0;
-        self.warn_once(reason, EventReason::InvalidInput, &msg);
+        self.warn_once(reason, EventReason::of_input_error(reason), &msg);
         if self.status.provider_id.is_none() {
             self.status.phase = Some(Phase::Pending);
             self.provisioned(false, reason, msg.clone());

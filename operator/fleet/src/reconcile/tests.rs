@@ -890,7 +890,16 @@ fn secret_problems_are_conditions_and_nothing_is_made() {
         w.user_data = read;
         let pass = w.pass(&mut std::iter::empty());
         assert!(pass.calls.is_empty(), "{reason:?}");
-        assert_eq!(pass.events, [EventReason::InvalidInput], "{reason:?}");
+        assert_eq!(
+            pass.events,
+            [EventReason::of_input_error(reason)],
+            "{reason:?}"
+        );
+        assert_eq!(
+            EventReason::of_input_error(reason).as_str(),
+            reason.as_str(),
+            "the Event names the condition's reason"
+        );
         assert_eq!(w.ready(), Some(reason));
         assert_eq!(w.provisioned(), Some(reason));
         assert_eq!(w.status.phase, Some(Phase::Pending));
