@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::http_server::{qcow2_image, serve_body};
-use crate::provider_env::{Env, Host, served_image};
+use crate::provider_env::{Env, Host, tiny_served_image};
 use provider_api::{Change, Identifier, InstanceEvent, InstanceEvents, Placement, Provider};
 
 /// The next event matching `want` within `budget`, and how long it took.
@@ -36,9 +35,7 @@ fn resync_of(host: &str) -> impl Fn(&InstanceEvent) -> bool + '_ {
 async fn a_killed_qemu_is_reported_at_once_and_a_host_back_is_resynced() {
     let _turn = crate::placement_sandbox::HOST2.lock().await;
     let env = Env::new();
-    let body = qcow2_image("64M");
-    let server = serve_body(&body).await;
-    let image = served_image(&server, "tiny", &body, "qcow2");
+    let (_server, image) = tiny_served_image().await;
     let hosts = &env.sandbox.hosts;
     assert!(hosts.len() >= 2, "the sandbox starts 2 hosts");
     let yaml = env.yaml(

@@ -5,8 +5,7 @@
 
 use std::time::Duration;
 
-use crate::http_server::{qcow2_image, serve_body};
-use crate::provider_env::{Env, Host, served_image};
+use crate::provider_env::{Env, Host, tiny_served_image};
 use provider_api::{ErrorClass, Identifier, Placement, Provider, ProviderId};
 use testkit::HypervisorHost;
 
@@ -46,9 +45,7 @@ impl Drop for Boot<'_> {
 async fn hosts_at_their_limits_send_creates_on_and_all_full_is_quota_exceeded() {
     let _turn = HOST2.lock().await;
     let env = Env::new();
-    let body = qcow2_image("64M");
-    let server = serve_body(&body).await;
-    let image = served_image(&server, "tiny", &body, "qcow2");
+    let (_server, image) = tiny_served_image().await;
     let (h1, h2) = two_hosts(&env);
     let yaml = env.yaml(
         &[h1.with_max_instances(1), h2.with_max_instances(2)],
@@ -106,9 +103,7 @@ async fn hosts_at_their_limits_send_creates_on_and_all_full_is_quota_exceeded() 
 async fn a_host_short_of_memory_and_a_host_down_is_transient_then_the_host_back_takes_it() {
     let _turn = HOST2.lock().await;
     let env = Env::new();
-    let body = qcow2_image("64M");
-    let server = serve_body(&body).await;
-    let image = served_image(&server, "tiny", &body, "qcow2");
+    let (_server, image) = tiny_served_image().await;
     let (h1, h2) = two_hosts(&env);
     // host1 keeps more memory than any host has: full for every VM.
     let yaml = env.yaml(&[h1.with_reserved_memory("1TiB"), h2], &[image], None);

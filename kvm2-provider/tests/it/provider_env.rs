@@ -45,6 +45,15 @@ pub fn served_image(
     )
 }
 
+/// A blank 64 MiB qcow2 served by a server of its own, and its image entry
+/// `tiny` (what the placement and event tests create VMs from).
+pub async fn tiny_served_image() -> (crate::http_server::Server, Image) {
+    let body = crate::http_server::qcow2_image("64M");
+    let server = crate::http_server::serve_body(&body).await;
+    let image = served_image(&server, "tiny", &body, "qcow2");
+    (server, image)
+}
+
 /// A test's sandbox view and clean-up guard.
 pub struct Env {
     pub sandbox: Descriptor,
