@@ -126,6 +126,7 @@ mod error;
 mod event;
 pub mod gc;
 mod health;
+pub mod pool;
 mod probe;
 mod provider_health;
 mod reason;

@@ -267,20 +267,7 @@ impl ProxyStatus {
             last_transition_time: now,
             observed_generation: update.generation,
         };
-        match self.conditions.iter_mut().find(|c| c.type_ == fresh.type_) {
-            Some(c) => {
-                let since = if c.status == fresh.status {
-                    c.last_transition_time
-                } else {
-                    now
-                };
-                *c = Condition {
-                    last_transition_time: since,
-                    ..fresh
-                };
-            }
-            None => self.conditions.push(fresh),
-        }
+        upsert_condition(&mut self.conditions, fresh);
     }
 
     /// A copy without the condition of type `t` (e.g. the reconciler's part
@@ -300,6 +287,25 @@ impl ProxyStatus {
             s.conditions.push(c.clone());
         }
         s
+    }
+}
+
+/// Puts `fresh` into `conditions` in place of the condition of its type:
+/// its `lastTransitionTime` is kept when the status did not change.
+pub(crate) fn upsert_condition(conditions: &mut Vec<Condition>, fresh: Condition) {
+    match conditions.iter_mut().find(|c| c.type_ == fresh.type_) {
+        Some(c) => {
+            let since = if c.status == fresh.status {
+                c.last_transition_time
+            } else {
+                fresh.last_transition_time
+            };
+            *c = Condition {
+                last_transition_time: since,
+                ..fresh
+            };
+        }
+        None => conditions.push(fresh),
     }
 }
 
