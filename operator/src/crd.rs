@@ -1,5 +1,5 @@
-//! The custom resources: `Proxy` (namespaced) and `ProviderHealth`
-//! (cluster-scoped), group [`GROUP`], version `v1alpha1`.
+//! The custom resources: `Proxy` and `ProxyPool` (namespaced) and
+//! `ProviderHealth` (cluster-scoped), group [`GROUP`], version `v1alpha1`.
 //!
 //! The spec and status types are `fleet`'s, and so are their schemas: the
 //! wire shape is decided there, where the reconcile step reads and writes
@@ -76,6 +76,42 @@ pub struct ProxySpec {
     pub inner: fleet::ProxySpec,
 }
 
+/// A fleet of Proxies made from one template: `replicas` members (owned
+/// Proxies named `<pool>-<template hash>-<index>`), spread over the
+/// entry's hosts, rolled when the template changes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[kube(
+    group = "egress-proxies.io",
+    version = "v1alpha1",
+    kind = "ProxyPool",
+    plural = "proxypools",
+    shortname = "pxp",
+    namespaced,
+    status = "fleet::pool::ProxyPoolStatus",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    doc = "A pool of egress proxies: replicas Proxies from one template, spread over hosts, rolled on change.",
+    printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas"),
+    printcolumn(name = "Current", type_ = "integer", json_path = ".status.replicas"),
+    printcolumn(name = "Healthy", type_ = "integer", json_path = ".status.healthyReplicas"),
+    printcolumn(name = "Up-to-date", type_ = "integer", json_path = ".status.updatedReplicas"),
+    printcolumn(name = "Skew", type_ = "integer", json_path = ".status.skew"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(transparent)]
+pub struct ProxyPoolSpec {
+    /// The spec, as `fleet` reads it.
+    pub inner: fleet::pool::ProxyPoolSpec,
+}
+
 /// One provider entry's health, named after the entry: written by the
 /// operator's monitor; its spec only names the entry and type.
 #[allow(clippy::duplicated_attributes)]
@@ -138,7 +174,7 @@ const KUBERNETES_FORMATS: &[&str] = &[
     "double",
 ];
 
-/// Both CRDs as one YAML stream (what `operator crd` prints and
+/// The CRDs as one YAML stream (what `operator crd` prints and
 /// `deploy/crds/` holds).
 ///
 /// With `cel` false, the CEL rules (`x-kubernetes-validations`) are left
@@ -162,12 +198,13 @@ pub fn crds_yaml(cel: bool) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// Both CRDs as JSON: kube's derive over `fleet`'s schemas, with only the
+/// The CRDs (Proxy, ProviderHealth, ProxyPool) as JSON: kube's derive over `fleet`'s schemas, with only the
 /// formats Kubernetes knows, with or without the CEL rules.
-fn crds(cel: bool) -> serde_json::Result<[Value; 2]> {
+fn crds(cel: bool) -> serde_json::Result<[Value; 3]> {
     let mut crds = [
         serde_json::to_value(Proxy::crd())?,
         serde_json::to_value(ProviderHealth::crd())?,
+        serde_json::to_value(ProxyPool::crd())?,
     ];
     for crd in &mut crds {
         let versions = crd
@@ -234,6 +271,11 @@ mod tests {
     /// `schema`.
     fn assert_covered(schema: &Value, value: &Value, path: &str) {
         match value {
+            Value::Object(map) if schema["additionalProperties"].is_object() => {
+                for (k, v) in map {
+                    assert_covered(&schema["additionalProperties"], v, &format!("{path}.{k}"));
+                }
+            }
             Value::Object(map) => {
                 let props = schema["properties"]
                     .as_object()
@@ -254,8 +296,9 @@ mod tests {
         }
     }
 
-    /// The two CRDs as `operator crd` prints them: Proxy, ProviderHealth.
-    fn printed() -> [Value; 2] {
+    /// The CRDs as `operator crd` prints them: Proxy, ProviderHealth,
+    /// ProxyPool.
+    fn printed() -> [Value; 3] {
         crds(true).unwrap()
     }
 
@@ -317,7 +360,7 @@ mod tests {
             ConditionUpdate::new(ConditionStatus::True, Reason::Running, "ok", Some(1)),
             Timestamp::from_unix_seconds(3),
         );
-        let [proxy, _] = printed();
+        let [proxy, _, _] = printed();
         let schema = schema(&proxy);
         assert_covered(
             &schema["properties"]["spec"],
@@ -341,7 +384,7 @@ mod tests {
 
     #[test]
     fn the_proxy_spec_carries_the_immutability_rule_and_columns() {
-        let [crd, _] = printed();
+        let [crd, _, _] = printed();
         let spec = &schema(&crd)["properties"]["spec"];
         assert_eq!(
             spec["x-kubernetes-validations"],
@@ -363,6 +406,73 @@ mod tests {
         assert_eq!(crd["spec"]["scope"], "Namespaced");
         assert_eq!(crd["spec"]["group"], GROUP);
         assert!(crd["spec"]["versions"][0]["subresources"]["status"].is_object());
+    }
+
+    #[test]
+    fn the_pool_has_scale_columns_and_covers_fleet_status() {
+        let [_, _, crd] = printed();
+        let version = &crd["spec"]["versions"][0];
+        assert_eq!(
+            version["subresources"]["scale"],
+            serde_json::json!({
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.selector"
+            })
+        );
+        assert!(version["subresources"]["status"].is_object());
+        let columns: Vec<&str> = version["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            columns,
+            ["Desired", "Current", "Healthy", "Up-to-date", "Skew", "Age"]
+        );
+        assert_eq!(crd["spec"]["scope"], "Namespaced");
+        let spec: fleet::pool::ProxyPoolSpec = serde_json::from_value(serde_json::json!({
+            "replicas": 3,
+            "template": {
+                "metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+                "spec": {"provider": "kvm2-home", "image": "debian-12",
+                         "placement": {"host": "host1", "policy": "Require"}}
+            },
+            "spread": {"maxSkew": 2},
+            "strategy": {"maxSurge": 2, "maxUnavailable": 1}
+        }))
+        .unwrap();
+        let pool = spec.validate("egress").unwrap();
+        let hosts = [fleet::pool::HostState { name: "host1".into(), ready: true }];
+        let mut unpinned = pool.clone();
+        unpinned.spec.template.spec.placement = fleet::PlacementSpec::default();
+        let plan = unpinned.plan(&[], Some(&hosts));
+        let status = fleet::pool::ProxyPoolStatus::default().observe(
+            &unpinned,
+            &plan,
+            None,
+            Some(1),
+            Timestamp::from_unix_seconds(1),
+        );
+        assert!(!status.hosts.is_empty() && status.skew.is_some());
+        let schema = schema(&crd);
+        assert_covered(
+            &schema["properties"]["spec"],
+            &serde_json::to_value(&spec).unwrap(),
+            "spec",
+        );
+        assert_covered(
+            &schema["properties"]["status"],
+            &serde_json::to_value(&status).unwrap(),
+            "status",
+        );
+        let status_schema = &schema["properties"]["status"]["properties"];
+        assert_eq!(status_schema["hosts"]["x-kubernetes-list-map-keys"][0], "name");
+        assert_eq!(
+            schema["properties"]["spec"]["properties"]["replicas"]["maximum"].as_f64(),
+            Some(f64::from(fleet::pool::MAX_REPLICAS))
+        );
     }
 
     #[test]
@@ -390,7 +500,7 @@ mod tests {
             &[t(Some("11.3.0".into()))],
             std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_750_000_000),
         );
-        let [_, crd] = printed();
+        let [_, crd, _] = printed();
         let schema = schema(&crd);
         assert_covered(
             &schema["properties"]["status"],
@@ -457,7 +567,7 @@ mod tests {
                 }
             });
         }
-        let [proxy, _] = printed();
+        let [proxy, _, _] = printed();
         let status = &schema(&proxy)["properties"]["status"]["properties"];
         assert!(
             status["ip"].get("format").is_none(),
@@ -470,7 +580,7 @@ mod tests {
     /// Ports are 1 to 65535 and counts are not negative, as the types say.
     #[test]
     fn integer_bounds_come_from_the_types() {
-        let [proxy, health] = printed();
+        let [proxy, health, _] = printed();
         let status = &schema(&proxy)["properties"]["status"]["properties"];
         assert_eq!(
             (
@@ -518,6 +628,23 @@ mod tests {
                 "Proxy.status.appliedSpec.placement.policy",
                 serde_json::json!("Prefer"),
             ),
+            ("ProxyPool.spec.replicas", serde_json::json!(1)),
+            ("ProxyPool.spec.spread", serde_json::json!({"maxSkew": 1})),
+            ("ProxyPool.spec.spread.maxSkew", serde_json::json!(1)),
+            (
+                "ProxyPool.spec.strategy",
+                serde_json::json!({"maxSurge": 1, "maxUnavailable": 0}),
+            ),
+            ("ProxyPool.spec.strategy.maxSurge", serde_json::json!(1)),
+            ("ProxyPool.spec.strategy.maxUnavailable", serde_json::json!(0)),
+            (
+                "ProxyPool.spec.template.spec.cloudInit.key",
+                serde_json::json!("user-data"),
+            ),
+            (
+                "ProxyPool.spec.template.spec.placement.policy",
+                serde_json::json!("Prefer"),
+            ),
         ]
         .into_iter()
         .map(|(p, v)| (p.to_owned(), v))
@@ -528,6 +655,12 @@ mod tests {
                 .unwrap();
         assert_eq!(absent.placement.policy, fleet::PlacementPolicy::Prefer);
         assert_eq!(absent.cloud_init.unwrap().key, fleet::DEFAULT_USER_DATA_KEY);
+        let pool: fleet::pool::ProxyPoolSpec =
+            serde_json::from_str(r#"{"template":{"spec":{"provider":"p"}}}"#).unwrap();
+        assert_eq!(
+            serde_json::to_value((pool.replicas, pool.spread, pool.strategy)).unwrap(),
+            serde_json::json!([1, {"maxSkew": 1}, {"maxSurge": 1, "maxUnavailable": 0}])
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod leader;
 mod metrics;
 mod monitor;
 mod netns;
+mod pool;
 mod probe;
 mod provider_events;
 mod providers;

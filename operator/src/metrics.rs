@@ -20,6 +20,12 @@ struct ReviewLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemberWriteLabels {
+    op: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     writer: &'static str,
 }
@@ -39,6 +45,8 @@ pub struct OperatorMetrics {
     http_auth: Family<OutcomeLabels, Counter>,
     http_auth_reviews: Family<ReviewLabels, Counter>,
     instance_events: Family<OutcomeLabels, Counter>,
+    pool_reconciles: Family<OutcomeLabels, Counter>,
+    pool_member_writes: Family<MemberWriteLabels, Counter>,
 }
 
 impl OperatorMetrics {
@@ -60,6 +68,16 @@ impl OperatorMetrics {
             "operator_instance_events",
             "Providers' instance events by kind (a change's name, or resync), and those that named no known Proxy (unmatched)",
             m.instance_events.clone(),
+        );
+        registry.register(
+            "operator_pool_reconciles",
+            "ProxyPool reconciles by outcome",
+            m.pool_reconciles.clone(),
+        );
+        registry.register(
+            "operator_pool_member_writes",
+            "Members made (create) and deleted (delete) by ProxyPools, by outcome",
+            m.pool_member_writes.clone(),
         );
         registry.register(
             "operator_gc_deletes",
@@ -108,6 +126,21 @@ impl OperatorMetrics {
     pub fn reconcile(&self, outcome: &'static str) {
         self.reconciles
             .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// One pool reconcile ended with `outcome` (`ok`, `error`, `pending`).
+    pub fn pool_reconcile(&self, outcome: &'static str) {
+        self.pool_reconciles
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// One member `op` (`create`, `delete`) by a pool, with `outcome`
+    /// (`ok`, `exists`, `gone`, `error`).
+    pub fn pool_member_write(&self, op: &'static str, outcome: &'static str) {
+        self.pool_member_writes
+            .get_or_create(&MemberWriteLabels { op, outcome })
             .inc();
     }
 

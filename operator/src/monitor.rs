@@ -35,6 +35,8 @@ pub struct Monitor {
     pub recovered: mpsc::Sender<()>,
     /// Metrics.
     pub metrics: OperatorMetrics,
+    /// Where each check's hosts go (for the pool controller's spread).
+    pub hosts: crate::pool::HostBook,
 }
 
 impl Monitor {
@@ -65,6 +67,7 @@ impl Monitor {
             return;
         };
         let fresh = fleet::provider_health(&statuses, SystemTime::now());
+        self.hosts.record(name, &fresh.targets);
         let api: Api<ProviderHealth> = Api::all(self.client.clone());
         let stored = match tokio::time::timeout(bound, api.get_opt(name)).await {
             Ok(Ok(obj)) => obj,

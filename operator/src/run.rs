@@ -328,6 +328,8 @@ struct Replica {
     proxies_changed: Arc<tokio::sync::Notify>,
     /// The health engine's settings.
     probe: ProbeSettings,
+    /// Each entry's hosts from the monitor's latest check (pool spread).
+    hosts: crate::pool::HostBook,
 }
 
 /// Each entry's `probe_target`, and `--probe-target` over all of them.
@@ -418,6 +420,12 @@ impl Replica {
         let api = proxy_api(&client, args.namespace.as_deref());
         let proxies_changed = Arc::new(tokio::sync::Notify::new());
         spawn_proxy_cache(tasks, api, writer, state, proxies_changed.clone(), cancel);
+        let hosts = crate::pool::HostBook::new(
+            providers
+                .iter()
+                .filter(|p| p.checker().is_some())
+                .map(|p| p.name().to_string()),
+        );
         Ok(Self {
             args,
             client,
@@ -428,6 +436,7 @@ impl Replica {
             proxies: reader,
             proxies_changed,
             probe,
+            hosts,
         })
     }
 
@@ -501,9 +510,11 @@ impl Replica {
                 timeout: args.check_timeout.0,
                 recovered: recovered_tx,
                 metrics: self.metrics.clone(),
+                hosts: self.hosts.clone(),
             }
             .run(cancel.child_token()),
         );
+        self.spawn_pool_controller(&mut term, identity, cancel);
         term.spawn(
             crate::gc::Sweeper {
                 client: self.client.clone(),
@@ -644,6 +655,63 @@ impl Replica {
             ctx.tasks.shutdown();
         });
         calls
+    }
+}
+
+impl Replica {
+    /// The ProxyPool controller of one term: it reads members from the
+    /// Proxy watch cache and is triggered by changes of the Proxies pools
+    /// own.
+    fn spawn_pool_controller(
+        &self,
+        term: &mut JoinSet<()>,
+        identity: &str,
+        cancel: &CancellationToken,
+    ) {
+        let ctx = Arc::new(crate::pool::PoolCtx {
+            client: self.client.clone(),
+            proxies: self.proxies.clone(),
+            hosts: self.hosts.clone(),
+            recorder: Recorder::new(
+                self.client.clone(),
+                Reporter {
+                    controller: "egress-proxies-operator".into(),
+                    instance: Some(identity.to_owned()),
+                },
+            ),
+            metrics: self.metrics.clone(),
+        });
+        let namespace = self.args.namespace.as_deref();
+        let pools: Api<crate::crd::ProxyPool> = match namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let members = proxy_api(&self.client, namespace);
+        let controller = Controller::new(pools, watcher::Config::default())
+            .owns(
+                members,
+                watcher::Config::default().labels(fleet::pool::POOL_LABEL),
+            )
+            .with_config(controller::Config::default().concurrency(self.args.concurrency))
+            .graceful_shutdown_on(cancel.clone().cancelled_owned());
+        let stream = controller
+            .run(crate::pool::reconcile, crate::pool::error_policy, ctx)
+            .for_each(|r| async move {
+                if let Err(e) = r {
+                    match e {
+                        controller::Error::ReconcilerFailed(_, _) => {}
+                        e => tracing::warn!(error = %chain(&e), "pool controller"),
+                    }
+                }
+            });
+        let cancel = cancel.clone();
+        term.spawn(async move {
+            tokio::select! {
+                () = stream => {}
+                // The controller stops on its own (graceful shutdown); this bounds it.
+                () = async { cancel.cancelled().await; tokio::time::sleep(Duration::from_secs(10)).await } => {}
+            }
+        });
     }
 }
 

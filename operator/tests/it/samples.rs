@@ -104,3 +104,30 @@ fn the_sample_proxy_names_only_what_the_sample_config_defines() {
         "{secret}"
     );
 }
+
+#[test]
+fn the_sample_pool_validates_and_names_what_the_sample_config_defines() {
+    let config =
+        provider_api::ProvidersConfig::load(std::path::Path::new(&deploy("providers-config.yaml")))
+            .unwrap();
+    let text = std::fs::read_to_string(deploy("samples/proxy-pool.yaml")).unwrap();
+    let pool: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(pool["kind"], "ProxyPool");
+    let spec: fleet::pool::ProxyPoolSpec = serde_json::from_value(pool["spec"].clone()).unwrap();
+    let name = pool["metadata"]["name"].as_str().unwrap();
+    let valid = spec.validate(name).unwrap();
+    let template = &valid.spec.template.spec;
+    let entry = config
+        .providers
+        .iter()
+        .find(|e| e.name.as_str() == template.provider)
+        .expect("the sample pool's provider is an entry of the sample config");
+    let k = entry.kvm2().unwrap();
+    assert!(k.images.keys().any(|key| Some(key.as_str()) == template.image.as_deref()));
+    assert!(
+        k.machine_types
+            .keys()
+            .any(|m| Some(m.as_str()) == template.machine_type.as_deref())
+    );
+    assert!(template.placement.host.is_none(), "the sample shows spread");
+}
