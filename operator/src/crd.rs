@@ -97,8 +97,16 @@ pub struct ProxySpec {
     doc = "A pool of egress proxies: replicas Proxies from one template, spread over hosts, rolled on change.",
     printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas"),
     printcolumn(name = "Current", type_ = "integer", json_path = ".status.replicas"),
-    printcolumn(name = "Healthy", type_ = "integer", json_path = ".status.healthyReplicas"),
-    printcolumn(name = "Up-to-date", type_ = "integer", json_path = ".status.updatedReplicas"),
+    printcolumn(
+        name = "Healthy",
+        type_ = "integer",
+        json_path = ".status.healthyReplicas"
+    ),
+    printcolumn(
+        name = "Up-to-date",
+        type_ = "integer",
+        json_path = ".status.updatedReplicas"
+    ),
     printcolumn(name = "Skew", type_ = "integer", json_path = ".status.skew"),
     printcolumn(
         name = "Age",
@@ -444,7 +452,10 @@ mod tests {
         }))
         .unwrap();
         let pool = spec.validate("egress").unwrap();
-        let hosts = [fleet::pool::HostState { name: "host1".into(), ready: true }];
+        let hosts = [fleet::pool::HostState {
+            name: "host1".into(),
+            ready: true,
+        }];
         let mut unpinned = pool.clone();
         unpinned.spec.template.spec.placement = fleet::PlacementSpec::default();
         let plan = unpinned.plan(&[], Some(&hosts));
@@ -468,7 +479,10 @@ mod tests {
             "status",
         );
         let status_schema = &schema["properties"]["status"]["properties"];
-        assert_eq!(status_schema["hosts"]["x-kubernetes-list-map-keys"][0], "name");
+        assert_eq!(
+            status_schema["hosts"]["x-kubernetes-list-map-keys"][0],
+            "name"
+        );
         assert_eq!(
             schema["properties"]["spec"]["properties"]["replicas"]["maximum"].as_f64(),
             Some(f64::from(fleet::pool::MAX_REPLICAS))
@@ -636,7 +650,10 @@ mod tests {
                 serde_json::json!({"maxSurge": 1, "maxUnavailable": 0}),
             ),
             ("ProxyPool.spec.strategy.maxSurge", serde_json::json!(1)),
-            ("ProxyPool.spec.strategy.maxUnavailable", serde_json::json!(0)),
+            (
+                "ProxyPool.spec.strategy.maxUnavailable",
+                serde_json::json!(0),
+            ),
             (
                 "ProxyPool.spec.template.spec.cloudInit.key",
                 serde_json::json!("user-data"),

@@ -17,6 +17,7 @@
 //! `propagationPolicy: Orphan` (the `orphan` finalizer) leaves them.
 
 mod hosts;
+mod issued;
 mod members;
 
 use provider_api::error::chain;
@@ -34,6 +35,7 @@ use crate::crd::{Proxy, ProxyPool};
 use crate::metrics::OperatorMetrics;
 
 pub use hosts::HostBook;
+pub use issued::Issued;
 
 /// The field manager of the pool controller's status writes.
 pub const POOL_MANAGER: &str = "egress-operator-pool";
@@ -60,6 +62,8 @@ pub struct PoolCtx {
     pub recorder: kube::runtime::events::Recorder,
     /// Metrics.
     pub metrics: OperatorMetrics,
+    /// The member writes this term made that the cache may not show yet.
+    pub issued: Issued,
 }
 
 /// Why a pool pass failed.
@@ -118,7 +122,11 @@ pub async fn reconcile(
 /// The controller's error policy: members still going are looked at again
 /// soon; anything else after a backoff (a refused write is not retried in
 /// a tight loop).
-pub fn error_policy(pool: Arc<ProxyPool>, err: &finalizer::Error<Error>, _: Arc<PoolCtx>) -> Action {
+pub fn error_policy(
+    pool: Arc<ProxyPool>,
+    err: &finalizer::Error<Error>,
+    _: Arc<PoolCtx>,
+) -> Action {
     match err {
         finalizer::Error::CleanupFailed(Error::DeletePending(_)) => Action::requeue(DELETE_POLL),
         e => {
@@ -166,7 +174,11 @@ fn member_view(p: &Proxy) -> Member {
 
 async fn apply(pool: &ProxyPool, ctx: &PoolCtx) -> Result<Action, Error> {
     let ns = pool.namespace().ok_or(Error::Incomplete("namespace"))?;
-    let name = pool.metadata.name.clone().ok_or(Error::Incomplete("name"))?;
+    let name = pool
+        .metadata
+        .name
+        .clone()
+        .ok_or(Error::Incomplete("name"))?;
     let uid = pool.metadata.uid.clone().ok_or(Error::Incomplete("uid"))?;
     let generation = pool.metadata.generation;
     let before = pool.status.clone().unwrap_or_default();
@@ -187,9 +199,14 @@ async fn apply(pool: &ProxyPool, ctx: &PoolCtx) -> Result<Action, Error> {
     }
     let hosts = ctx.hosts.get(&entry);
     let members = members_of(ctx, &ns, &uid);
-    let views: Vec<Member> = members.iter().map(|p| member_view(p)).collect();
+    let cached: Vec<Member> = members.iter().map(|p| member_view(p)).collect();
+    // The cache can lag this controller's own writes: members it made are
+    // counted, members it deleted are not counted as live (a lagging view
+    // could otherwise pick further victims and go below the floor).
+    let views = ctx.issued.overlay(&uid, cached);
     let plan = valid.plan(&views, hosts.as_deref());
-    let failure = members::carry_out(ctx, pool, &valid, &plan).await;
+    let (failure, done) = members::carry_out(ctx, pool, &valid, &plan).await;
+    ctx.issued.record(&uid, &valid, &plan, &done);
     let status = before.observe(&valid, &plan, failure.as_deref(), generation, now);
     write_status(ctx, &ns, &name, &before, &status).await?;
     match failure {
@@ -210,6 +227,7 @@ async fn cleanup(pool: &ProxyPool, ctx: &PoolCtx) -> Result<Action, Error> {
     let uid = pool.metadata.uid.clone().ok_or(Error::Incomplete("uid"))?;
     let members = members_of(ctx, &ns, &uid);
     if members.is_empty() {
+        ctx.issued.forget(&uid);
         return Ok(Action::await_change());
     }
     let live: Vec<String> = members

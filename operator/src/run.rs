@@ -680,6 +680,7 @@ impl Replica {
                 },
             ),
             metrics: self.metrics.clone(),
+            issued: crate::pool::Issued::default(),
         });
         let namespace = self.args.namespace.as_deref();
         let pools: Api<crate::crd::ProxyPool> = match namespace {

@@ -15,6 +15,8 @@
 //!   name and address, the old verdict is reset at once, discovery stops
 //!   listing it as healthy, and `Healthy=True` comes back earned by the new
 //!   instance.
+//! - A ProxyPool fills, scales, rolls within its bounds and is deleted with
+//!   its members (`instant_provider/pools.rs`).
 //! - API server outages cost a term, not the process: the operator reaches
 //!   the API server through a relay that is cut or frozen for 30 s three
 //!   times in a row; each time it loses the Lease, stops its work, keeps
@@ -39,6 +41,8 @@ mod consumer;
 mod instant;
 #[path = "support/operator_account.rs"]
 mod operator_account;
+#[path = "instant_provider/pools.rs"]
+mod pools;
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -73,15 +77,19 @@ fn main() -> ExitCode {
     const AUTH: &str = "the_probe_authenticates_with_the_entrys_credentials_file";
     const OUTAGES: &str = "api_outages_neither_restart_the_operator_nor_create_twice";
     const LONG: &str = "the_longest_proxy_name_gets_its_events";
+    const POOLS: &str = "a_pool_fills_scales_rolls_and_deletes_its_members";
+    let all = [WRITES, HEALTH, AUTH, OUTAGES, LONG, POOLS];
     if args.iter().any(|a| a == "--list") {
-        println!("{WRITES}: test\n{HEALTH}: test\n{AUTH}: test\n{OUTAGES}: test\n{LONG}: test");
+        for name in all {
+            println!("{name}: test");
+        }
         return ExitCode::SUCCESS;
     }
     // (A bare number is an option's value, e.g. `--test-threads 2`.)
     let filter = args
         .iter()
         .find(|a| !a.starts_with('-') && a.parse::<u64>().is_err());
-    let chosen: Vec<&str> = [WRITES, HEALTH, AUTH, OUTAGES, LONG]
+    let chosen: Vec<&str> = all
         .into_iter()
         .filter(|name| filter.is_none_or(|f| name.contains(f.as_str())))
         .collect();
@@ -93,6 +101,7 @@ fn main() -> ExitCode {
             OUTAGES => rt.block_on(api_outages_neither_restart_the_operator_nor_create_twice()),
             AUTH => rt.block_on(the_probe_authenticates_with_the_entrys_credentials_file()),
             LONG => rt.block_on(the_longest_proxy_name_gets_its_events()),
+            POOLS => rt.block_on(pools::a_pool_fills_scales_rolls_and_deletes_its_members()),
             _ => {
                 rt.block_on(healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance())
             }

@@ -82,11 +82,17 @@ mod tests {
         let book = HostBook::new(["kvm2-home".to_owned()]);
         assert!(book.should_wait("kvm2-home"));
         assert!(!book.should_wait("other"), "never checked: no wait");
-        book.record("kvm2-home", &[target("host1", true), target("host2", false)]);
+        book.record(
+            "kvm2-home",
+            &[target("host1", true), target("host2", false)],
+        );
         assert!(!book.should_wait("kvm2-home"));
         let hosts = book.get("kvm2-home").unwrap_or_default();
         assert_eq!(
-            hosts.iter().map(|h| (h.name.as_str(), h.ready)).collect::<Vec<_>>(),
+            hosts
+                .iter()
+                .map(|h| (h.name.as_str(), h.ready))
+                .collect::<Vec<_>>(),
             [("host1", true), ("host2", false)]
         );
         let mut late = HostBook::new(["kvm2-home".to_owned()]);

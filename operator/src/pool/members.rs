@@ -38,20 +38,34 @@ fn member_object(pool: &ProxyPool, valid: &ValidPool, member: &NewMember) -> Pro
         namespace: pool.namespace(),
         labels: Some(labels),
         annotations: (!template.annotations.is_empty()).then(|| template.annotations.clone()),
-        owner_references: pool.controller_owner_ref(&()).map(|o| vec![o]),
+        // Blocking: a foreground delete of the pool waits for its members
+        // (and so for their instances).
+        owner_references: pool.controller_owner_ref(&()).map(|mut o| {
+            o.block_owner_deletion = Some(true);
+            vec![o]
+        }),
         ..ObjectMeta::default()
     };
     proxy
 }
 
+/// The member writes of one pass that the API server took.
+#[derive(Debug, Default)]
+pub(super) struct Done {
+    /// Members made (or found made: the name existed).
+    pub created: Vec<String>,
+    /// Members deleted (or found gone).
+    pub deleted: Vec<String>,
+}
+
 /// Makes and deletes what `plan` says; returns why something failed (the
-/// first failure and how many), if anything did.
+/// first failure and how many), if anything did, and what was done.
 pub(super) async fn carry_out(
     ctx: &PoolCtx,
     pool: &ProxyPool,
     valid: &ValidPool,
     plan: &Plan,
-) -> Option<String> {
+) -> (Option<String>, Done) {
     let ns = pool.namespace().unwrap_or_default();
     let api: Api<Proxy> = Api::namespaced(ctx.client.clone(), &ns);
     // Owned items: a stream over borrowed ones is not `Send` for every
@@ -74,14 +88,17 @@ pub(super) async fn carry_out(
         .await;
     let mut failures = Vec::new();
     let mut created = Vec::new();
+    let mut done = Done::default();
     for (name, r) in creates {
         match r {
             Ok(()) => {
                 ctx.metrics.pool_member_write("create", "ok");
+                done.created.push(name.clone());
                 created.push(name);
             }
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 ctx.metrics.pool_member_write("create", "exists");
+                done.created.push(name);
             }
             Err(e) => {
                 ctx.metrics.pool_member_write("create", "error");
@@ -89,7 +106,8 @@ pub(super) async fn carry_out(
             }
         }
     }
-    let (deleted, delete_failures) = delete(ctx, &ns, &plan.delete).await;
+    let (deleted, gone, delete_failures) = delete(ctx, &ns, &plan.delete).await;
+    done.deleted.extend(deleted.iter().chain(&gone).cloned());
     let created: Vec<&str> = created.iter().map(String::as_str).collect();
     let deleted: Vec<&str> = deleted.iter().map(String::as_str).collect();
     failures.extend(delete_failures);
@@ -99,17 +117,21 @@ pub(super) async fn carry_out(
     if !deleted.is_empty() {
         record(ctx, pool, "MembersDeleted", "deleted", &deleted).await;
     }
-    summary(failures)
+    (summary(failures), done)
 }
 
 /// Deletes every member named; returns why something failed, if it did.
 pub(super) async fn delete_all(ctx: &PoolCtx, ns: &str, names: &[String]) -> Option<String> {
-    summary(delete(ctx, ns, names).await.1)
+    summary(delete(ctx, ns, names).await.2)
 }
 
-/// Deletes the members named (one already gone is deleted); returns those
-/// this call deleted and the failures.
-async fn delete(ctx: &PoolCtx, ns: &str, names: &[String]) -> (Vec<String>, Vec<String>) {
+/// Deletes the members named; returns those this call deleted, those
+/// already gone, and the failures.
+async fn delete(
+    ctx: &PoolCtx,
+    ns: &str,
+    names: &[String],
+) -> (Vec<String>, Vec<String>, Vec<String>) {
     let api: Api<Proxy> = Api::namespaced(ctx.client.clone(), ns);
     let results = futures::stream::iter(names.to_vec())
         .map(|name| {
@@ -122,7 +144,7 @@ async fn delete(ctx: &PoolCtx, ns: &str, names: &[String]) -> (Vec<String>, Vec<
         .buffer_unordered(MEMBER_WRITES)
         .collect::<Vec<_>>()
         .await;
-    let (mut deleted, mut failures) = (Vec::new(), Vec::new());
+    let (mut deleted, mut gone, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (name, r) in results {
         match r {
             Ok(_) => {
@@ -131,6 +153,7 @@ async fn delete(ctx: &PoolCtx, ns: &str, names: &[String]) -> (Vec<String>, Vec<
             }
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 ctx.metrics.pool_member_write("delete", "gone");
+                gone.push(name);
             }
             Err(e) => {
                 ctx.metrics.pool_member_write("delete", "error");
@@ -138,7 +161,7 @@ async fn delete(ctx: &PoolCtx, ns: &str, names: &[String]) -> (Vec<String>, Vec<
             }
         }
     }
-    (deleted, failures)
+    (deleted, gone, failures)
 }
 
 /// The first failure, and how many more there were.
@@ -165,7 +188,10 @@ fn note(verb: &str, names: &[&str]) -> String {
     if more == 0 {
         format!("{verb} {} member{plural}: {shown}", names.len())
     } else {
-        format!("{verb} {} member{plural}: {shown} and {more} more", names.len())
+        format!(
+            "{verb} {} member{plural}: {shown} and {more} more",
+            names.len()
+        )
     }
 }
 
@@ -179,7 +205,9 @@ async fn record(ctx: &PoolCtx, pool: &ProxyPool, reason: &str, verb: &str, names
     };
     match ctx.recorder.publish(&event, &pool.object_ref(&())).await {
         Ok(()) => ctx.metrics.event(),
-        Err(e) => tracing::warn!(pool = %pool.name_any(), reason, error = %chain(&e), "event not recorded"),
+        Err(e) => {
+            tracing::warn!(pool = %pool.name_any(), reason, error = %chain(&e), "event not recorded")
+        }
     }
 }
 

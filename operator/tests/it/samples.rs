@@ -123,7 +123,11 @@ fn the_sample_pool_validates_and_names_what_the_sample_config_defines() {
         .find(|e| e.name.as_str() == template.provider)
         .expect("the sample pool's provider is an entry of the sample config");
     let k = entry.kvm2().unwrap();
-    assert!(k.images.keys().any(|key| Some(key.as_str()) == template.image.as_deref()));
+    assert!(
+        k.images
+            .keys()
+            .any(|key| Some(key.as_str()) == template.image.as_deref())
+    );
     assert!(
         k.machine_types
             .keys()

@@ -26,8 +26,8 @@ use kube::api::{
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, watcher};
 use provider_api::{
-    CreateRequest, Error, Identifier, Instance, InstanceState, ListedInstance, Provider,
-    ProviderEntry, ProviderId, ProviderType, Registry, Tag,
+    Checker, CreateRequest, Error, Identifier, Instance, InstanceState, ListedInstance, Placement,
+    Provider, ProviderEntry, ProviderId, ProviderType, Registry, Tag, TargetStatus,
 };
 use serde_json::{Value, json};
 use testkit::providers_yaml::{Host, Image, ProvidersYaml};
@@ -58,7 +58,9 @@ pub fn run_child_if_asked() -> Option<ExitCode> {
 /// Answers every call at once from memory: the operator's cost alone.
 pub struct Instant {
     name: Identifier,
-    host: Identifier,
+    /// The entry's hosts; an instance goes to the one its placement names,
+    /// else the first.
+    hosts: Vec<Identifier>,
     responder: SocketAddr,
     instances: Mutex<HashMap<ProviderId, (Instance, ListedInstance)>>,
     fail_dir: Option<PathBuf>,
@@ -79,9 +81,13 @@ fn registry_failing(responder: SocketAddr, fail_dir: Option<PathBuf>) -> Registr
     let mut registry = Registry::new();
     registry
         .register(ProviderType::Kvm2, move |entry: &ProviderEntry| {
+            let hosts = entry
+                .kvm2()
+                .map(|k| k.hosts.iter().map(|h| h.name.clone()).collect())
+                .unwrap_or_default();
             Ok(Arc::new(Instant {
                 name: entry.name.clone(),
-                host: Identifier::parse("h1").unwrap(),
+                hosts,
                 responder,
                 instances: Mutex::new(HashMap::new()),
                 fail_dir: fail_dir.clone(),
@@ -109,10 +115,17 @@ impl Provider for Instant {
     }
 
     async fn create(&self, req: &CreateRequest) -> Result<Instance, Error> {
+        let asked = match &req.placement {
+            Placement::Prefer(h) | Placement::Require(h) => self.hosts.iter().find(|x| *x == h),
+            _ => None,
+        };
+        let host = asked
+            .or(self.hosts.first())
+            .ok_or_else(|| Error::permanent("the entry has no hosts"))?;
         let id = ProviderId::new(
             ProviderType::Kvm2,
             self.name.clone(),
-            self.host.clone(),
+            host.clone(),
             req.instance_name(),
         );
         let mut instances = self.instances.lock().unwrap();
@@ -159,6 +172,10 @@ impl Provider for Instant {
         Ok(())
     }
 
+    fn checker(&self) -> Option<&dyn Checker> {
+        Some(self)
+    }
+
     async fn list_by_tag(&self, tag: &Tag) -> Result<Vec<ListedInstance>, Error> {
         let instances = self.instances.lock().unwrap();
         Ok(instances
@@ -166,6 +183,17 @@ impl Provider for Instant {
             .filter(|(_, l)| l.tags.get(&tag.key) == Some(&tag.value))
             .map(|(_, l)| l.clone())
             .collect())
+    }
+}
+
+/// Every host answers at once.
+#[async_trait]
+impl Checker for Instant {
+    async fn check(&self, _timeout: Duration) -> Vec<TargetStatus> {
+        self.hosts
+            .iter()
+            .map(|h| TargetStatus::reachable(h.clone(), Duration::from_millis(1), None))
+            .collect()
     }
 }
 
@@ -227,8 +255,18 @@ async fn responder_for(wanted: Option<String>) -> SocketAddr {
 /// The providers config of the instant entry `entry` (a kvm2 entry the
 /// instant provider is built from; it dials nothing), with basic auth from
 /// `credentials` when given.
-fn config_yaml(sandbox: &Descriptor, entry: &str, credentials: Option<&Path>) -> String {
-    let host = Host::never_dialled();
+fn config_yaml(
+    sandbox: &Descriptor,
+    entry: &str,
+    credentials: Option<&Path>,
+    hosts: usize,
+) -> String {
+    // Never dialled; the config wants each address:port once.
+    let hosts = (1..=hosts).map(|i| Host {
+        name: format!("h{i}"),
+        port: 21 + u16::try_from(i).unwrap(),
+        ..Host::never_dialled()
+    });
     let image = Image::new(
         "img",
         "http://127.0.0.1:1/img.qcow2",
@@ -236,7 +274,7 @@ fn config_yaml(sandbox: &Descriptor, entry: &str, credentials: Option<&Path>) ->
         "qcow2",
     );
     let mut yaml = ProvidersYaml::sandbox(sandbox, entry)
-        .hosts([host])
+        .hosts(hosts)
         .images([image])
         .machine_type(1, "512MiB", "2GiB");
     if let Some(path) = credentials {
@@ -276,7 +314,7 @@ impl World {
         let entry = format!("instant-{id}");
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("providers.yaml");
-        std::fs::write(&config, config_yaml(&sandbox, &entry, None)).unwrap();
+        std::fs::write(&config, config_yaml(&sandbox, &entry, None, 1)).unwrap();
         World {
             kube,
             client,
@@ -303,7 +341,14 @@ impl World {
     /// The entry's proxies want basic auth with the credentials in `file`
     /// (`proxy.credentials_file`), for operators started from now on.
     pub fn use_credentials_file(&self, file: &Path) {
-        let yaml = config_yaml(&Descriptor::require(), &self.entry, Some(file));
+        let yaml = config_yaml(&Descriptor::require(), &self.entry, Some(file), 1);
+        std::fs::write(&self.config, yaml).unwrap();
+    }
+
+    /// The entry has hosts `h1`..`hN` (all answer the check), for
+    /// operators started from now on.
+    pub fn use_hosts(&self, n: usize) {
+        let yaml = config_yaml(&Descriptor::require(), &self.entry, None, n);
         std::fs::write(&self.config, yaml).unwrap();
     }
 
