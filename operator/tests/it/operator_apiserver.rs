@@ -1347,3 +1347,151 @@ async fn sigterm_exits_in_bounded_time_and_releases_the_lease() {
     }
     clear_lease(&client).await;
 }
+
+/// Domains of this world's entry on a sandbox host other than host 1,
+/// destroyed and undefined when dropped (a failed test leaves none).
+struct HostDomains {
+    virsh: Virsh,
+    entry: String,
+}
+
+impl HostDomains {
+    fn of(host: &testkit::HypervisorHost, entry: &str) -> Self {
+        HostDomains {
+            virsh: Virsh::new(host.virsh_uri(&host.libvirt.qemu_uri)),
+            entry: entry.to_owned(),
+        }
+    }
+
+    /// The entry's domains there.
+    fn list(&self) -> Vec<String> {
+        let out = self.virsh.run(&["list", "--all", "--name"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .filter(|d| {
+                String::from_utf8_lossy(&self.virsh.run(&["dumpxml", d]).stdout)
+                    .contains(&self.entry)
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Drop for HostDomains {
+    fn drop(&mut self) {
+        for d in self.list() {
+            self.virsh.run(&["destroy", &d]);
+            self.virsh.run(&["undefine", &d, "--nvram"]);
+        }
+    }
+}
+
+/// A ProxyPool of two real guests over the sandbox's two hypervisor hosts:
+/// one member on each (spread from the monitor's view of the hosts), both
+/// `Healthy` through Squid; deleting the pool deletes both members and
+/// their domains on both hosts before the pool goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_real_guests_spreads_over_two_hosts_and_goes_with_its_members() {
+    let _serial = SERIAL.lock().await;
+    let sandbox = Descriptor::require();
+    assert!(
+        sandbox.hosts.len() >= 2,
+        "the sandbox has {} host(s); `cargo xtask sandbox up` starts 2",
+        sandbox.hosts.len()
+    );
+    let second = &sandbox.hosts[1];
+    let world = World::with_guest([Host::hypervisor(&sandbox, second)]).await;
+    let on_first = HostDomains::of(&sandbox.hosts[0], &world.entry);
+    let on_second = HostDomains::of(second, &world.entry);
+    let client = admin(&world.kube).await;
+    let net = &world.sandbox.guest_net;
+    let target = net.upstream.to_string();
+    let op = world.operator(&[
+        "--probe-target",
+        &target,
+        "--probe-netns",
+        &net.netns,
+        "--probe-interval",
+        "2s",
+    ]);
+    op.wait_leader().await;
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "ProxyPool"),
+        "proxypools",
+    );
+    let pools: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), &world.ns, &resource);
+    let pool: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "egress-proxies.io/v1alpha1",
+        "kind": "ProxyPool",
+        "metadata": {"name": "egress", "namespace": world.ns},
+        "spec": {"replicas": 2, "template": {"spec": {"provider": world.entry}}}
+    }))
+    .unwrap();
+    pools.create(&PostParams::default(), &pool).await.unwrap();
+    let status = eventually("both members Healthy", Duration::from_secs(600), || async {
+        let p = serde_json::to_value(pools.get("egress").await.ok()?).unwrap();
+        (p["status"]["healthyReplicas"] == 2).then_some(p["status"].clone())
+    })
+    .await;
+    assert_eq!(status["skew"], 0, "{status}");
+    let hosts: Vec<(String, u64)> = status["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["name"].as_str().unwrap().to_owned(),
+                h["members"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        hosts,
+        [("host1".to_owned(), 1), (second.name.clone(), 1)],
+        "{status}"
+    );
+    let api = world.proxies(&client);
+    let members = api.list(&Default::default()).await.unwrap().items;
+    let mut on: Vec<String> = members
+        .iter()
+        .map(|m| {
+            serde_json::to_value(m).unwrap()["status"]["host"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    on.sort();
+    assert_eq!(on, ["host1".to_owned(), second.name.clone()]);
+    assert_eq!(on_first.list().len(), 1, "one domain on host 1");
+    assert_eq!(on_second.list().len(), 1, "one domain on {}", second.name);
+
+    pools
+        .delete("egress", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the pool gone", Duration::from_secs(180), || async {
+        pools
+            .get_opt("egress")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        api.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert!(on_first.list().is_empty(), "{:?}", on_first.list());
+    assert!(on_second.list().is_empty(), "{:?}", on_second.list());
+    op.assert_no_errors();
+    drop(op);
+    clear_lease(&client).await;
+}

@@ -108,6 +108,23 @@ pub enum PoolReason {
 }
 
 impl PoolReason {
+    /// Every reason (docs/troubleshooting.md has a row for each).
+    pub const ALL: [PoolReason; 13] = [
+        PoolReason::MinimumHealthy,
+        PoolReason::BelowMinimumHealthy,
+        PoolReason::RollingOut,
+        PoolReason::ScalingUp,
+        PoolReason::ScalingDown,
+        PoolReason::WaitingForHealthy,
+        PoolReason::Complete,
+        PoolReason::InvalidSpec,
+        PoolReason::MemberWriteFailed,
+        PoolReason::WithinMaxSkew,
+        PoolReason::SkewExceeded,
+        PoolReason::HostPinned,
+        PoolReason::HostsUnknown,
+    ];
+
     /// The reason as written in the condition.
     pub fn as_str(self) -> &'static str {
         match self {
