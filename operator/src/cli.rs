@@ -111,6 +111,16 @@ pub struct RunArgs {
         action = clap::ArgAction::Set
     )]
     pub provider_events: bool,
+    /// Keep a selector-less Service per ProxyPool and per Proxy that is not
+    /// a pool member, its endpoints the proxies behind it that are
+    /// `Healthy`; `false` makes none (and leaves existing ones alone).
+    #[arg(
+        long,
+        env = "EGRESS_SERVICES",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub services: bool,
     /// Interval between provider health checks.
     #[arg(long, default_value = "60s")]
     pub check_interval: Secs,

@@ -37,6 +37,8 @@ mod provider_events;
 mod providers;
 mod reconciler;
 mod run;
+mod services;
+mod store_ready;
 mod telemetry;
 
 use std::ffi::OsString;

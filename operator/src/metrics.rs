@@ -26,6 +26,12 @@ struct MemberWriteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServiceWriteLabels {
+    object: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     writer: &'static str,
 }
@@ -47,6 +53,7 @@ pub struct OperatorMetrics {
     instance_events: Family<OutcomeLabels, Counter>,
     pool_reconciles: Family<OutcomeLabels, Counter>,
     pool_member_writes: Family<MemberWriteLabels, Counter>,
+    service_writes: Family<ServiceWriteLabels, Counter>,
 }
 
 impl OperatorMetrics {
@@ -78,6 +85,11 @@ impl OperatorMetrics {
             "operator_pool_member_writes",
             "Members made (create) and deleted (delete) by ProxyPools, by outcome",
             m.pool_member_writes.clone(),
+        );
+        registry.register(
+            "operator_service_writes",
+            "Service sync writes by object (service, endpoints, endpointslice: applies; delete: a Service with its endpoints) and outcome",
+            m.service_writes.clone(),
         );
         registry.register(
             "operator_gc_deletes",
@@ -141,6 +153,13 @@ impl OperatorMetrics {
     pub fn pool_member_write(&self, op: &'static str, outcome: &'static str) {
         self.pool_member_writes
             .get_or_create(&MemberWriteLabels { op, outcome })
+            .inc();
+    }
+
+    /// One Service sync write of `object` with `outcome` (`ok`, `error`).
+    pub fn service_write(&self, object: &'static str, outcome: &'static str) {
+        self.service_writes
+            .get_or_create(&ServiceWriteLabels { object, outcome })
             .inc();
     }
 

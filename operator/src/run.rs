@@ -324,8 +324,11 @@ struct Replica {
     metrics: OperatorMetrics,
     /// The Proxy watch cache (discovery, health engine).
     proxies: reflector::Store<Proxy>,
-    /// Notified on every change the Proxy watch cache sees.
+    /// Notified on every change the Proxy watch cache sees (the health
+    /// engine waits on it).
     proxies_changed: Arc<tokio::sync::Notify>,
+    /// The same, for the Service sync (a `Notify` wakes one waiter).
+    services_changed: Arc<tokio::sync::Notify>,
     /// The health engine's settings.
     probe: ProbeSettings,
     /// Each entry's hosts from the monitor's latest check (pool spread).
@@ -419,7 +422,15 @@ impl Replica {
         ));
         let api = proxy_api(&client, args.namespace.as_deref());
         let proxies_changed = Arc::new(tokio::sync::Notify::new());
-        spawn_proxy_cache(tasks, api, writer, state, proxies_changed.clone(), cancel);
+        let services_changed = Arc::new(tokio::sync::Notify::new());
+        spawn_proxy_cache(
+            tasks,
+            api,
+            writer,
+            state,
+            [proxies_changed.clone(), services_changed.clone()],
+            cancel,
+        );
         let hosts = crate::pool::HostBook::new(
             providers
                 .iter()
@@ -435,6 +446,7 @@ impl Replica {
             metrics,
             proxies: reader,
             proxies_changed,
+            services_changed,
             probe,
             hosts,
         })
@@ -514,7 +526,20 @@ impl Replica {
             }
             .run(cancel.child_token()),
         );
-        self.spawn_pool_controller(&mut term, identity, cancel);
+        let pools = self.spawn_pool_controller(&mut term, identity, cancel);
+        if args.services {
+            term.spawn(
+                crate::services::ServiceSync {
+                    client: self.client.clone(),
+                    proxies: self.proxies.clone(),
+                    pools,
+                    namespace: args.namespace.clone(),
+                    changed: self.services_changed.clone(),
+                    metrics: self.metrics.clone(),
+                }
+                .run(cancel.child_token()),
+            );
+        }
         term.spawn(
             crate::gc::Sweeper {
                 client: self.client.clone(),
@@ -661,13 +686,13 @@ impl Replica {
 impl Replica {
     /// The ProxyPool controller of one term: it reads members from the
     /// Proxy watch cache and is triggered by changes of the Proxies pools
-    /// own.
+    /// own. Returns its pool cache.
     fn spawn_pool_controller(
         &self,
         term: &mut JoinSet<()>,
         identity: &str,
         cancel: &CancellationToken,
-    ) {
+    ) -> reflector::Store<crate::crd::ProxyPool> {
         let ctx = Arc::new(crate::pool::PoolCtx {
             client: self.client.clone(),
             proxies: self.proxies.clone(),
@@ -695,6 +720,7 @@ impl Replica {
             )
             .with_config(controller::Config::default().concurrency(self.args.concurrency))
             .graceful_shutdown_on(cancel.clone().cancelled_owned());
+        let store = controller.store();
         let stream = controller
             .run(crate::pool::reconcile, crate::pool::error_policy, ctx)
             .for_each(|r| async move {
@@ -713,6 +739,7 @@ impl Replica {
                 () = async { cancel.cancelled().await; tokio::time::sleep(Duration::from_secs(10)).await } => {}
             }
         });
+        store
     }
 }
 
@@ -724,7 +751,7 @@ fn spawn_proxy_cache(
     api: Api<Proxy>,
     writer: reflector::store::Writer<Proxy>,
     state: Arc<HttpState>,
-    changed: Arc<tokio::sync::Notify>,
+    changed: [Arc<tokio::sync::Notify>; 2],
     cancel: &CancellationToken,
 ) {
     let watch_cancel = cancel.child_token();
@@ -732,8 +759,9 @@ fn spawn_proxy_cache(
         .default_backoff()
         .for_each(move |event| {
             match event {
-                // The health engine's reset pass (one pending wake at most).
-                Ok(_) => changed.notify_one(),
+                // The health engine's reset pass and the Service sync (one
+                // pending wake each at most).
+                Ok(_) => changed.iter().for_each(|c| c.notify_one()),
                 Err(e) => tracing::warn!(error = %chain(&e), "proxy watch error (retrying)"),
             }
             std::future::ready(())
@@ -748,7 +776,7 @@ fn spawn_proxy_cache(
     tasks.spawn(async move {
         tokio::select! {
             () = cancel.cancelled() => {}
-            r = state.proxies.wait_until_ready() => if r.is_ok() {
+            () = crate::store_ready::ready(&state.proxies) => {
                 state.ready.store(true, Ordering::Release);
                 tracing::info!("proxy watch cache synced");
             },

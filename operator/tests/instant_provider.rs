@@ -17,6 +17,8 @@
 //!   instance.
 //! - A ProxyPool fills, scales, rolls within its bounds and is deleted with
 //!   its members (`instant_provider/pools.rs`).
+//! - Services carry exactly the `Healthy` proxies
+//!   (`instant_provider/services.rs`).
 //! - API server outages cost a term, not the process: the operator reaches
 //!   the API server through a relay that is cut or frozen for 30 s three
 //!   times in a row; each time it loses the Lease, stops its work, keeps
@@ -43,6 +45,8 @@ mod instant;
 mod operator_account;
 #[path = "instant_provider/pools.rs"]
 mod pools;
+#[path = "instant_provider/services.rs"]
+mod services;
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -78,7 +82,8 @@ fn main() -> ExitCode {
     const OUTAGES: &str = "api_outages_neither_restart_the_operator_nor_create_twice";
     const LONG: &str = "the_longest_proxy_name_gets_its_events";
     const POOLS: &str = "a_pool_fills_scales_rolls_and_deletes_its_members";
-    let all = [WRITES, HEALTH, AUTH, OUTAGES, LONG, POOLS];
+    const SERVICES: &str = "services_carry_exactly_the_healthy_proxies";
+    let all = [WRITES, HEALTH, AUTH, OUTAGES, LONG, POOLS, SERVICES];
     if args.iter().any(|a| a == "--list") {
         for name in all {
             println!("{name}: test");
@@ -102,6 +107,7 @@ fn main() -> ExitCode {
             AUTH => rt.block_on(the_probe_authenticates_with_the_entrys_credentials_file()),
             LONG => rt.block_on(the_longest_proxy_name_gets_its_events()),
             POOLS => rt.block_on(pools::a_pool_fills_scales_rolls_and_deletes_its_members()),
+            SERVICES => rt.block_on(services::services_carry_exactly_the_healthy_proxies()),
             _ => {
                 rt.block_on(healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance())
             }

@@ -132,6 +132,7 @@ mod provider_health;
 mod reason;
 mod reconcile;
 mod replace_cap;
+pub mod service;
 mod spec;
 mod status;
 mod time;

@@ -20,14 +20,6 @@ const SURGE: usize = 3;
 const UNAVAILABLE: usize = 1;
 const WITHIN: Duration = Duration::from_secs(180);
 
-fn pools(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let resource = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "ProxyPool"),
-        "proxypools",
-    );
-    Api::namespaced_with(client.clone(), ns, &resource)
-}
-
 /// The pool once `done` holds for it (polled every 100 ms); on timeout the
 /// panic shows its status and the operator's log.
 async fn wait_pool(
@@ -104,7 +96,7 @@ pub async fn a_pool_fills_scales_rolls_and_deletes_its_members() {
     let responder = instant::responder().await;
     let ns = world.namespace("pool");
     let proxies = instant::proxies(client, &ns);
-    let api = pools(client, &ns);
+    let api = instant::pools(client, &ns);
     let operator = world
         .operator(
             &ns,

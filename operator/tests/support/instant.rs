@@ -46,6 +46,9 @@ const RESPONDER: &str = "OPERATOR_INSTANT_RESPONDER";
 /// failed (until it is deleted): how a test fails an instance the child's
 /// provider holds.
 const FAIL_DIR: &str = "OPERATOR_INSTANT_FAIL_DIR";
+/// Set in the child's environment: a /24 of local addresses (the
+/// sandbox's `local_range`) to give each instance an address of its own.
+const RANGE: &str = "OPERATOR_INSTANT_RANGE";
 pub const OPERATOR_NS: &str = "egress-proxies-system";
 pub const LEASE: &str = "egress-proxies-operator";
 
@@ -63,13 +66,38 @@ pub struct Instant {
     hosts: Vec<Identifier>,
     responder: SocketAddr,
     instances: Mutex<HashMap<ProviderId, (Instance, ListedInstance)>>,
+    /// With a local range: each instance name's address in it.
+    addresses: Option<Mutex<Addresses>>,
     fail_dir: Option<PathBuf>,
 }
 
 fn instant_registry() -> anyhow::Result<Registry> {
     let responder: SocketAddr = std::env::var(RESPONDER)?.parse()?;
     let fail_dir = std::env::var_os(FAIL_DIR).map(PathBuf::from);
-    Ok(registry_failing(responder, fail_dir))
+    let range = match std::env::var(RANGE) {
+        Ok(cidr) => Some(cidr.trim_end_matches("/24").parse()?),
+        Err(_) => None,
+    };
+    Ok(registry_with(responder, fail_dir, range))
+}
+
+/// Addresses handed out from a /24: .1 to .254, one per instance name
+/// (a replacement keeps its instance's).
+struct Addresses {
+    net: std::net::Ipv4Addr,
+    given: HashMap<String, std::net::Ipv4Addr>,
+}
+
+impl Addresses {
+    fn of(&mut self, instance: &str) -> std::net::IpAddr {
+        let n = self.given.len();
+        let [a, b, c, _] = self.net.octets();
+        let ip = *self
+            .given
+            .entry(instance.to_owned())
+            .or_insert_with(|| std::net::Ipv4Addr::new(a, b, c, 1 + (n % 254) as u8));
+        std::net::IpAddr::V4(ip)
+    }
 }
 
 /// A registry whose `kvm2` type builds an [`Instant`] pointing at `responder`.
@@ -78,6 +106,14 @@ pub fn registry_over(responder: SocketAddr) -> Registry {
 }
 
 fn registry_failing(responder: SocketAddr, fail_dir: Option<PathBuf>) -> Registry {
+    registry_with(responder, fail_dir, None)
+}
+
+fn registry_with(
+    responder: SocketAddr,
+    fail_dir: Option<PathBuf>,
+    range: Option<std::net::Ipv4Addr>,
+) -> Registry {
     let mut registry = Registry::new();
     registry
         .register(ProviderType::Kvm2, move |entry: &ProviderEntry| {
@@ -90,6 +126,12 @@ fn registry_failing(responder: SocketAddr, fail_dir: Option<PathBuf>) -> Registr
                 hosts,
                 responder,
                 instances: Mutex::new(HashMap::new()),
+                addresses: range.map(|net| {
+                    Mutex::new(Addresses {
+                        net,
+                        given: HashMap::new(),
+                    })
+                }),
                 fail_dir: fail_dir.clone(),
             }) as Arc<dyn Provider>)
         })
@@ -128,16 +170,15 @@ impl Provider for Instant {
             host.clone(),
             req.instance_name(),
         );
+        let ip = match &self.addresses {
+            Some(a) => a.lock().unwrap().of(id.instance().as_str()),
+            None => self.responder.ip(),
+        };
         let mut instances = self.instances.lock().unwrap();
         let (instance, _) = instances.entry(id.clone()).or_insert_with(|| {
             let now = SystemTime::now();
-            let instance = Instance::new(
-                id.clone(),
-                InstanceState::Running,
-                Some(self.responder.ip()),
-                Some(now),
-            )
-            .with_proxy_port(self.responder.port());
+            let instance = Instance::new(id.clone(), InstanceState::Running, Some(ip), Some(now))
+                .with_proxy_port(self.responder.port());
             let listed =
                 ListedInstance::new(id, req.owner_uid.clone(), req.tags.clone(), Some(now));
             (instance, listed)
@@ -211,17 +252,36 @@ pub async fn responder_requiring(base64: &str) -> SocketAddr {
     responder_for(Some(format!("Basic {base64}"))).await
 }
 
+/// A responder on every address of this machine, for instances with
+/// addresses of the sandbox's local range: a connection to an address
+/// for which `deny/<address>` exists in `dir` is closed at once (that
+/// instance's Squid is down).
+pub async fn responder_on_all(dir: &Path) -> SocketAddr {
+    responder_at("0.0.0.0:0", None, Some(dir.join("deny"))).await
+}
+
 /// The responder; with `wanted`, the `Proxy-Authorization` value the
 /// CONNECT must carry.
 async fn responder_for(wanted: Option<String>) -> SocketAddr {
+    responder_at("127.0.0.1:0", wanted, None).await
+}
+
+async fn responder_at(bind: &str, wanted: Option<String>, deny: Option<PathBuf>) -> SocketAddr {
     let wanted = Arc::new(wanted);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind(bind).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
             let Ok((mut s, _)) = listener.accept().await else {
                 continue;
             };
+            let denied = deny.as_ref().is_some_and(|d| {
+                s.local_addr()
+                    .is_ok_and(|a| d.join(a.ip().to_string()).exists())
+            });
+            if denied {
+                continue;
+            }
             let wanted = Arc::clone(&wanted);
             tokio::spawn(async move {
                 let mut buf = Vec::new();
@@ -292,6 +352,8 @@ pub struct World {
     pub entry: String,
     pub dir: tempfile::TempDir,
     pub config: PathBuf,
+    /// The sandbox's local range, once [`World::use_local_range`] chose it.
+    pub local_range: Option<String>,
 }
 
 impl World {
@@ -322,6 +384,7 @@ impl World {
             entry,
             dir,
             config,
+            local_range: None,
         }
     }
 
@@ -343,6 +406,28 @@ impl World {
     pub fn use_credentials_file(&self, file: &Path) {
         let yaml = config_yaml(&Descriptor::require(), &self.entry, Some(file), 1);
         std::fs::write(&self.config, yaml).unwrap();
+    }
+
+    /// Gives instances of operators started from now on addresses of the
+    /// sandbox's local range (serve them with [`responder_on_all`]).
+    pub fn use_local_range(&mut self) {
+        let sandbox = Descriptor::require();
+        let range = sandbox
+            .local_range
+            .expect("the sandbox descriptor has no local_range: restart the sandbox");
+        std::fs::create_dir_all(self.dir.path().join("deny")).unwrap();
+        self.local_range = Some(range);
+    }
+
+    /// Makes the responder refuse connections to `ip` (or, with `false`,
+    /// accept them again).
+    pub fn deny(&self, ip: &str, denied: bool) {
+        let file = self.dir.path().join("deny").join(ip);
+        if denied {
+            std::fs::write(file, "").unwrap();
+        } else {
+            std::fs::remove_file(file).unwrap();
+        }
     }
 
     /// The entry has hosts `h1`..`hN` (all answer the check), for
@@ -446,7 +531,11 @@ impl World {
             Consumer::discovery_reader(&self.kube, ns, &format!("reader-{tag}")).with_metrics();
         let log = self.dir.path().join(format!("operator-{ns}-{tag}.log"));
         let cluster = format!("instant-{}", self.id);
-        let child = Command::new(std::env::current_exe().unwrap())
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        if let Some(range) = &self.local_range {
+            command.env(RANGE, range);
+        }
+        let child = command
             .env(CHILD, "1")
             .env(RESPONDER, responder.to_string())
             .env(FAIL_DIR, self.fail_dir())
@@ -599,6 +688,33 @@ pub fn proxies(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &resource)
 }
 
+/// The ProxyPools of `ns`.
+pub fn pools(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "ProxyPool"),
+        "proxypools",
+    );
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+/// Creates the ProxyPool `name` in `ns`: `replicas` members on `entry`.
+pub async fn create_pool(
+    api: &Api<DynamicObject>,
+    ns: &str,
+    entry: &str,
+    name: &str,
+    replicas: usize,
+) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "egress-proxies.io/v1alpha1",
+        "kind": "ProxyPool",
+        "metadata": { "name": name, "namespace": ns },
+        "spec": { "replicas": replicas, "template": { "spec": { "provider": entry } } },
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
+}
+
 /// Creates Proxies `p0000`… in `ns` on `entry`, 32 at a time.
 pub async fn create_proxies(api: &Api<DynamicObject>, ns: &str, entry: &str, n: usize) {
     futures::stream::iter(0..n)
@@ -670,7 +786,14 @@ pub async fn writes(client: &Client) -> BTreeMap<String, u64> {
         let resource = label("resource");
         if !matches!(
             resource.as_str(),
-            "proxies" | "providerhealths" | "events" | "leases"
+            "proxies"
+                | "proxypools"
+                | "providerhealths"
+                | "events"
+                | "leases"
+                | "services"
+                | "endpoints"
+                | "endpointslices"
         ) {
             continue;
         }

@@ -48,6 +48,11 @@ pub struct Descriptor {
     /// and `pool` are host 1's); see [`HypervisorHost`].
     #[serde(default)]
     pub hosts: Vec<HypervisorHost>,
+    /// A /24 (CIDR) whose every address is this machine's (a `local`
+    /// route), for tests that need many distinct local addresses an API
+    /// server accepts in Endpoints; `None` from an older sandbox.
+    #[serde(default)]
+    pub local_range: Option<String>,
 }
 
 /// The proxy guest image (`cargo xtask guest-image`) and where the sandbox
@@ -474,6 +479,7 @@ mod tests {
             kube: None,
             guest_image: None,
             hosts: Vec::new(),
+            local_range: None,
         };
         assert_eq!(
             d.virsh_uri("qemu:///system"),

@@ -35,6 +35,7 @@ pub mod guest_net;
 pub mod hosts;
 pub mod image_server;
 pub mod leaks;
+pub mod local_range;
 mod session;
 
 pub use session::Session;
@@ -90,7 +91,8 @@ pub fn current() -> Option<PathBuf> {
         .all(|h| h.running().len() == h.pid_files.len());
     (record.processes.iter().all(|(name, pid)| alive(*pid, name))
         && hosts_up
-        && guest_net::present())
+        && guest_net::present()
+        && local_range::present())
     .then(|| dir.join("sandbox.json"))
 }
 
@@ -212,6 +214,7 @@ fn start_all(dir: &Path, hosts: usize, record: &mut Record) -> Result<Descriptor
         std::io::Write::write_all(&mut known, line.as_bytes())?;
         all_hosts.push(host);
     }
+    let local_range = local_range::add()?;
     let kube = control_plane::start(dir, &mut record.processes, &mut record.scratch)?;
     // The proxy guest image: from the cache (a file read), or built first
     // (minutes, once per recipe); served over loopback HTTP like any
@@ -234,6 +237,7 @@ fn start_all(dir: &Path, hosts: usize, record: &mut Record) -> Result<Descriptor
         ssh,
         pool,
         hosts: all_hosts,
+        local_range: Some(local_range),
     })
 }
 
@@ -525,6 +529,7 @@ pub fn down() -> Result<()> {
     }
     // QEMU left inside, then the namespace with its bridge and taps.
     guest_net::remove();
+    local_range::remove();
     let _ = std::fs::remove_file(CURRENT);
     eprintln!("sandbox: down (logs kept in {})", dir.display());
     Ok(())
@@ -619,6 +624,18 @@ pub fn status() -> Result<bool> {
             );
         }
         guest_net::print_status(&d.guest_net);
+        if let Some(range) = &d.local_range {
+            let up = local_range::present();
+            all &= up;
+            println!(
+                "  local     {range} ({})",
+                if up {
+                    "routed to this machine"
+                } else {
+                    "NOT routed"
+                }
+            );
+        }
         if let Some(k) = &d.kube {
             println!("  kube      {} ({})", k.server, k.version);
             println!("export KUBECONFIG={}", k.kubeconfig.display());

@@ -207,3 +207,33 @@ fn volume_upload_and_download_round_trip() {
     // The volume really lives in the pool's directory.
     assert!(sandbox.pool.dir.join(&name).exists());
 }
+
+/// Every address of the sandbox's local range is this machine's: a
+/// listener bound to one, and one bound to all addresses, are reached
+/// through addresses of the range.
+#[test]
+fn the_local_range_reaches_this_machine() {
+    use std::io::{Read, Write};
+    let sandbox = testkit::Descriptor::require();
+    let range = sandbox
+        .local_range
+        .expect("the sandbox descriptor has no local_range: restart the sandbox");
+    let net: std::net::Ipv4Addr = range.trim_end_matches("/24").parse().unwrap();
+    let [a, b, c, _] = net.octets();
+    for (bind, dial) in [
+        ([a, b, c, 77], [a, b, c, 77]),
+        ([0, 0, 0, 0], [a, b, c, 200]),
+    ] {
+        let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::from(bind), 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let addr = std::net::SocketAddr::from((dial, port));
+        let mut client =
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        let (mut server, peer) = listener.accept().unwrap();
+        assert_eq!(server.local_addr().unwrap().ip(), addr.ip(), "{peer}");
+        client.write_all(b"x").unwrap();
+        let mut byte = [0];
+        server.read_exact(&mut byte).unwrap();
+        assert_eq!(&byte, b"x");
+    }
+}
