@@ -21,6 +21,14 @@
 //!   default 300) once every Proxy is Healthy. Expected 0.
 //! - **RSS**: the operator's resident memory at 1,000 Running Proxies and
 //!   its peak (`VmHWM`); deploy/'s memory limit is taken from this.
+//! - **a pool of as many members**: one ProxyPool of [`PROXIES`]
+//!   replicas, from the operator's start to every member `Running`, against
+//!   the same peer (goal ≤ 3×), and the API writes per member (the members'
+//!   creation, the pool's status and Events, and its Service's endpoints
+//!   among them).
+//!
+//! The Proxy measurement runs with `--services false`: the peer writes no
+//! Service, and the Service sync's writes are the pool measurement's.
 //!
 //! Nothing is asserted; the figures are printed.
 #![allow(
@@ -157,7 +165,11 @@ async fn bench() {
     let w1 = writes(client).await;
     let started = Clock::now();
     let operator = world
-        .operator(&ns, responder, &["--log", &log_filter])
+        .operator(
+            &ns,
+            responder,
+            &["--log", &log_filter, "--services", "false"],
+        )
         .await;
     let all_running = instant::wait_all(&api, n, BUDGET, "Running", instant::running).await;
     let ours = all_running - started;
@@ -208,6 +220,8 @@ async fn bench() {
             .kubectl(&["delete", "namespace", ns, "--wait=false"]);
     }
 
+    let (pool_time, pool_writes) = pool(&world, responder, n, &log_filter).await;
+
     let per = |w: &BTreeMap<String, u64>| object_writes(w) as f64 / n as f64;
     println!();
     println!("operator bench ({n} Proxies, instant provider)");
@@ -250,4 +264,57 @@ async fn bench() {
         deleted_in.as_secs_f64(),
         if gone { "" } else { " (not all gone!)" }
     );
+    println!(
+        "  {:<34} {:>10.2} s {:>10.2} s {:>7.2}x",
+        "pool: all members Running",
+        pool_time.as_secs_f64(),
+        peer_time.as_secs_f64(),
+        pool_time.as_secs_f64() / peer_time.as_secs_f64()
+    );
+    println!(
+        "  {:<34} {:>12.2} {:>12.2} {:>7.2}x",
+        "pool: API writes per member",
+        per(&pool_writes),
+        per(&peer_writes),
+        per(&pool_writes) / per(&peer_writes)
+    );
+    println!("  pool writes: {}", show(&pool_writes));
+}
+
+/// One ProxyPool of `n` replicas in a namespace of its own: from the
+/// operator's start to every member `Running`, and the API writes until
+/// then.
+async fn pool(
+    world: &World,
+    responder: std::net::SocketAddr,
+    n: usize,
+    log_filter: &str,
+) -> (Duration, BTreeMap<String, u64>) {
+    let client = &world.client;
+    let ns = world.namespace("bench-pool");
+    let proxies = instant::proxies(client, &ns);
+    let pools = instant::pools(client, &ns);
+    instant::create_pool(&pools, &ns, &world.entry, "bench", n).await;
+    let w = writes(client).await;
+    let started = Clock::now();
+    let operator = world.operator(&ns, responder, &["--log", log_filter]).await;
+    let all_running = instant::wait_all(&proxies, n, BUDGET, "Running", instant::running).await;
+    let took = all_running - started;
+    let to_running = delta(&writes(client).await, &w);
+    println!(
+        "pool: {n} members Running in {:.2} s from the operator's start",
+        took.as_secs_f64()
+    );
+    pools.delete("bench", &Default::default()).await.unwrap();
+    if !instant::wait_gone(&proxies, BUDGET).await {
+        eprintln!(
+            "pool members not all gone; log: {}",
+            operator.log_path().display()
+        );
+    }
+    drop(operator);
+    let _ = world
+        .kube
+        .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+    (took, to_running)
 }

@@ -101,6 +101,12 @@ pub struct RunArgs {
     /// health alone.
     #[arg(long, env = "EGRESS_REPLACE_UNHEALTHY_AFTER", default_value = "5m")]
     pub replace_unhealthy_after: OffOrSecs,
+    /// Make a Proxy's instance again on another host once its host has not
+    /// answered for this long (cut off, frozen, down; within the
+    /// replacement cap; the old instance is deleted by the GC when its host
+    /// answers again); `0` waits for the host.
+    #[arg(long, env = "EGRESS_HOST_LOSS_GRACE", default_value = "5m")]
+    pub host_loss_grace: OffOrSecs,
     /// Reconcile a Proxy as soon as its provider reports its instance
     /// changed (crashed, stopped, removed); `false` polls only (every 60 s
     /// while a proxy runs).

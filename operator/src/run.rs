@@ -595,6 +595,7 @@ impl Replica {
         let (trigger_tx, trigger_rx) = mpsc::channel(TRIGGER_QUEUE);
         let mut policy = fleet::Policy::default();
         policy.replace_unhealthy_after = self.args.replace_unhealthy_after.0;
+        policy.host_loss_grace = self.args.host_loss_grace.0;
         let reporter = Reporter {
             controller: "egress-proxies-operator".into(),
             instance: Some(identity.to_owned()),

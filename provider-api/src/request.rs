@@ -83,6 +83,11 @@ pub struct CreateRequest {
     pub image: Option<Identifier>,
     /// Where to run.
     pub placement: Placement,
+    /// Hosts to try only after every other (where the caller lost an
+    /// earlier instance of this owner: a host cut off). Ignored under
+    /// [`Placement::Require`]; a `Prefer` naming one of them prefers
+    /// nothing.
+    pub avoid: std::collections::BTreeSet<Identifier>,
     /// Cloud-init user data, if any. Never logged, never in an error.
     pub user_data: Option<SecretString>,
     /// Extra tags stored with the instance (the ownership mark is added by
@@ -110,6 +115,7 @@ impl CreateRequest {
             machine_type: None,
             image: None,
             placement: Placement::Any,
+            avoid: std::collections::BTreeSet::new(),
             user_data: None,
             tags: Tags::new(),
             deadline: None,

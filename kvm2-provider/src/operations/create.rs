@@ -136,7 +136,7 @@ async fn create_once(
         image,
     };
     let mut refusals = Refusals::default();
-    for host in placement::candidates(inner, &req.placement, &req.owner_uid)? {
+    for host in placement::candidates(inner, &req.placement, &req.owner_uid, &req.avoid)? {
         let conn = match dial(inner, host, deadline).await {
             Ok(conn) => conn,
             Err(e) => {

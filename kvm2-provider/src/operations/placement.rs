@@ -4,7 +4,8 @@
 //! ```text
 //!  Require(h) ─▶ [h]
 //!  Prefer(h)  ─▶ [h, rest by rendezvous weight]  ─┐
-//!  Any        ─▶ [all by rendezvous weight]       ─┴▶ hosts in dial cool-down last
+//!  Any        ─▶ [all by rendezvous weight]       ─┴▶ hosts in dial cool-down last,
+//!                                                    hosts the request avoids after them
 //!
 //!  each candidate: dial ─▶ existing instance? ─▶ admission ─▶ build
 //!                  └ refused (down, full, …) ─▶ next candidate
@@ -46,6 +47,7 @@ pub(crate) fn candidates<'a>(
     inner: &'a Inner,
     placement: &Placement,
     owner: &OwnerUid,
+    avoid: &std::collections::BTreeSet<Identifier>,
 ) -> Result<Vec<&'a Kvm2Host>, ApiError> {
     let config = &inner.config;
     if config.hosts.is_empty() {
@@ -61,7 +63,10 @@ pub(crate) fn candidates<'a>(
         }
         Placement::Prefer(h) => {
             let mut ranked = ranked(config.hosts.iter(), owner);
-            if let Some(pos) = ranked.iter().position(|c| &c.name == h) {
+            if let Some(pos) = ranked
+                .iter()
+                .position(|c| &c.name == h && !avoid.contains(h))
+            {
                 let preferred = ranked.remove(pos);
                 ranked.insert(0, preferred);
             }
@@ -70,9 +75,19 @@ pub(crate) fn candidates<'a>(
         _ => ranked(config.hosts.iter(), owner),
     };
     let cooldown = inner.options.dial_cooldown;
-    Ok(cooled_last(ranked, |h| {
-        inner.dial_failures.cooling(h, cooldown)
-    }))
+    let ordered = cooled_last(ranked, |h| inner.dial_failures.cooling(h, cooldown));
+    Ok(avoided_last(ordered, avoid))
+}
+
+/// `ordered` with the hosts in `avoid` moved to the end, each part in its
+/// order.
+fn avoided_last<'a>(
+    ordered: Vec<&'a Kvm2Host>,
+    avoid: &std::collections::BTreeSet<Identifier>,
+) -> Vec<&'a Kvm2Host> {
+    let (avoided, rest): (Vec<_>, Vec<_>) =
+        ordered.into_iter().partition(|h| avoid.contains(&h.name));
+    rest.into_iter().chain(avoided).collect()
 }
 
 /// Checks that `host` may take one more instance of `machine` (see the
@@ -238,6 +253,23 @@ mod tests {
         // A zero cool-down never reorders.
         let order = cooled_last(hosts, |h| failures.cooling(h, Duration::ZERO));
         assert_eq!(names(order), ["h1", "h2", "h3"]);
+    }
+
+    #[test]
+    fn avoided_hosts_go_last_and_are_not_preferred() {
+        let config = three_hosts();
+        let kvm2 = config.providers[0].kvm2().unwrap();
+        let hosts: Vec<&Kvm2Host> = kvm2.hosts.iter().collect();
+        let names = |v: Vec<&Kvm2Host>| v.iter().map(|h| h.name.to_string()).collect::<Vec<_>>();
+        let avoid = [Identifier::parse("h1").unwrap()].into();
+        assert_eq!(
+            names(avoided_last(hosts.clone(), &avoid)),
+            ["h2", "h3", "h1"]
+        );
+        assert_eq!(
+            names(avoided_last(hosts, &Default::default())),
+            ["h1", "h2", "h3"]
+        );
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub enum EventReason {
     ReplacingUnhealthy,
     /// The instance vanished; it is made again.
     InstanceGone,
+    /// The instance's host has not answered past the host-loss grace; a
+    /// new instance is made on another host.
+    HostLost,
     /// Replacements reached the cap; the proxy waits.
     ReplaceLimitReached,
     /// A running instance lost its address past the grace period.
@@ -80,6 +83,7 @@ impl EventReason {
             EventReason::Replacing => "Replacing",
             EventReason::ReplacingUnhealthy => "ReplacingUnhealthy",
             EventReason::InstanceGone => "InstanceGone",
+            EventReason::HostLost => "HostLost",
             EventReason::ReplaceLimitReached => "ReplaceLimitReached",
             EventReason::AddressLost => "AddressLost",
             EventReason::InvalidSpec => "InvalidSpec",

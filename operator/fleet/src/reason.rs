@@ -31,6 +31,9 @@ pub enum Reason {
     AddressLost,
     /// Replacements within the window reached the cap; waiting.
     ReplaceLimitReached,
+    /// The instance's host has not answered for longer than the host-loss
+    /// grace; a new instance is made on another host.
+    HostLost,
 
     // Input error.
     /// A spec field does not parse.
@@ -121,6 +124,7 @@ impl Reason {
             Reason::InstanceGone => "InstanceGone",
             Reason::AddressLost => "AddressLost",
             Reason::ReplaceLimitReached => "ReplaceLimitReached",
+            Reason::HostLost => "HostLost",
             Reason::InvalidSpec => "InvalidSpec",
             Reason::SpecImmutable => "SpecImmutable",
             Reason::SecretMissing => "SecretMissing",
@@ -156,6 +160,7 @@ impl Reason {
             | Reason::InstanceGone
             | Reason::AddressLost
             | Reason::Unhealthy
+            | Reason::HostLost
             | Reason::ReplaceLimitReached => ReasonCategory::InstanceFailure,
             Reason::InvalidSpec
             | Reason::SpecImmutable
@@ -180,7 +185,7 @@ impl Reason {
     }
 
     /// Every reason, in declaration order (for docs, CRD enums and tests).
-    pub const ALL: [Reason; 29] = [
+    pub const ALL: [Reason; 30] = [
         Reason::Creating,
         Reason::Provisioning,
         Reason::Running,
@@ -190,6 +195,7 @@ impl Reason {
         Reason::InstanceGone,
         Reason::AddressLost,
         Reason::ReplaceLimitReached,
+        Reason::HostLost,
         Reason::InvalidSpec,
         Reason::SpecImmutable,
         Reason::SecretMissing,

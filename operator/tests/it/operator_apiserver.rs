@@ -149,6 +149,22 @@ impl World {
         World::build(|config, _| config.images([tiny]), Some(image)).await
     }
 
+    /// [`World::new`]'s tiny image (no delay), with `more_hosts` after the
+    /// sandbox's `host1`.
+    async fn tiny_with(more_hosts: impl IntoIterator<Item = Host>) -> World {
+        let body = vec![0u8; 1 << 20];
+        let image = ImageServer::start(body.clone(), Duration::ZERO);
+        let url = format!("http://127.0.0.1:{}/tiny.raw", image.port);
+        let tiny = Image::new("tiny", url, sha256_hex(&body), "raw");
+        let configure = |config: ProvidersYaml, _: &Descriptor| {
+            more_hosts
+                .into_iter()
+                .fold(config, ProvidersYaml::with_host)
+                .images([tiny])
+        };
+        World::build(configure, Some(image)).await
+    }
+
     /// A world whose image is the real proxy guest the sandbox serves
     /// (cloud-init, qemu-guest-agent, Squid), with Squid open to the
     /// guest network; `more_hosts` follow the sandbox's `host1`.
@@ -1492,6 +1508,119 @@ async fn a_pool_of_real_guests_spreads_over_two_hosts_and_goes_with_its_members(
     assert!(on_first.list().is_empty(), "{:?}", on_first.list());
     assert!(on_second.list().is_empty(), "{:?}", on_second.list());
     op.assert_no_errors();
+    drop(op);
+    clear_lease(&client).await;
+}
+
+/// Brings a lost host back when dropped (thawed, booted), so a failing
+/// test never leaves it frozen or stopped; waits (bounded) for its
+/// libvirtd.
+struct Revive<'a>(&'a testkit::HypervisorHost);
+
+impl Revive<'_> {
+    fn now(&self) {
+        let _ = self.0.thaw();
+        let _ = self.0.start();
+        let virsh = Virsh::new(self.0.virsh_uri(&self.0.libvirt.qemu_uri));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !virsh.status(&["pool-list", "--name"]).0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Revive<'_> {
+    fn drop(&mut self) {
+        self.now();
+    }
+}
+
+/// Issue 26 item 6: a host lost for longer than `--host-loss-grace` —
+/// frozen (every process stopped, connections open and silent), then
+/// stopped (power lost) — gets its Proxy made again on the other host;
+/// when it returns, the GC deletes the old instance (a duplicate under the
+/// Proxy's tag), so the Proxy never keeps two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_hosts_proxy_is_made_again_elsewhere_and_the_old_instance_goes_on_return() {
+    let _serial = SERIAL.lock().await;
+    let sandbox = Descriptor::require();
+    assert!(
+        sandbox.hosts.len() >= 2,
+        "the sandbox has {} host(s); `cargo xtask sandbox up` starts 2",
+        sandbox.hosts.len()
+    );
+    let second = &sandbox.hosts[1];
+    let world = World::tiny_with([Host::hypervisor(&sandbox, second)]).await;
+    let on_second = HostDomains::of(second, &world.entry);
+    let client = admin(&world.kube).await;
+    let op = world.operator(&[
+        "--host-loss-grace",
+        "10s",
+        "--call-timeout",
+        "5s",
+        "--gc-interval",
+        "5s",
+        "--gc-min-age",
+        "1s",
+    ]);
+    op.wait_leader().await;
+    let api = world.proxies(&client);
+    for (name, stopped) in [("frozen", false), ("stopped", true)] {
+        let spec = json!({"provider": world.entry, "placement": {"host": second.name}});
+        let uid = world.create_proxy(&client, name, spec).await;
+        let domain = World::domain_of(&uid);
+        let host_of = async |api: &Api<kube::api::DynamicObject>| {
+            let o = serde_json::to_value(api.get(name).await.ok()?).unwrap();
+            o["status"]["providerID"].as_str()?;
+            o["status"]["host"].as_str().map(str::to_owned)
+        };
+        let first = eventually("an instance", Duration::from_secs(120), || host_of(&api)).await;
+        assert_eq!(first, second.name, "{name}: placed on the preferred host");
+        assert!(on_second.list().contains(&domain));
+
+        let revive = Revive(second);
+        if stopped {
+            second.stop().unwrap();
+        } else {
+            second.freeze().unwrap();
+        }
+        let lost_at = Instant::now();
+        eventually("made again on host1", Duration::from_secs(180), || async {
+            (host_of(&api).await? == "host1").then_some(())
+        })
+        .await;
+        eprintln!(
+            "{name}: made again on host1 {:?} after the loss",
+            lost_at.elapsed()
+        );
+        let lost: Vec<(String, String)> = events(&client, &world.ns)
+            .await
+            .into_iter()
+            .filter(|(reason, note)| reason == "HostLost" && note.contains(&domain))
+            .collect();
+        assert_eq!(
+            lost.len(),
+            1,
+            "{name}: one HostLost Event naming the old instance"
+        );
+        assert!(
+            world.domains().contains(&domain),
+            "the new instance on host1"
+        );
+
+        revive.now();
+        eventually(
+            "the old instance deleted once its host answers",
+            Duration::from_secs(180),
+            || async { (!on_second.list().contains(&domain)).then_some(()) },
+        )
+        .await;
+        let now = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
+        assert_eq!(now["status"]["host"], "host1", "{now}");
+        delete_and_wait(&api, name, Duration::from_secs(90)).await;
+        assert!(!world.domains().contains(&domain));
+        drop(revive);
+    }
     drop(op);
     clear_lease(&client).await;
 }

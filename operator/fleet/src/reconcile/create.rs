@@ -71,6 +71,7 @@ pub(super) fn start(mut d: Draft<'_>) -> Step {
     request.machine_type = valid.machine_type;
     request.image = valid.image;
     request.placement = valid.placement;
+    request.avoid = d.memory.avoid.iter().cloned().collect();
     request.user_data = user_data;
     let tag = d.r.cluster.tag();
     request.tags.insert(tag.key, tag.value);
@@ -106,6 +107,7 @@ pub(super) fn after(mut d: Draft<'_>, result: Result<Instance, ProviderError>) -
     match result {
         Ok(instance) => {
             d.memory.failures = 0;
+            d.memory.avoid = None;
             d.status.provider_id = Some(instance.id.to_string());
             d.status.host = Some(instance.host.to_string());
             d.status.created_at = Some(instance.created_at.map_or(d.now, Timestamp::from));

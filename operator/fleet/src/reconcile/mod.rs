@@ -144,6 +144,10 @@ pub enum Next {
 pub struct Memory {
     failures: u32,
     grace: Option<GraceStart>,
+    /// Since when every read of the instance failed transiently.
+    unreachable_since: Option<Timestamp>,
+    /// The host the next Create avoids (where an instance was lost).
+    avoid: Option<provider_api::Identifier>,
 }
 
 impl Memory {
@@ -156,6 +160,12 @@ impl Memory {
     /// address).
     pub fn in_address_grace(&self) -> bool {
         self.grace.is_some()
+    }
+
+    /// Since when every read of the instance failed transiently, if they
+    /// do.
+    pub fn unreachable_since(&self) -> Option<Timestamp> {
+        self.unreachable_since
     }
 }
 

@@ -3,14 +3,16 @@
 
 use std::net::SocketAddr;
 
-use provider_api::{Error as ProviderError, Instance, InstanceState, ProviderId};
+use provider_api::{Error as ProviderError, ErrorClass, Instance, InstanceState, ProviderId};
 
 use super::draft::Draft;
 use super::{Call, GraceStart, Next, Step, create};
 use crate::event::{Event, EventReason};
 use crate::reason::Reason;
 use crate::replace_cap::CapVerdict;
+use crate::spec::PlacementPolicy;
 use crate::status::{ConditionStatus, ConditionType, Phase};
+use crate::time::Timestamp;
 
 /// An instance is recorded: read it (or report why it cannot be).
 pub(super) fn start(d: Draft<'_>, id: &str) -> Step {
@@ -25,6 +27,7 @@ pub(super) fn after_get(d: Draft<'_>, result: Result<Instance, ProviderError>) -
     match result {
         Ok(instance) => self::instance(d, instance),
         Err(e) if e.is_not_found() => gone(d),
+        Err(e) if e.class() == ErrorClass::Transient => unreachable(d, &e),
         Err(e) => {
             let what = format!("read instance {}", recorded_id(&d));
             d.provider_error(&what, &e, true)
@@ -32,9 +35,83 @@ pub(super) fn after_get(d: Draft<'_>, result: Result<Instance, ProviderError>) -
     }
 }
 
+/// Get failed transiently: the instance's host may be cut off, frozen or
+/// down. Retried with backoff as any transient failure; once every read
+/// failed for [`host_loss_grace`](crate::Policy::host_loss_grace), the
+/// instance is given up for one on another host (unless the Proxy
+/// requires its host). The retry never sleeps past the grace's end.
+fn unreachable(mut d: Draft<'_>, e: &ProviderError) -> Step {
+    let since = *d.memory.unreachable_since.get_or_insert(d.now);
+    let movable = d.spec().placement.policy != PlacementPolicy::Require;
+    let grace = d.r.policy.host_loss_grace.filter(|_| movable);
+    if let Some(grace) = grace
+        && d.now.since(since) >= grace
+    {
+        return host_lost(d, since);
+    }
+    let elapsed = d.now.since(since);
+    let what = format!("read instance {}", recorded_id(&d));
+    let mut step = d.provider_error(&what, e, true);
+    if let (Some(grace), Next::Requeue(delay)) = (grace, &mut step.next) {
+        let left = grace.saturating_sub(elapsed);
+        *delay = (*delay).min(left.max(std::time::Duration::from_secs(1)));
+    }
+    step
+}
+
+/// The instance's host has not answered since `since`, past the grace:
+/// count a replacement (the cap applies), forget the instance and make
+/// one elsewhere, avoiding that host. The old instance stays recorded
+/// nowhere: when its host answers again, the GC finds it under this
+/// Proxy's tag beside the recorded one and deletes it (a duplicate).
+fn host_lost(mut d: Draft<'_>, since: Timestamp) -> Step {
+    let id = recorded_id(&d);
+    let host = provider_api::ProviderId::parse(&id)
+        .ok()
+        .map(|p| p.host().clone());
+    let host_name = host
+        .as_ref()
+        .map_or_else(|| "(unknown)".to_owned(), ToString::to_string);
+    let silent = d.now.since(since).as_secs();
+    let cap = d.r.policy.replace_cap;
+    match cap.check(&d.status.recent_replacements, d.now) {
+        CapVerdict::Allowed => {
+            let msg = format!(
+                "host {host_name} has not answered for {silent}s (instance {id}); making a \
+                 new instance on another host (the old one is deleted when its host answers \
+                 again)"
+            );
+            d.events
+                .push(Event::warning(EventReason::HostLost, msg.clone()));
+            d.memory.unreachable_since = None;
+            d.memory.failures = 0;
+            d.memory.avoid = host;
+            d.provisioned(false, Reason::HostLost, msg.clone());
+            remade(d, msg)
+        }
+        CapVerdict::Held { until } => {
+            let msg = format!(
+                "host {host_name} has not answered for {silent}s (instance {id}); {}",
+                held(&d, until)
+            );
+            d.warn_once(
+                Reason::ReplaceLimitReached,
+                EventReason::ReplaceLimitReached,
+                &msg,
+            );
+            d.status.phase = Some(Phase::Failed);
+            d.provisioned(false, Reason::HostLost, msg.clone());
+            d.ready(false, Reason::ReplaceLimitReached, msg);
+            let next = d.requeue_at(until);
+            d.finish(next)
+        }
+    }
+}
+
 /// The provider reported `instance`: act on its state.
 pub(super) fn instance(mut d: Draft<'_>, instance: Instance) -> Step {
     d.memory.failures = 0;
+    d.memory.unreachable_since = None;
     d.status.host = Some(instance.host.to_string());
     match (&instance.state, instance.ip) {
         (InstanceState::Running, Some(ip)) => {

@@ -51,6 +51,12 @@ pub struct Policy {
     /// instance) has been `False` for this long, within `replace_cap`
     /// (5 min; `None`: never for health alone).
     pub replace_unhealthy_after: Option<Duration>,
+    /// Make a new instance on another host once the instance's host has
+    /// failed every read (transiently: cut off, frozen, down) for this
+    /// long; `None` waits for the host however long. Not for a Proxy that
+    /// requires its host. The old instance is the GC's duplicate once its
+    /// host answers again.
+    pub host_loss_grace: Option<Duration>,
     /// The port a proxy is probed on when its `Instance` reports none (3128).
     pub proxy_port: u16,
     /// Largest cloud-init user data accepted, in bytes (256 KiB; kvm2's
@@ -74,6 +80,7 @@ impl Default for Policy {
             },
             replace_cap: ReplaceCap::new(3, Duration::from_secs(3600)),
             replace_unhealthy_after: Some(Duration::from_secs(300)),
+            host_loss_grace: Some(Duration::from_secs(300)),
             proxy_port: 3128,
             max_user_data: 256 * 1024,
         }

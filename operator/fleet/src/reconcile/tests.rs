@@ -1170,3 +1170,115 @@ fn a_provider_errors_condition_and_event_carry_its_whole_chain() {
     let ready = w.status.condition(ConditionType::Ready).unwrap();
     assert!(ready.message.contains(whole), "{}", ready.message);
 }
+
+// ------------------------------------------------------------- host loss
+
+/// A running Proxy whose host stops answering: reads fail transiently;
+/// returns the steps of each failed read, `every` seconds apart, until
+/// the step stops asking to Get (or `reads` reads).
+fn reads_fail(w: &mut World, every: u64, reads: usize) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for _ in 0..reads {
+        let get = w.apply(None);
+        if !matches!(get.next, Next::Call(Call::Get(_))) {
+            steps.push(get);
+            break;
+        }
+        let step = w.apply(Some(got(Err(err(ErrorClass::Transient)))));
+        let done = !matches!(step.next, Next::Requeue(_));
+        steps.push(step);
+        if done {
+            break;
+        }
+        w.advance(every);
+    }
+    steps
+}
+
+#[test]
+fn a_host_silent_past_the_grace_gets_its_instance_made_elsewhere() {
+    let mut w = World::running();
+    w.r.policy.host_loss_grace = Some(secs(60));
+    let steps = reads_fail(&mut w, 20, 10);
+    // Reads at 0, 20, 40 s back off but never past the grace's end; the
+    // read at 60 s gives the host up.
+    let delays: Vec<Duration> = steps.iter().filter_map(|s| requeue(&s.next)).collect();
+    assert_eq!(delays, [secs(2), secs(4), secs(8)]);
+    let last = steps.last().unwrap();
+    let Next::Call(Call::Create { request, .. }) = &last.next else {
+        panic!("expected a Create, got {:?}", last.next);
+    };
+    assert_eq!(
+        request
+            .avoid
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["host1"],
+        "the lost host is tried last"
+    );
+    let events: Vec<EventReason> = last.events.iter().map(|e| e.reason).collect();
+    assert_eq!(events, [EventReason::HostLost]);
+    assert!(
+        last.events[0].message.contains("host1"),
+        "{}",
+        last.events[0].message
+    );
+    assert_eq!(w.status.replacements, 1);
+    assert_eq!(w.status.provider_id, None, "the old instance is forgotten");
+    assert_eq!(w.provisioned(), Some(Reason::Creating));
+    // The new instance lands: the avoidance is spent.
+    let step = w.apply(Some(Outcome::Created(Ok(provisioning()))));
+    assert!(step.memory.avoid.is_none());
+}
+
+#[test]
+fn the_grace_caps_the_backoff_and_restarts_after_an_answer() {
+    let mut w = World::running();
+    w.r.policy.host_loss_grace = Some(secs(10));
+    w.r.policy.backoff = crate::Backoff::new(secs(30), secs(300));
+    let steps = reads_fail(&mut w, 0, 1);
+    assert_eq!(
+        requeue(&steps[0].next),
+        Some(secs(10)),
+        "not past the grace"
+    );
+    assert!(w.memory.unreachable_since().is_some());
+    w.apply(None);
+    w.apply(Some(got(Ok(running()))));
+    assert_eq!(w.memory.unreachable_since(), None, "an answer ends it");
+}
+
+#[test]
+fn a_proxy_that_requires_its_host_waits_for_it() {
+    let mut w = World::new();
+    w.spec.placement = PlacementSpec {
+        host: Some("host1".into()),
+        policy: PlacementPolicy::Require,
+    };
+    w.pass(&mut [Ok(running())].into_iter().map(Outcome::Created));
+    w.r.policy.host_loss_grace = Some(secs(10));
+    let steps = reads_fail(&mut w, 30, 5);
+    assert_eq!(steps.len(), 5);
+    assert!(steps.iter().all(|s| matches!(s.next, Next::Requeue(_))));
+    assert_eq!(w.status.provider_id.as_deref(), Some(ID));
+}
+
+#[test]
+fn host_loss_is_under_the_replacement_cap_and_can_be_off() {
+    let mut w = World::running();
+    w.r.policy.host_loss_grace = Some(secs(10));
+    w.r.policy.replace_cap = ReplaceCap::new(0, secs(3600));
+    let steps = reads_fail(&mut w, 10, 5);
+    let last = steps.last().unwrap();
+    assert!(matches!(last.next, Next::Requeue(_)), "{:?}", last.next);
+    assert_eq!(w.status.phase, Some(Phase::Failed));
+    assert_eq!(w.ready(), Some(Reason::ReplaceLimitReached));
+    assert_eq!(w.provisioned(), Some(Reason::HostLost));
+
+    let mut off = World::running();
+    off.r.policy.host_loss_grace = None;
+    let steps = reads_fail(&mut off, 600, 5);
+    assert!(steps.iter().all(|s| matches!(s.next, Next::Requeue(_))));
+    assert_eq!(off.status.provider_id.as_deref(), Some(ID));
+}
