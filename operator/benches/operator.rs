@@ -12,7 +12,8 @@
 //! - **time to all Running**: from the operator's start to the last Proxy
 //!   reporting `Running`, against the *peer*, a direct loop that calls the
 //!   same provider for each Proxy and writes its status once (SSA), with the
-//!   operator's concurrency (16) — the least any controller must do. Both
+//!   operator's concurrency (16, or `OPERATOR_BENCH_CONCURRENCY` for both)
+//!   — the least any controller must do. Both
 //!   start from [`PROXIES`] existing Proxies; the ratio is ours / peer.
 //! - **API writes per Proxy to Running** and to Healthy, counted by the API
 //!   server itself (`apiserver_request_total`, writes on Proxies, their
@@ -82,7 +83,12 @@ fn main() -> ExitCode {
 
 /// The least a controller must do: one provider call and one status write
 /// per Proxy, [`CONCURRENCY`] at a time.
-async fn peer(client: &Client, ns: &str, provider: Arc<dyn Provider>) -> Duration {
+async fn peer(
+    client: &Client,
+    ns: &str,
+    provider: Arc<dyn Provider>,
+    concurrency: usize,
+) -> Duration {
     let api = instant::proxies(client, ns);
     let started = Clock::now();
     let list = api.list(&ListParams::default()).await.unwrap();
@@ -118,7 +124,7 @@ async fn peer(client: &Client, ns: &str, provider: Arc<dyn Provider>) -> Duratio
                 .unwrap();
             }
         })
-        .buffer_unordered(CONCURRENCY)
+        .buffer_unordered(concurrency)
         .collect::<Vec<()>>()
         .await;
     started.elapsed()
@@ -133,13 +139,15 @@ fn knob(name: &str, default: u64) -> u64 {
 
 async fn bench() {
     let n = knob("OPERATOR_BENCH_PROXIES", PROXIES as u64) as usize;
+    let concurrency = knob("OPERATOR_BENCH_CONCURRENCY", CONCURRENCY as u64) as usize;
+    let concurrency_flag = concurrency.to_string();
     let steady = Duration::from_secs(knob("OPERATOR_BENCH_STEADY_SECS", STEADY.as_secs()));
     let log_filter = std::env::var("OPERATOR_BENCH_LOG").unwrap_or_else(|_| "warn".into());
     let world = World::new().await;
     let client = &world.client;
     let responder = instant::responder().await;
     println!(
-        "operator bench: {n} Proxies, instant provider, kube-apiserver {}",
+        "operator bench: {n} Proxies, instant provider, kube-apiserver {}, concurrency {concurrency} (OPERATOR_BENCH_CONCURRENCY)",
         world.kube.version
     );
 
@@ -148,7 +156,7 @@ async fn bench() {
     let peer_api = instant::proxies(client, &peer_ns);
     instant::create_proxies(&peer_api, &peer_ns, &world.entry, n).await;
     let w0 = writes(client).await;
-    let peer_time = peer(client, &peer_ns, world.provider(responder)).await;
+    let peer_time = peer(client, &peer_ns, world.provider(responder), concurrency).await;
     let peer_writes = delta(&writes(client).await, &w0);
     instant::delete_all(&peer_api).await;
     println!(
@@ -168,7 +176,14 @@ async fn bench() {
         .operator(
             &ns,
             responder,
-            &["--log", &log_filter, "--services", "false"],
+            &[
+                "--log",
+                &log_filter,
+                "--services",
+                "false",
+                "--concurrency",
+                &concurrency_flag,
+            ],
         )
         .await;
     let all_running = instant::wait_all(&api, n, BUDGET, "Running", instant::running).await;
@@ -220,7 +235,7 @@ async fn bench() {
             .kubectl(&["delete", "namespace", ns, "--wait=false"]);
     }
 
-    let (pool_time, pool_writes) = pool(&world, responder, n, &log_filter).await;
+    let (pool_time, pool_writes) = pool(&world, responder, n, &log_filter, &concurrency_flag).await;
 
     let per = |w: &BTreeMap<String, u64>| object_writes(w) as f64 / n as f64;
     println!();
@@ -289,6 +304,7 @@ async fn pool(
     responder: std::net::SocketAddr,
     n: usize,
     log_filter: &str,
+    concurrency: &str,
 ) -> (Duration, BTreeMap<String, u64>) {
     let client = &world.client;
     let ns = world.namespace("bench-pool");
@@ -297,7 +313,13 @@ async fn pool(
     instant::create_pool(&pools, &ns, &world.entry, "bench", n).await;
     let w = writes(client).await;
     let started = Clock::now();
-    let operator = world.operator(&ns, responder, &["--log", log_filter]).await;
+    let operator = world
+        .operator(
+            &ns,
+            responder,
+            &["--log", log_filter, "--concurrency", concurrency],
+        )
+        .await;
     let all_running = instant::wait_all(&proxies, n, BUDGET, "Running", instant::running).await;
     let took = all_running - started;
     let to_running = delta(&writes(client).await, &w);

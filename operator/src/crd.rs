@@ -338,6 +338,10 @@ mod tests {
     fn the_proxy_schema_covers_every_field_fleet_writes() {
         let spec = fleet::ProxySpec {
             provider: "kvm2-home".into(),
+            existing: Some(fleet::ExistingProxy {
+                address: "10.0.0.9".into(),
+                port: 3128,
+            }),
             machine_type: Some("small".into()),
             image: Some("debian-12".into()),
             placement: fleet::PlacementSpec {

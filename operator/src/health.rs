@@ -68,6 +68,9 @@ pub struct ProbeTargets {
     pub by_entry: HashMap<String, fleet::ProbeTarget>,
     /// `--probe-target`: one target for every entry.
     pub all: Option<fleet::ProbeTarget>,
+    /// For existing proxies (`spec.existing`, no entry): the default probe
+    /// target, unless `--probe-target` is set.
+    pub existing: Option<fleet::ProbeTarget>,
     /// Entry name → its `proxy.credentials_file` (basic auth), re-read each
     /// round so a rotated Secret reaches the probes.
     pub credentials_files: HashMap<String, std::path::PathBuf>,
@@ -114,10 +117,16 @@ async fn read_credentials(
 }
 
 impl ProbeTargets {
-    /// The target for proxies of `entry` (`None`: an entry the config does
-    /// not name; the reconciler reports it).
+    /// The target for proxies of `entry` — `""` for existing proxies —
+    /// (`None`: an entry the config does not name; the reconciler reports
+    /// it).
     pub fn of(&self, entry: &str) -> Option<&fleet::ProbeTarget> {
-        self.all.as_ref().or_else(|| self.by_entry.get(entry))
+        let own = if entry.is_empty() {
+            self.existing.as_ref()
+        } else {
+            self.by_entry.get(entry)
+        };
+        self.all.as_ref().or(own)
     }
 }
 

@@ -352,6 +352,11 @@ fn probe_targets(
                 .insert(entry.name.to_string(), file.as_path().to_owned());
         }
     }
+    let default = provider_api::config::DEFAULT_PROBE_TARGET;
+    targets.existing = Some(
+        fleet::ProbeTarget::parse(default)
+            .with_context(|| format!("default probe target {default:?}"))?,
+    );
     if let Some(all) = all {
         targets.all = Some(
             fleet::ProbeTarget::parse(all).with_context(|| format!("--probe-target {all:?}"))?,

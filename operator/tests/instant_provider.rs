@@ -19,6 +19,8 @@
 //!   its members (`instant_provider/pools.rs`).
 //! - Services carry exactly the `Healthy` proxies
 //!   (`instant_provider/services.rs`).
+//! - Existing proxies (`spec.existing`) are probed by real Squids and
+//!   published, never made (`instant_provider/existing.rs`).
 //! - API server outages cost a term, not the process: the operator reaches
 //!   the API server through a relay that is cut or frozen for 30 s three
 //!   times in a row; each time it loses the Lease, stops its work, keeps
@@ -39,6 +41,8 @@
 
 #[path = "support/consumer.rs"]
 mod consumer;
+#[path = "instant_provider/existing.rs"]
+mod existing;
 #[path = "support/instant.rs"]
 mod instant;
 #[path = "support/operator_account.rs"]
@@ -83,7 +87,10 @@ fn main() -> ExitCode {
     const LONG: &str = "the_longest_proxy_name_gets_its_events";
     const POOLS: &str = "a_pool_fills_scales_rolls_and_deletes_its_members";
     const SERVICES: &str = "services_carry_exactly_the_healthy_proxies";
-    let all = [WRITES, HEALTH, AUTH, OUTAGES, LONG, POOLS, SERVICES];
+    const EXISTING: &str = "existing_proxies_are_probed_and_published_never_made";
+    let all = [
+        WRITES, HEALTH, AUTH, OUTAGES, LONG, POOLS, SERVICES, EXISTING,
+    ];
     if args.iter().any(|a| a == "--list") {
         for name in all {
             println!("{name}: test");
@@ -108,6 +115,9 @@ fn main() -> ExitCode {
             LONG => rt.block_on(the_longest_proxy_name_gets_its_events()),
             POOLS => rt.block_on(pools::a_pool_fills_scales_rolls_and_deletes_its_members()),
             SERVICES => rt.block_on(services::services_carry_exactly_the_healthy_proxies()),
+            EXISTING => {
+                rt.block_on(existing::existing_proxies_are_probed_and_published_never_made())
+            }
             _ => {
                 rt.block_on(healthy_is_reset_on_replacement_and_earned_again_by_the_new_instance())
             }

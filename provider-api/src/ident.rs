@@ -5,7 +5,7 @@
 //! | type | rule | example |
 //! |---|---|---|
 //! | [`Identifier`] | 1–63 of `a-z 0-9 -`, first and last a letter or digit (an RFC 1123 DNS label) | `kvm2-home` |
-//! | [`ObjectName`] | 1–253 chars, dot-separated [`Identifier`]s (an RFC 1123 DNS subdomain, a Kubernetes object name) | `proxy-a.team` |
+//! | [`ObjectName`] | 1–253 chars, dot-separated parts of `a-z 0-9 -`, each starting and ending with a letter or digit (Kubernetes' DNS-1123 subdomain: an object name; no 63-character limit per part) | `proxy-a.team` |
 //! | [`OwnerUid`] | 1–64 of `a-z A-Z 0-9 -`, first and last a letter or digit (a Kubernetes UID) | `6f1c…-9e` |
 //! | [`TagValue`] | 0–64 of `a-z A-Z 0-9 . _ -`, no `..`, first and last (if any) a letter or digit | `egress-proxies` |
 //!
@@ -50,8 +50,8 @@ impl std::error::Error for ParseError {}
 pub const IDENTIFIER_RULE: &str = "must be an identifier (1 to 63 characters from a-z, 0-9 and '-', \
      starting and ending with a letter or digit)";
 /// The rule text of [`ObjectName`].
-pub const OBJECT_NAME_RULE: &str = "must be a DNS subdomain name (1 to 253 characters: identifiers \
-     joined by '.')";
+pub const OBJECT_NAME_RULE: &str = "must be a DNS subdomain name (1 to 253 characters from a-z, \
+     0-9, '-' and '.', each dot-separated part starting and ending with a letter or digit)";
 /// The rule text of [`OwnerUid`].
 pub const OWNER_UID_RULE: &str = "must be a UID (1 to 64 characters from a-z, A-Z, 0-9 and '-', \
      starting and ending with a letter or digit)";
@@ -76,8 +76,18 @@ fn is_identifier(s: &str) -> bool {
     }
 }
 
+/// Kubernetes' `IsDNS1123Subdomain`: at most 253 characters, dot-separated
+/// parts of `a-z 0-9 -`, each starting and ending with a letter or digit.
+/// Unlike a DNS name, a part may be longer than 63 characters (the API
+/// server accepts a 253-character object name without a dot).
 fn is_object_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_identifier)
+    let part = |p: &str| {
+        let b = p.as_bytes();
+        b.first().is_some_and(|c| is_lower_alnum(*c))
+            && b.last().is_some_and(|c| is_lower_alnum(*c))
+            && b.iter().all(|c| is_lower_alnum(*c) || *c == b'-')
+    };
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(part)
 }
 
 fn is_owner_uid(s: &str) -> bool {
@@ -316,7 +326,21 @@ pub(crate) mod tests {
     fn object_name_rules() {
         assert!(ObjectName::parse("proxy-a").is_ok());
         assert!(ObjectName::parse("a.b.c").is_ok());
-        for bad in ["", "a..b", ".a", "a.", "A", "a_b", &"a.".repeat(127)] {
+        // As Kubernetes: a part may be longer than a DNS label.
+        assert!(ObjectName::parse(&"a".repeat(253)).is_ok());
+        assert!(ObjectName::parse(&format!("{}.b", "a".repeat(100))).is_ok());
+        for bad in [
+            "",
+            "a..b",
+            ".a",
+            "a.",
+            "A",
+            "a_b",
+            "-a",
+            "a-.b",
+            &"a.".repeat(127),
+            &"a".repeat(254),
+        ] {
             assert_eq!(ObjectName::parse(bad).unwrap_err().rule(), OBJECT_NAME_RULE);
         }
     }

@@ -157,10 +157,13 @@ pub use reconcile::{
 };
 pub use replace_cap::{CapVerdict, ReplaceCap};
 pub use spec::{
-    DEFAULT_USER_DATA_KEY, PlacementPolicy, PlacementSpec, ProxySpec, SecretRef, SpecIssue,
-    ValidSpec,
+    DEFAULT_USER_DATA_KEY, ExistingProxy, PlacementPolicy, PlacementSpec, ProxySpec, SecretRef,
+    SpecIssue, ValidSpec,
 };
-pub use status::{Condition, ConditionStatus, ConditionType, ConditionUpdate, Phase, ProxyStatus};
+pub use status::{
+    Condition, ConditionStatus, ConditionType, ConditionUpdate, EXISTING_INSTANCE, Phase,
+    ProxyStatus,
+};
 pub use time::Timestamp;
 pub use ttl_cache::TtlCache;
 pub use user_data::{UserDataProblem, UserDataRead};

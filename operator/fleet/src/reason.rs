@@ -20,6 +20,9 @@ pub enum Reason {
     Replacing,
     /// The Proxy is being deleted; its instance with it.
     Deleting,
+    /// The Proxy names an existing proxy (`spec.existing`): nothing is
+    /// made; it is probed and published.
+    Existing,
 
     // Instance failure.
     /// The provider reports the instance failed or stopped.
@@ -120,6 +123,7 @@ impl Reason {
             Reason::Running => "Running",
             Reason::Replacing => "Replacing",
             Reason::Deleting => "Deleting",
+            Reason::Existing => "Existing",
             Reason::InstanceFailed => "InstanceFailed",
             Reason::InstanceGone => "InstanceGone",
             Reason::AddressLost => "AddressLost",
@@ -155,7 +159,8 @@ impl Reason {
             | Reason::Provisioning
             | Reason::Running
             | Reason::Replacing
-            | Reason::Deleting => ReasonCategory::Progress,
+            | Reason::Deleting
+            | Reason::Existing => ReasonCategory::Progress,
             Reason::InstanceFailed
             | Reason::InstanceGone
             | Reason::AddressLost
@@ -185,12 +190,13 @@ impl Reason {
     }
 
     /// Every reason, in declaration order (for docs, CRD enums and tests).
-    pub const ALL: [Reason; 30] = [
+    pub const ALL: [Reason; 31] = [
         Reason::Creating,
         Reason::Provisioning,
         Reason::Running,
         Reason::Replacing,
         Reason::Deleting,
+        Reason::Existing,
         Reason::InstanceFailed,
         Reason::InstanceGone,
         Reason::AddressLost,

@@ -21,8 +21,16 @@ pub const DEFAULT_USER_DATA_KEY: &str = "user-data";
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProxySpec {
-    /// The provider entry (a `name` in the providers config).
+    /// The provider entry (a `name` in the providers config) that makes
+    /// this proxy; absent for an existing proxy (`existing`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(transform = crate::status::no_schema_default)]
     pub provider: String,
+    /// An existing proxy to probe and publish, instead of one a provider
+    /// makes (an *unmanaged* proxy): no provider is ever called for it.
+    /// Exclusive with `provider` and the fields only a made proxy uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing: Option<ExistingProxy>,
     /// The machine type (a key of the entry's machine types); the entry's
     /// default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,6 +45,17 @@ pub struct ProxySpec {
     /// The Secret (in the Proxy's namespace) holding cloud-init user data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_init: Option<SecretRef>,
+}
+
+/// `spec.existing`: where an existing proxy listens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExistingProxy {
+    /// Its IP address (v4 or v6).
+    pub address: String,
+    /// Its port.
+    #[schemars(range(min = 1))]
+    pub port: u16,
 }
 
 /// `spec.placement`: an optional host and how strictly to hold to it.
@@ -131,11 +150,27 @@ impl ProxySpec {
     /// Parses every field; returns every problem at once.
     ///
     /// # Errors
-    /// One [`SpecIssue`] per bad field: a provider, machine type, image or
-    /// host that is not an identifier, `Require` without a host, a Secret
-    /// name that is not an object name or a key that is not a Secret key.
+    /// One [`SpecIssue`] per bad field: no provider, `existing` set (see
+    /// [`existing_address`](Self::existing_address)), a provider, machine
+    /// type, image or host that is not an identifier, `Require` without a
+    /// host, a Secret name that is not an object name or a key that is not
+    /// a Secret key.
     pub fn validate(&self) -> Result<ValidSpec, Vec<SpecIssue>> {
         let mut issues = Vec::new();
+        if self.provider.is_empty() {
+            issues.push(SpecIssue {
+                field: "spec.provider",
+                message: "is required: set spec.provider (a proxy a provider makes) or \
+                          spec.existing (a proxy that already runs)"
+                    .to_owned(),
+            });
+        }
+        if self.existing.is_some() {
+            issues.push(SpecIssue {
+                field: "spec.existing",
+                message: "names an existing proxy, which no provider makes".to_owned(),
+            });
+        }
         let mut ident = |field: &'static str, text: &str| match Identifier::parse(text) {
             Ok(id) => Some(id),
             Err(e) => {
@@ -146,7 +181,11 @@ impl ProxySpec {
                 None
             }
         };
-        let provider = ident("spec.provider", &self.provider);
+        let provider = if self.provider.is_empty() {
+            None
+        } else {
+            ident("spec.provider", &self.provider)
+        };
         let machine_type = self
             .machine_type
             .as_deref()
@@ -202,6 +241,58 @@ impl ProxySpec {
         }
     }
 
+    /// The address of an existing proxy (`spec.existing`), when the spec
+    /// names one validly and nothing else.
+    ///
+    /// # Errors
+    /// `Ok(None)` for a spec without `existing` (a made proxy: see
+    /// [`validate`](Self::validate)); one [`SpecIssue`] per problem: an
+    /// address that is not an IP, port 0, or a field only a made proxy
+    /// uses (`provider`, `machineType`, `image`, `placement`, `cloudInit`)
+    /// set beside it.
+    pub fn existing_address(&self) -> Result<Option<std::net::SocketAddr>, Vec<SpecIssue>> {
+        let Some(existing) = &self.existing else {
+            return Ok(None);
+        };
+        let mut issues = Vec::new();
+        let ip = existing.address.parse::<std::net::IpAddr>();
+        if ip.is_err() {
+            issues.push(SpecIssue {
+                field: "spec.existing.address",
+                message: format!(
+                    "must be an IP address (got {:?})",
+                    crate::error::quoted(&existing.address)
+                ),
+            });
+        }
+        if existing.port == 0 {
+            issues.push(SpecIssue {
+                field: "spec.existing.port",
+                message: "must be 1 to 65535".to_owned(),
+            });
+        }
+        for (set, field) in [
+            (!self.provider.is_empty(), "spec.provider"),
+            (self.machine_type.is_some(), "spec.machineType"),
+            (self.image.is_some(), "spec.image"),
+            (!self.placement.is_any(), "spec.placement"),
+            (self.cloud_init.is_some(), "spec.cloudInit"),
+        ] {
+            if set {
+                issues.push(SpecIssue {
+                    field,
+                    message: "must not be set with spec.existing (an existing proxy is not \
+                              made by a provider)"
+                        .to_owned(),
+                });
+            }
+        }
+        match ip {
+            Ok(ip) if issues.is_empty() => Ok(Some(std::net::SocketAddr::new(ip, existing.port))),
+            _ => Err(issues),
+        }
+    }
+
     /// The paths of the fields that differ between `self` (the spec an
     /// instance was made from) and `edited`, in declaration order; empty when
     /// they are equal.
@@ -209,6 +300,9 @@ impl ProxySpec {
         let mut changed = Vec::new();
         if self.provider != edited.provider {
             changed.push("spec.provider");
+        }
+        if self.existing != edited.existing {
+            changed.push("spec.existing");
         }
         if self.machine_type != edited.machine_type {
             changed.push("spec.machineType");
@@ -266,6 +360,7 @@ mod tests {
     fn every_bad_field_is_reported_at_once() {
         let s = ProxySpec {
             provider: "Kvm2".into(),
+            existing: None,
             machine_type: Some("small/../x".into()),
             image: Some("".into()),
             placement: PlacementSpec {
@@ -340,5 +435,50 @@ mod tests {
         assert_eq!(s.placement.policy, PlacementPolicy::Require);
         let json = serde_json::to_value(spec()).unwrap();
         assert_eq!(json, serde_json::json!({"provider": "kvm2-home"}));
+    }
+
+    #[test]
+    fn an_existing_proxy_is_an_address_and_nothing_else() {
+        let existing = |address: &str, port: u16| ProxySpec {
+            existing: Some(ExistingProxy {
+                address: address.into(),
+                port,
+            }),
+            ..ProxySpec::default()
+        };
+        assert_eq!(
+            existing("10.0.0.9", 3128).existing_address(),
+            Ok(Some("10.0.0.9:3128".parse().unwrap()))
+        );
+        assert_eq!(spec().existing_address(), Ok(None), "a made proxy");
+        let mut both = existing("proxy.lan", 0);
+        both.provider = "kvm2-home".into();
+        both.image = Some("debian".into());
+        let fields: Vec<&str> = both
+            .existing_address()
+            .unwrap_err()
+            .iter()
+            .map(|i| i.field)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.existing.address",
+                "spec.existing.port",
+                "spec.provider",
+                "spec.image"
+            ]
+        );
+        // Neither form: the message says what to set.
+        let neither = ProxySpec::default().validate().unwrap_err();
+        assert_eq!(neither[0].field, "spec.provider");
+        assert!(
+            neither[0].message.contains("spec.existing"),
+            "{}",
+            neither[0].message
+        );
+        // A made proxy's validation refuses `existing` (a pool template).
+        let issues = existing("10.0.0.9", 3128).validate().unwrap_err();
+        assert!(issues.iter().any(|i| i.field == "spec.existing"));
     }
 }

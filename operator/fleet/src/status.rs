@@ -22,6 +22,10 @@ use crate::reason::Reason;
 use crate::spec::ProxySpec;
 use crate::time::Timestamp;
 
+/// What [`ProxyStatus::instance_endpoint`] names in place of a provider ID
+/// for an existing proxy (`spec.existing`), which has none.
+pub const EXISTING_INSTANCE: &str = "existing";
+
 /// A `Proxy`'s status: what the operator observed and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -220,7 +224,10 @@ impl ProxyStatus {
         if self.phase != Some(Phase::Running) {
             return None;
         }
-        let (id, ip, port) = (self.provider_id.as_ref()?, self.ip?, self.port?);
+        // An existing proxy (`spec.existing`) has no provider ID: the
+        // address alone names what a verdict is about.
+        let id = self.provider_id.as_deref().unwrap_or(EXISTING_INSTANCE);
+        let (ip, port) = (self.ip?, self.port?);
         Some(format!(
             "{id}#{}@{}",
             self.replacements,

@@ -20,8 +20,8 @@ const MEMBER_WRITES: usize = 16;
 const NAMES_IN_NOTE: usize = 10;
 
 /// The Proxy object for `member` of `pool`: the template's labels and
-/// annotations, the pool's two labels, and the pool as its controlling
-/// owner.
+/// annotations, the pool's two labels, the pool as its controlling owner,
+/// and the Proxy controller's finalizer.
 fn member_object(pool: &ProxyPool, valid: &ValidPool, member: &NewMember) -> Proxy {
     let template = &valid.spec.template.metadata;
     let mut labels = template.labels.clone();
@@ -44,6 +44,9 @@ fn member_object(pool: &ProxyPool, valid: &ValidPool, member: &NewMember) -> Pro
             o.block_owner_deletion = Some(true);
             vec![o]
         }),
+        // The Proxy controller's own finalizer, set at birth: it would add
+        // it in its first pass (one write per member saved).
+        finalizers: Some(vec![crate::crd::FINALIZER.to_owned()]),
         ..ObjectMeta::default()
     };
     proxy
@@ -255,5 +258,9 @@ mod tests {
             ("ProxyPool", "uid-1", Some(true))
         );
         assert_eq!(owner.block_owner_deletion, Some(true));
+        assert_eq!(
+            m.metadata.finalizers.as_deref(),
+            Some(&[crate::crd::FINALIZER.to_owned()][..])
+        );
     }
 }

@@ -147,14 +147,19 @@ pub async fn a_pool_fills_scales_rolls_and_deletes_its_members() {
         assert_eq!(m["metadata"]["labels"]["rev"], "1");
     }
 
-    // `kubectl scale`: the scale subresource.
-    api.patch_scale(
-        "egress",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": SCALED}})),
-    )
-    .await
-    .unwrap();
+    // `kubectl scale` (the scale subresource).
+    world
+        .kube
+        .kubectl(&[
+            "scale",
+            "proxypool",
+            "egress",
+            "-n",
+            &ns,
+            "--replicas",
+            &SCALED.to_string(),
+        ])
+        .unwrap();
     wait_pool(&api, &operator, "scaled", complete(SCALED)).await;
     let scale = api.get_scale("egress").await.unwrap();
     assert_eq!(scale.spec.and_then(|s| s.replicas), Some(SCALED as i32));

@@ -535,6 +535,10 @@ impl World {
         if let Some(range) = &self.local_range {
             command.env(RANGE, range);
         }
+        // The probes' default target, unless the test names its own.
+        if !extra.contains(&"--probe-target") {
+            command.args(["--probe-target", "upstream.invalid:443"]);
+        }
         let child = command
             .env(CHILD, "1")
             .env(RESPONDER, responder.to_string())
@@ -545,12 +549,7 @@ impl World {
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(["--namespace", ns, "--cluster-id", &cluster])
-            .args([
-                "--http-addr",
-                "127.0.0.1:0",
-                "--probe-target",
-                "upstream.invalid:443",
-            ])
+            .args(["--http-addr", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

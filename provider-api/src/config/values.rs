@@ -146,6 +146,11 @@ impl HostAddress {
         if let Ok(ip) = s.parse::<IpAddr>() {
             return Ok(HostAddress::Ip(ip));
         }
+        // A DNS name's labels are at most 63 characters (an object name's
+        // parts need not be).
+        if s.split('.').any(|label| label.len() > 63) {
+            return Err(ParseError::new(Self::RULE));
+        }
         ObjectName::parse(s)
             .map(HostAddress::Dns)
             .map_err(|_| ParseError::new(Self::RULE))
@@ -532,6 +537,9 @@ mod tests {
             "a..b",
             "-a",
             "host:22",
+            // A DNS label is at most 63 characters (an object name's part
+            // may be longer).
+            &format!("{}.lan", "a".repeat(64)),
         ] {
             assert_eq!(
                 HostAddress::parse(bad).unwrap_err().rule(),

@@ -43,6 +43,7 @@ pub mod qemu_img;
 pub mod relay;
 pub mod run;
 pub mod silent;
+pub mod squid;
 pub mod sshd;
 pub mod tasks;
 pub mod virsh;

@@ -25,9 +25,14 @@ impl Drop for Silent {
 }
 
 impl Silent {
-    /// Starts listening.
+    /// Starts listening on 127.0.0.1.
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on(std::net::Ipv4Addr::LOCALHOST.into()).await
+    }
+
+    /// Starts listening on `ip` (an address of this machine).
+    pub async fn start_on(ip: std::net::IpAddr) -> Self {
+        let listener = TcpListener::bind((ip, 0)).await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let accepted = Arc::new(AtomicUsize::new(0));
         let open = Arc::new(AtomicUsize::new(0));

@@ -194,6 +194,7 @@ impl ProxyPoolSpec {
 fn template_field(field: &'static str) -> &'static str {
     match field {
         "spec.provider" => "spec.template.spec.provider",
+        "spec.existing" => "spec.template.spec.existing",
         "spec.machineType" => "spec.template.spec.machineType",
         "spec.image" => "spec.template.spec.image",
         "spec.placement.host" => "spec.template.spec.placement.host",

@@ -45,6 +45,7 @@
 mod create;
 mod deletion;
 mod draft;
+mod existing;
 mod observe;
 mod policy;
 #[cfg(test)]
@@ -275,6 +276,18 @@ impl Reconciler {
             return deletion::step(d, outcome);
         }
         d.check_immutability();
+        match (d.spec().existing_address(), &outcome) {
+            (Ok(Some(addr)), None) => return existing::step(d, addr),
+            (Err(issues), _) => {
+                let msg = issues
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                return d.input_error(Reason::InvalidSpec, msg);
+            }
+            _ => {}
+        }
         match outcome {
             None => match d.status.provider_id.clone() {
                 None => create::start(d),

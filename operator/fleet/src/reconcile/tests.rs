@@ -1282,3 +1282,66 @@ fn host_loss_is_under_the_replacement_cap_and_can_be_off() {
     assert!(steps.iter().all(|s| matches!(s.next, Next::Requeue(_))));
     assert_eq!(off.status.provider_id.as_deref(), Some(ID));
 }
+
+/// Kubernetes accepts a 253-character object name without a dot; so does
+/// the reconciler (the create request carries it).
+#[test]
+fn the_longest_kubernetes_name_is_created() {
+    let mut w = World::new();
+    w.meta.name = "a".repeat(253);
+    let step = w.apply(None);
+    let Next::Call(Call::Create { request, .. }) = &step.next else {
+        panic!("expected a Create, got {:?} ({:?})", step.next, w.ready());
+    };
+    assert_eq!(request.proxy_name.as_str().len(), 253);
+}
+
+// ---------------------------------------------------- existing proxies
+
+fn existing_world() -> World {
+    let mut w = World::new();
+    w.spec = ProxySpec {
+        existing: Some(crate::spec::ExistingProxy {
+            address: "10.0.0.50".into(),
+            port: 3128,
+        }),
+        ..ProxySpec::default()
+    };
+    w
+}
+
+#[test]
+fn an_existing_proxy_runs_without_any_provider_call() {
+    let mut w = existing_world();
+    let step = w.apply(None);
+    assert!(matches!(step.next, Next::AwaitChange), "{:?}", step.next);
+    assert!(step.events.is_empty());
+    assert_eq!(w.status.phase, Some(Phase::Running));
+    assert_eq!(w.status.ip, Some("10.0.0.50".parse().unwrap()));
+    assert_eq!(w.status.port, Some(3128));
+    assert_eq!(w.status.provider_id, None, "nothing for the GC to claim");
+    assert_eq!(w.ready(), Some(Reason::Existing));
+    assert_eq!(w.provisioned(), Some(Reason::Existing));
+    // Probed like any proxy: the verdict is about its address.
+    let endpoint = w.status.instance_endpoint().unwrap();
+    assert_eq!(endpoint, "existing#0@10.0.0.50:3128");
+    // Steady: the next pass changes nothing.
+    let before = w.status.clone();
+    w.apply(None);
+    assert_eq!(w.status, before);
+    // Deleting releases at once.
+    w.meta.deleting = true;
+    let step = w.apply(None);
+    assert!(matches!(step.next, Next::Release), "{:?}", step.next);
+}
+
+#[test]
+fn an_existing_proxy_with_a_provider_too_is_an_input_error() {
+    let mut w = existing_world();
+    w.spec.provider = "kvm2-home".into();
+    let step = w.apply(None);
+    assert!(!matches!(step.next, Next::Call(_)), "{:?}", step.next);
+    assert_eq!(w.ready(), Some(Reason::InvalidSpec));
+    let ready = w.status.condition(ConditionType::Ready).unwrap();
+    assert!(ready.message.contains("spec.provider"), "{}", ready.message);
+}
