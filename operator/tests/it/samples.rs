@@ -135,3 +135,14 @@ fn the_sample_pool_validates_and_names_what_the_sample_config_defines() {
     );
     assert!(template.placement.host.is_none(), "the sample shows spread");
 }
+
+#[test]
+fn the_sample_existing_proxy_is_an_existing_proxy_and_nothing_else() {
+    let text = std::fs::read_to_string(deploy("samples/existing-proxy.yaml")).unwrap();
+    let proxy: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(proxy["kind"], "Proxy");
+    let spec: fleet::ProxySpec = serde_json::from_value(proxy["spec"].clone()).unwrap();
+    let addr = spec.existing_address().unwrap().expect("spec.existing");
+    assert_eq!(addr.port(), 3128);
+}
+
