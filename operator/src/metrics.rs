@@ -233,3 +233,163 @@ impl OperatorMetrics {
             .inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use provider_api::{
+        Checker, CreateRequest, Error, Identifier, Instance, ListedInstance, Provider, ProviderId,
+        ProviderType, Tag, TargetStatus,
+    };
+
+    use super::*;
+
+    /// Answers NotFound to everything; its one host is reachable.
+    struct Nothing(Identifier);
+
+    #[async_trait]
+    impl Provider for Nothing {
+        fn name(&self) -> &Identifier {
+            &self.0
+        }
+        fn provider_type(&self) -> ProviderType {
+            ProviderType::Kvm2
+        }
+        async fn create(&self, _: &CreateRequest) -> Result<Instance, Error> {
+            Err(Error::not_found("nothing"))
+        }
+        async fn get(&self, _: &ProviderId) -> Result<Instance, Error> {
+            Err(Error::not_found("nothing"))
+        }
+        async fn delete(&self, _: &ProviderId) -> Result<(), Error> {
+            Ok(())
+        }
+        async fn list_by_tag(&self, _: &Tag) -> Result<Vec<ListedInstance>, Error> {
+            Ok(Vec::new())
+        }
+        fn checker(&self) -> Option<&dyn Checker> {
+            Some(self)
+        }
+    }
+
+    #[async_trait]
+    impl Checker for Nothing {
+        async fn check(&self, _: Duration) -> Vec<TargetStatus> {
+            vec![TargetStatus::reachable(
+                self.0.clone(),
+                Duration::from_millis(1),
+                None,
+            )]
+        }
+    }
+
+    /// Every family as served: name (as queried: counters with `_total`)
+    /// → (type, label names).
+    fn served(text: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
+        let mut out = BTreeMap::new();
+        let mut types: Vec<(String, String)> = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, ty) = rest.split_once(' ').unwrap();
+                types.push((name.to_owned(), ty.to_owned()));
+            }
+        }
+        for (family, ty) in types {
+            let name = if ty == "counter" {
+                format!("{family}_total")
+            } else {
+                family.clone()
+            };
+            let mut labels = BTreeSet::new();
+            let of_family = |l: &&str| {
+                let sample = l.split(['{', ' ']).next().unwrap_or("");
+                ["", "_total", "_bucket", "_sum", "_count", "_created"]
+                    .iter()
+                    .any(|suffix| sample == format!("{family}{suffix}"))
+            };
+            for line in text.lines().filter(of_family) {
+                if let Some((_, rest)) = line.split_once('{') {
+                    let set = rest.split('}').next().unwrap_or("");
+                    for kv in set.split(',').filter(|kv| !kv.is_empty()) {
+                        let key = kv.split('=').next().unwrap().to_owned();
+                        if key != "le" {
+                            labels.insert(key);
+                        }
+                    }
+                }
+            }
+            out.insert(name, (ty, labels));
+        }
+        out
+    }
+
+    /// The Metrics table of docs/operator.md: name → (type, label names).
+    fn documented() -> BTreeMap<String, (String, BTreeSet<String>)> {
+        let doc = include_str!("../../docs/operator.md");
+        let section = doc
+            .split("## Metrics\n")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("a Metrics section");
+        section
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|row| {
+                let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+                let name = cells[1].trim_matches('`').to_owned();
+                let ty = cells[2].to_owned();
+                let labels = cells[3]
+                    .split(',')
+                    .map(|l| l.trim().trim_matches('`').to_owned())
+                    .filter(|l| !l.is_empty() && l != "—")
+                    .collect();
+                (name, (ty, labels))
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_docs_table_lists_exactly_what_metrics_serves() {
+        let mut registry = Registry::default();
+        let provider_metrics = provider_api::ProviderMetrics::new(&mut registry);
+        let m = OperatorMetrics::new(&mut registry);
+        // One sample in every family, so its labels show.
+        m.reconcile("ok");
+        m.pool_reconcile("ok");
+        m.pool_member_write("create", "ok");
+        m.service_write("service", "ok");
+        m.status_write("reconciler");
+        m.event();
+        m.instance_event("crashed");
+        m.gc_delete("ok");
+        m.gc_round("sweep");
+        m.probe("healthy");
+        m.provider_tasks().set(0);
+        m.set_leader(true);
+        m.leadership_lost();
+        m.http_auth("allowed");
+        m.http_auth_review("token", "api");
+        let inner: Arc<dyn Provider> = Arc::new(Nothing(Identifier::parse("p").unwrap()));
+        let metered = provider_api::Metered::new(inner, provider_metrics);
+        let id = ProviderId::parse("kvm2://p/h/i").unwrap();
+        let _ = metered.get(&id).await;
+        let _ = metered
+            .checker()
+            .unwrap()
+            .check(Duration::from_secs(1))
+            .await;
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert_eq!(
+            served(&text),
+            documented(),
+            "docs/operator.md's Metrics table must list what /metrics serves"
+        );
+    }
+}

@@ -145,4 +145,3 @@ fn the_sample_existing_proxy_is_an_existing_proxy_and_nothing_else() {
     let addr = spec.existing_address().unwrap().expect("spec.existing");
     assert_eq!(addr.port(), 3128);
 }
-
