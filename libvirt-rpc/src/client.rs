@@ -142,8 +142,11 @@ impl Client {
     /// upload through it may want to do the same.
     ///
     /// # Errors
-    /// [`Error::Disconnected`] carrying the IO error when the socket cannot
-    /// be reached; otherwise as [`Client::connect`].
+    /// [`Error::LocalSocket`] (not transient; its message names the path
+    /// and what to check) when the socket does not exist, nothing listens
+    /// on it, or this user may not open it; [`Error::Disconnected`]
+    /// carrying the IO error for any other failure to reach it; otherwise
+    /// as [`Client::connect`].
     ///
     /// # Cancel safety
     /// As [`Client::connect`].
@@ -153,9 +156,17 @@ impl Client {
         flags: crate::flags::OpenFlags,
         config: Config,
     ) -> Result<Self> {
-        let io = tokio::net::UnixStream::connect(path)
-            .await
-            .map_err(|e| Error::Disconnected(DisconnectReason::Io(Arc::new(e))))?;
+        let path = path.as_ref();
+        let io = tokio::net::UnixStream::connect(path).await.map_err(|e| {
+            match crate::error::SocketProblem::of(&e) {
+                Some(problem) => Error::LocalSocket {
+                    path: path.to_owned(),
+                    problem,
+                    source: Arc::new(e),
+                },
+                None => Error::Disconnected(DisconnectReason::Io(Arc::new(e))),
+            }
+        })?;
         raise_send_buffer(&io, config.unix_send_buffer);
         Self::connect(io, uri, flags, config).await
     }
@@ -506,6 +517,57 @@ mod tests {
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(usize::MAX)
+    }
+
+    /// A socket that is not there, or that nothing listens on, is its own
+    /// error naming the path and what to check, and not transient (a
+    /// retry loop would never end).
+    #[tokio::test]
+    async fn a_missing_or_dead_socket_is_its_own_lasting_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("libvirt-sock");
+        let flags = crate::flags::OpenFlags::empty();
+        let e = Client::connect_unix(&missing, "qemu:///system", flags, Config::default())
+            .await
+            .err()
+            .unwrap();
+        assert!(!e.is_transient(), "{e}");
+        let text = e.to_string();
+        assert!(text.contains(&missing.display().to_string()), "{text}");
+        assert!(text.contains("is libvirtd"), "{text}");
+        assert!(matches!(
+            e,
+            Error::LocalSocket {
+                problem: crate::error::SocketProblem::Missing,
+                ..
+            }
+        ));
+
+        // The file of a daemon that died: bound, then its listener gone.
+        let dead = dir.path().join("dead-sock");
+        drop(std::os::unix::net::UnixListener::bind(&dead).unwrap());
+        let e = Client::connect_unix(&dead, "qemu:///system", flags, Config::default())
+            .await
+            .err()
+            .unwrap();
+        assert!(!e.is_transient(), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::LocalSocket {
+                    problem: crate::error::SocketProblem::Refused,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            crate::error::SocketProblem::of(&denied),
+            Some(crate::error::SocketProblem::Denied)
+        );
+        let other = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(crate::error::SocketProblem::of(&other), None);
     }
 
     #[tokio::test]

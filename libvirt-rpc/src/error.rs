@@ -22,6 +22,21 @@ pub enum Error {
     /// every pending and later call fails with this.
     #[error("libvirt connection lost")]
     Disconnected(#[source] DisconnectReason),
+    /// [`Client::connect_unix`](crate::Client::connect_unix) could not open
+    /// the daemon's local socket: it does not exist, nothing listens on
+    /// it, or this user may not open it. Not transient: retrying gets the
+    /// same answer until the daemon is started or the path or permissions
+    /// are fixed. The message names the path and what to check.
+    #[error("cannot open libvirt's socket {}: {}", path.display(), problem.hint())]
+    LocalSocket {
+        /// The socket's path.
+        path: std::path::PathBuf,
+        /// Which of the three.
+        problem: SocketProblem,
+        /// The OS error.
+        #[source]
+        source: Arc<io::Error>,
+    },
     /// The call's deadline passed. The link stays up; the late reply, if any,
     /// is discarded.
     #[error("libvirt procedure {procedure} timed out after {after:?}")]
@@ -246,6 +261,49 @@ impl Error {
             #[cfg(feature = "tls")]
             Self::TlsHandshake { reason, .. } => !crate::tls::is_tls_level(reason),
             _ => false,
+        }
+    }
+}
+
+/// Why a local socket could not be opened ([`Error::LocalSocket`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SocketProblem {
+    /// No such file.
+    Missing,
+    /// The file exists; nothing listens on it (the daemon stopped).
+    Refused,
+    /// This user may not open it.
+    Denied,
+}
+
+impl SocketProblem {
+    /// The problem an IO error of a unix-socket connect names, if it is one
+    /// of the three (others are a lost link, as before).
+    pub fn of(e: &io::Error) -> Option<Self> {
+        match e.kind() {
+            io::ErrorKind::NotFound => Some(Self::Missing),
+            io::ErrorKind::ConnectionRefused => Some(Self::Refused),
+            io::ErrorKind::PermissionDenied => Some(Self::Denied),
+            _ => None,
+        }
+    }
+
+    /// What it means and what to check.
+    pub fn hint(self) -> &'static str {
+        match self {
+            Self::Missing => {
+                "no such socket: is libvirtd (or virtqemud) running, and is this the path it \
+                 listens on (its unix_sock_dir; `socket=` in a URI)?"
+            }
+            Self::Refused => {
+                "nothing listens on it: the daemon stopped or crashed; start it (e.g. \
+                 `systemctl start libvirtd`)"
+            }
+            Self::Denied => {
+                "permission denied: this user may not open it (the daemon's unix_sock_group \
+                 and unix_sock_rw_perms)"
+            }
         }
     }
 }

@@ -198,7 +198,7 @@ pub use domain_state::{
     BlockedReason, CrashedReason, DomainEventId, DomainState, DrvFeature, NoStateReason,
     PausedReason, PmSuspendedReason, RunningReason, ShutdownReason, ShutoffReason, StateReason,
 };
-pub use error::{DisconnectReason, Error, LibvirtError, Result};
+pub use error::{DisconnectReason, Error, LibvirtError, Result, SocketProblem};
 pub use error_code::ErrorCode;
 pub use error_domain::{ErrorDomain, ErrorLevel};
 pub use events::{Event, EventTarget, LifecycleEvent, RawEvent, Subscription};
