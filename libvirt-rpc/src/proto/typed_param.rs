@@ -100,6 +100,97 @@ value_from! {
     &str => String,
 }
 
+/// Typed reads. The `as_*` accessors answer only for their own type (as
+/// libvirt's `virTypedParamsGet*` do); the `to_*` ones take any value that
+/// converts without loss.
+impl TypedParamValue {
+    /// The value of an `Int`.
+    pub fn as_i32(&self) -> Option<i32> {
+        match self {
+            Self::Int(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of a `UInt`.
+    pub fn as_u32(&self) -> Option<u32> {
+        match self {
+            Self::UInt(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of an `LLong`.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Self::LLong(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of a `ULLong`.
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Self::ULLong(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of a `Double`.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Self::Double(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of a `Boolean`.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Self::Boolean(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value of a `String`.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Self::String(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Any integer that is a `u64` (a negative one is not).
+    pub fn to_u64(&self) -> Option<u64> {
+        match *self {
+            Self::Int(v) => u64::try_from(v).ok(),
+            Self::UInt(v) => Some(u64::from(v)),
+            Self::LLong(v) => u64::try_from(v).ok(),
+            Self::ULLong(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Any integer that is an `i64` (a `ULLong` above `i64::MAX` is not).
+    pub fn to_i64(&self) -> Option<i64> {
+        match *self {
+            Self::Int(v) => Some(i64::from(v)),
+            Self::UInt(v) => Some(i64::from(v)),
+            Self::LLong(v) => Some(v),
+            Self::ULLong(v) => i64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+}
+
+impl TypedParam {
+    /// The value of the parameter named `field` in `params` (the first, as
+    /// libvirt's `virTypedParamsGet` finds it).
+    pub fn find<'a>(params: &'a [TypedParam], field: &str) -> Option<&'a TypedParamValue> {
+        params.iter().find(|p| p.field == field).map(|p| &p.value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +270,34 @@ mod tests {
                 XdrError::UnknownDiscriminant { union: "TypedParamValue", value: i64::from(kind) }
             );
         }
+    }
+
+    #[test]
+    fn accessors_answer_for_their_own_type_and_conversions_without_loss() {
+        let params = vec![
+            TypedParam::new("cpu_shares", 1024_u64),
+            TypedParam::new("vcpu_quota", -1_i64),
+            TypedParam::new("numa_nodeset", "0-1"),
+            TypedParam::new("swap_hard_limit", 7_u32),
+            TypedParam::new("ok", true),
+            TypedParam::new("load", 0.5_f64),
+            TypedParam::new("cpu_shares", 1_u64),
+        ];
+        let get = |f: &str| TypedParam::find(&params, f).unwrap();
+        assert_eq!(get("cpu_shares").as_u64(), Some(1024), "the first wins");
+        assert_eq!(get("cpu_shares").as_i64(), None, "exact type only");
+        assert_eq!(get("vcpu_quota").as_i64(), Some(-1));
+        assert_eq!(get("vcpu_quota").to_u64(), None, "negative");
+        assert_eq!(get("vcpu_quota").to_i64(), Some(-1));
+        assert_eq!(get("swap_hard_limit").to_u64(), Some(7));
+        assert_eq!(get("swap_hard_limit").as_u32(), Some(7));
+        assert_eq!(get("numa_nodeset").as_str(), Some("0-1"));
+        assert_eq!(get("ok").as_bool(), Some(true));
+        assert_eq!(get("load").as_f64(), Some(0.5));
+        assert_eq!(get("load").to_i64(), None);
+        assert_eq!(TypedParamValue::Int(-3).as_i32(), Some(-3));
+        assert_eq!(TypedParamValue::ULLong(u64::MAX).to_i64(), None);
+        assert!(TypedParam::find(&params, "absent").is_none());
     }
 
     #[test]
