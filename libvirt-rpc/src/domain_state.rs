@@ -315,6 +315,9 @@ wire_enum! {
         /// `VIR_DOMAIN_EVENT_ID_MEMORY_DEVICE_SIZE_CHANGE`: a memory
         /// device's actual size changed.
         MemoryDeviceSizeChange = 26,
+        /// `VIR_DOMAIN_EVENT_ID_NIC_MAC_CHANGE` (libvirt 11.2): the guest
+        /// changed a virtual NIC's MAC address.
+        NicMacChange = 27,
     }
 }
 

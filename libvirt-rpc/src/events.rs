@@ -48,7 +48,7 @@
 //!
 //! | family | ids (`…EventId::`) |
 //! |---|---|
-//! | domain | `Lifecycle`, `Reboot`, `RtcChange`, `Watchdog`, `IoError`, `Graphics`, `IoErrorReason`, `ControlError`, `BlockJob`, `DiskChange`, `TrayChange`, `PmWakeup`, `PmSuspend`, `BalloonChange`, `PmSuspendDisk`, `DeviceRemoved`, `BlockJob2`, `Tunable`¹, `AgentLifecycle`, `DeviceAdded`, `MigrationIteration`, `JobCompleted`¹, `DeviceRemovalFailed`, `MetadataChange`, `BlockThreshold`, `MemoryFailure`, `MemoryDeviceSizeChange` |
+//! | domain | `Lifecycle`, `Reboot`, `RtcChange`, `Watchdog`, `IoError`, `Graphics`, `IoErrorReason`, `ControlError`, `BlockJob`, `DiskChange`, `TrayChange`, `PmWakeup`, `PmSuspend`, `BalloonChange`, `PmSuspendDisk`, `DeviceRemoved`, `BlockJob2`, `Tunable`¹, `AgentLifecycle`, `DeviceAdded`, `MigrationIteration`, `JobCompleted`¹, `DeviceRemovalFailed`, `MetadataChange`, `BlockThreshold`, `MemoryFailure`, `MemoryDeviceSizeChange`, `NicMacChange` |
 //! | storage pool | `Lifecycle`, `Refresh` |
 //! | network | `Lifecycle`, `MetadataChange` |
 //! | host device | `Lifecycle`, `Update` |

@@ -148,10 +148,21 @@ async fn unsupported_routes_fail_before_any_io() {
 }
 
 #[tokio::test]
-async fn a_socket_parameter_naming_nothing_is_a_disconnect() {
+async fn a_socket_parameter_naming_nothing_is_a_lasting_error_naming_it() {
     let uri = Uri::parse("test+unix:///default?socket=/nonexistent/lvrpc.sock").unwrap();
     let e = Client::connect_uri(&uri, &ConnectOptions::new())
         .await
         .unwrap_err();
-    assert!(e.is_disconnected(), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::LocalSocket {
+                problem: crate::SocketProblem::Missing,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(!e.is_transient());
+    assert!(e.to_string().contains("/nonexistent/lvrpc.sock"), "{e}");
 }

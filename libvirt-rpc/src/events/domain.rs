@@ -633,6 +633,21 @@ xdr_struct! {
 }
 
 xdr_struct! {
+    /// [`crate::DomainEventId::NicMacChange`]: the guest changed the MAC
+    /// address of a virtual NIC (QEMU: virtio NICs only).
+    pub struct NicMacChangeEvent {
+        /// The domain.
+        pub dom: Domain,
+        /// The interface's device alias.
+        pub alias: String,
+        /// The MAC address before.
+        pub old_mac: String,
+        /// The MAC address now.
+        pub new_mac: String,
+    }
+}
+
+xdr_struct! {
     /// [`crate::DomainEventId::MemoryDeviceSizeChange`]: a `virtio-mem`
     /// device's actual size changed.
     pub struct MemoryDeviceSizeChangeEvent {

@@ -204,6 +204,8 @@ event_table! {
     MemoryFailure(MemoryFailureEvent) = Domain(DomainEventId::MemoryFailure) @ DOMAIN_EVENT_MEMORY_FAILURE;
     /// [`DomainEventId::MemoryDeviceSizeChange`].
     MemoryDeviceSizeChange(MemoryDeviceSizeChangeEvent) = Domain(DomainEventId::MemoryDeviceSizeChange) @ DOMAIN_EVENT_MEMORY_DEVICE_SIZE_CHANGE;
+    /// [`DomainEventId::NicMacChange`].
+    NicMacChange(NicMacChangeEvent) = Domain(DomainEventId::NicMacChange) @ DOMAIN_EVENT_NIC_MAC_CHANGE;
     /// [`StoragePoolEventId::Lifecycle`].
     StoragePoolLifecycle(StoragePoolLifecycleEvent) = StoragePool(StoragePoolEventId::Lifecycle) @ STORAGE_POOL_EVENT_LIFECYCLE;
     /// [`StoragePoolEventId::Refresh`].
@@ -230,7 +232,7 @@ mod tests {
     /// own family; unknown ids have none.
     #[test]
     fn every_known_id_has_one_procedure_of_its_family() {
-        let mut ids: Vec<EventId> = (0..27)
+        let mut ids: Vec<EventId> = (0..28)
             .map(|n| DomainEventId::from_wire(n).into())
             .collect();
         ids.extend((0..2).map(|n| EventId::from(StoragePoolEventId::from_wire(n))));
@@ -245,8 +247,8 @@ mod tests {
             assert_eq!(family_of(p), Some(id.family()), "{id:?}");
             assert!(crate::proc_num::name(p).is_some(), "{p} unnamed");
         }
-        assert_eq!(procedures.len(), 35);
-        let newer = EventId::from(DomainEventId::from_wire(27));
+        assert_eq!(procedures.len(), 36);
+        let newer = EventId::from(DomainEventId::from_wire(28));
         assert!(!newer.is_known());
         assert_eq!(procedure_of(newer), None);
     }
@@ -431,6 +433,12 @@ mod tests {
                 alias: "virtiomem0".into(),
                 size: 1 << 21
             }),
+            NicMacChange(NicMacChangeEvent {
+                dom: d.clone(),
+                alias: "net0".into(),
+                old_mac: "52:54:00:00:00:01".into(),
+                new_mac: "52:54:00:00:00:02".into()
+            }),
             StoragePoolLifecycle(StoragePoolLifecycleEvent {
                 pool: pool.clone(),
                 event: StoragePoolLifecycleKind::Created,
@@ -466,7 +474,7 @@ mod tests {
     #[test]
     fn every_kind_round_trips_and_no_prefix_decodes() {
         let all = samples();
-        assert_eq!(all.len(), 35);
+        assert_eq!(all.len(), 36);
         for (event, body) in all {
             let mut payload = to_bytes(&42i32).unwrap().to_vec();
             payload.extend_from_slice(&body);

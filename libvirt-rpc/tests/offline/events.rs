@@ -375,9 +375,22 @@ fn domain_kinds() -> Vec<(i32, Wire, Event)> {
             438,
             cb().dom().string("virtiomem0").hyper(1 << 20),
             Event::MemoryDeviceSizeChange(MemoryDeviceSizeChangeEvent {
-                dom: d,
+                dom: d.clone(),
                 alias: "virtiomem0".into(),
                 size: 1 << 20,
+            }),
+        ),
+        (
+            453,
+            cb().dom()
+                .string("net0")
+                .string("52:54:00:00:00:01")
+                .string("52:54:00:00:00:02"),
+            Event::NicMacChange(NicMacChangeEvent {
+                dom: d,
+                alias: "net0".into(),
+                old_mac: "52:54:00:00:00:01".into(),
+                new_mac: "52:54:00:00:00:02".into(),
             }),
         ),
     ]
@@ -508,7 +521,7 @@ async fn every_domain_kind_decodes_from_its_wire_layout() {
     )
     .await;
     let kinds = domain_kinds();
-    assert_eq!(kinds.len(), 27, "every DomainEventId of libvirt 11");
+    assert_eq!(kinds.len(), 28, "every DomainEventId of libvirt 11");
     for (procedure, bytes, want) in kinds {
         peer.event(procedure, &bytes.0).await;
         let got = next(&mut sub).await;
@@ -654,7 +667,7 @@ async fn malformed_events_are_counted_and_the_link_survives() {
 async fn an_unknown_kind_arrives_raw() {
     let (io, mut peer) = Peer::pair();
     let c = Client::new(io, Config::default());
-    let newer = DomainEventId::from_wire(27);
+    let newer = DomainEventId::from_wire(28);
     let raw = tokio::spawn({
         let c = c.clone();
         async move { c.subscribe_raw(EventTarget::all(newer)).await }
@@ -662,7 +675,7 @@ async fn an_unknown_kind_arrives_raw() {
     let call = peer
         .register(proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY, 9)
         .await;
-    assert_eq!(&call.payload[..], &Wire::default().int(27).none().0[..]);
+    assert_eq!(&call.payload[..], &Wire::default().int(28).none().0[..]);
     let typed = tokio::spawn({
         let c = c.clone();
         async move { c.subscribe(EventTarget::domain(newer, &dom())).await }
