@@ -19,7 +19,9 @@
 //! [`NodeDeviceEventId`], [`SecretEventId`]) for every object of its family or for
 //! one object. Each registration is one callback on the daemon
 //! (`REMOTE_PROC_CONNECT_*_EVENT_*REGISTER_ANY`) with its own queue; dropping the
-//! [`Subscription`] deregisters it.
+//! [`Subscription`] deregisters it. A subscription is also a
+//! `futures_core::Stream` of the same events (`StreamExt::next`, `select`,
+//! `merge` with other streams), ending with the link.
 //!
 //! # Policies
 //! - **Bounded.** Each subscription's queue holds [`crate::Config::event_queue`]

@@ -150,6 +150,32 @@ impl<T: EventItem> Subscription<T> {
     }
 }
 
+/// A subscription is a [`futures_core::Stream`] of its events, ending when
+/// [`Subscription::recv`] would return `None` (the same events, the same
+/// skipping of messages that do not decode).
+impl<T: EventItem> futures_core::Stream for Subscription<T> {
+    type Item = T;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        // Every field is `Unpin`: the subscription may be moved while polled.
+        let this = self.get_mut();
+        loop {
+            match this.rx.poll_recv(cx) {
+                std::task::Poll::Ready(Some(raw)) => {
+                    if let Some(item) = this.convert(raw) {
+                        return std::task::Poll::Ready(Some(item));
+                    }
+                }
+                std::task::Poll::Ready(None) => return std::task::Poll::Ready(None),
+                std::task::Poll::Pending => return std::task::Poll::Pending,
+            }
+        }
+    }
+}
+
 impl<T> Subscription<T> {
     /// Events dropped because this subscription's queue was full.
     pub fn missed(&self) -> u64 {

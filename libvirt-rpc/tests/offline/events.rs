@@ -831,3 +831,34 @@ async fn the_testing_kit_emits_every_family() {
     });
     assert_eq!(daemon.emit_event(&nobody).await.unwrap(), 0);
 }
+
+/// A subscription is a `futures::Stream`: the same events as `recv`
+/// (messages that do not decode skipped and counted), ending when the
+/// link does.
+#[tokio::test]
+async fn a_subscription_is_a_stream_that_ends_with_the_link() {
+    use futures::StreamExt;
+    let (_c, mut sub, mut peer) = subscribed(
+        EventTarget::all(DomainEventId::DeviceAdded),
+        proc_num::CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY,
+    )
+    .await;
+    let good = cb().dom().string("net1");
+    let mut truncated = good.clone().0;
+    truncated.truncate(truncated.len() - 3);
+    peer.event(354, &truncated).await;
+    peer.event(354, &good.0).await;
+    let got = tokio::time::timeout(Duration::from_secs(5), sub.next())
+        .await
+        .expect("an event within 5 s");
+    match got {
+        Some(Event::DeviceAdded(ev)) => assert_eq!(ev.dev_alias, "net1"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(sub.malformed(), 1);
+    drop(peer);
+    let end = tokio::time::timeout(Duration::from_secs(5), sub.next())
+        .await
+        .expect("the end within 5 s");
+    assert!(end.is_none(), "{end:?}");
+}
