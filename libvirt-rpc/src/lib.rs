@@ -213,7 +213,7 @@ pub use proto::types::{Domain, Network, NodeDevice, Secret, StoragePool, Storage
 pub use remote::{
     DomainInfo, DomainInterface, DomainIpAddr, DomainStateInfo, StoragePoolInfo, StorageVolInfo,
 };
-pub use stream::{Download, DownloadReader, Duplex, Upload};
+pub use stream::{Download, DownloadReader, Duplex, Upload, UploadWriter};
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use tls::{PkiFile, PkiPaths, TlsCredentials, TlsStage, TlsStream};

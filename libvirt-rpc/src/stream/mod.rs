@@ -86,7 +86,7 @@ mod upload;
 
 pub use download::{Download, DownloadReader};
 pub use duplex::Duplex;
-pub use upload::Upload;
+pub use upload::{Upload, UploadWriter};
 
 #[derive(Debug)]
 struct StreamCore {

@@ -1,5 +1,9 @@
 //! Uploads: [`Upload`], and the client calls that open one.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -63,6 +67,19 @@ impl Upload {
     /// If dropped, the abort is still sent (by the drop).
     pub async fn abort(mut self, why: &str) {
         self.inner.abort(why).await;
+    }
+
+    /// Turns the upload into an [`AsyncWrite`](tokio::io::AsyncWrite): each
+    /// write is sent as stream packets (the next write waits for it), a
+    /// flush waits for what was written, and `shutdown` finishes the
+    /// stream and waits for the daemon's verdict. Errors surface as
+    /// [`std::io::Error`]s wrapping [`Error`]; dropping the writer before
+    /// `shutdown` completed aborts the stream (a short upload never looks
+    /// complete, invariant 3).
+    pub fn into_writer(self) -> UploadWriter {
+        UploadWriter {
+            state: WriterState::Idle(Box::new(self)),
+        }
     }
 
     /// Sends everything `source` yields, then finishes; aborts instead when
@@ -148,6 +165,127 @@ impl Upload {
         let sent = self.sent();
         self.finish().await?;
         Ok(sent)
+    }
+}
+
+type Sending = Pin<Box<dyn Future<Output = (Box<Upload>, Result<()>)> + Send>>;
+type Finishing = Pin<Box<dyn Future<Output = Result<()>> + Send>>;
+
+/// An [`AsyncWrite`](tokio::io::AsyncWrite) over an [`Upload`] (see
+/// [`Upload::into_writer`]).
+pub struct UploadWriter {
+    state: WriterState,
+}
+
+enum WriterState {
+    Idle(Box<Upload>),
+    Sending(Sending),
+    Finishing(Finishing),
+    Done,
+    Failed(std::io::ErrorKind, String),
+}
+
+impl std::fmt::Debug for UploadWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UploadWriter").finish_non_exhaustive()
+    }
+}
+
+impl UploadWriter {
+    /// Drives a send in flight to its end; `Ready(Ok(upload))` when idle.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<Box<Upload>>> {
+        loop {
+            match std::mem::replace(&mut self.state, WriterState::Done) {
+                WriterState::Idle(up) => return Poll::Ready(Ok(up)),
+                WriterState::Sending(mut fut) => match fut.as_mut().poll(cx) {
+                    Poll::Pending => {
+                        self.state = WriterState::Sending(fut);
+                        return Poll::Pending;
+                    }
+                    Poll::Ready((up, Ok(()))) => self.state = WriterState::Idle(up),
+                    Poll::Ready((up, Err(e))) => {
+                        // The daemon failed the stream, or the link died:
+                        // end it on the wire too, and remember why.
+                        drop(up);
+                        self.state = WriterState::Failed(std::io::ErrorKind::Other, e.to_string());
+                        return Poll::Ready(Err(std::io::Error::other(e)));
+                    }
+                },
+                WriterState::Failed(kind, why) => {
+                    self.state = WriterState::Failed(kind, why.clone());
+                    return Poll::Ready(Err(std::io::Error::new(kind, why)));
+                }
+                other => {
+                    self.state = other;
+                    return Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::BrokenPipe,
+                        "the upload was finished",
+                    )));
+                }
+            }
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for UploadWriter {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let mut up = match self.poll_idle(cx) {
+            Poll::Ready(Ok(up)) => up,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        };
+        let data = buf.to_vec();
+        self.state = WriterState::Sending(Box::pin(async move {
+            let r = up.send(&data).await;
+            (up, r)
+        }));
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.poll_idle(cx) {
+            Poll::Ready(Ok(up)) => {
+                self.state = WriterState::Idle(up);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        loop {
+            match std::mem::replace(&mut self.state, WriterState::Done) {
+                WriterState::Finishing(mut fut) => {
+                    return match fut.as_mut().poll(cx) {
+                        Poll::Pending => {
+                            self.state = WriterState::Finishing(fut);
+                            Poll::Pending
+                        }
+                        Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+                        Poll::Ready(Err(e)) => {
+                            self.state =
+                                WriterState::Failed(std::io::ErrorKind::Other, e.to_string());
+                            Poll::Ready(Err(std::io::Error::other(e)))
+                        }
+                    };
+                }
+                WriterState::Done => return Poll::Ready(Ok(())),
+                other => {
+                    self.state = other;
+                    let up = match self.poll_idle(cx) {
+                        Poll::Ready(Ok(up)) => up,
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    self.state = WriterState::Finishing(Box::pin(async move { up.finish().await }));
+                }
+            }
+        }
     }
 }
 

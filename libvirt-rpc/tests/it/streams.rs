@@ -313,6 +313,43 @@ async fn download_as_async_reader() {
     c.close().await;
 }
 
+/// An upload as an `AsyncWrite`: `tokio::io::copy` into it, `shutdown`
+/// finishes it, every byte arrives; dropped before `shutdown`, it aborts
+/// the stream and the client keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_as_async_writer() {
+    use tokio::io::AsyncWriteExt;
+    let c = support::qemu().await;
+    let vol = new_volume(&c, MIB).await;
+    let data = pseudo_random(MIB as usize, 17);
+    let mut writer = c
+        .storage_vol_upload_stream(&vol, 0, MIB, StorageVolStreamFlags::empty())
+        .await
+        .unwrap()
+        .into_writer();
+    // Odd-sized writes (not the stream's chunk size), then the verdict.
+    for part in data.chunks(100_003) {
+        writer.write_all(part).await.unwrap();
+    }
+    writer.flush().await.unwrap();
+    writer.shutdown().await.unwrap();
+    assert!(download_all(&c, &vol).await == data);
+    // A write after shutdown is refused, not lost silently.
+    assert!(writer.write_all(b"late").await.is_err());
+
+    let other = pseudo_random(MIB as usize, 18);
+    let mut writer = c
+        .storage_vol_upload_stream(&vol, 0, MIB, StorageVolStreamFlags::empty())
+        .await
+        .unwrap()
+        .into_writer();
+    writer.write_all(&other[..4096]).await.unwrap();
+    drop(writer);
+    c.connect_get_lib_version().await.unwrap();
+    delete(&c, &vol).await;
+    c.close().await;
+}
+
 /// A sink that accepts `limit` bytes, then fails.
 struct FailingSink {
     written: usize,
