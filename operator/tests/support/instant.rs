@@ -535,15 +535,16 @@ impl World {
         if let Some(range) = &self.local_range {
             command.env(RANGE, range);
         }
+        command
+            .env(CHILD, "1")
+            .env(RESPONDER, responder.to_string())
+            .env(FAIL_DIR, self.fail_dir())
+            .arg("run");
         // The probes' default target, unless the test names its own.
         if !extra.contains(&"--probe-target") {
             command.args(["--probe-target", "upstream.invalid:443"]);
         }
         let child = command
-            .env(CHILD, "1")
-            .env(RESPONDER, responder.to_string())
-            .env(FAIL_DIR, self.fail_dir())
-            .arg("run")
             .arg("--providers-config")
             .arg(&self.config)
             .arg("--kubeconfig")
@@ -556,12 +557,22 @@ impl World {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Operator {
+        let mut operator = Operator {
             child,
             log,
             reader,
             _account: account,
+        };
+        // A refused command line ends the child at once: fail here with its
+        // words, not minutes later in a wait for what it never does.
+        std::thread::sleep(Duration::from_millis(300));
+        if let Some(status) = operator.exited() {
+            panic!(
+                "the operator exited at start ({status}):\n{}",
+                operator.log()
+            );
         }
+        operator
     }
 }
 
