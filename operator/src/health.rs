@@ -23,9 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::Store;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -304,19 +303,9 @@ impl Engine {
         if let Some(probed) = probed {
             status["probedInstance"] = serde_json::json!(probed);
         }
-        let body = serde_json::json!({
-            "apiVersion": Proxy::api_version(&()),
-            "kind": Proxy::kind(&()),
-            "metadata": { "name": name },
-            "status": status,
-        });
         tokio::time::timeout(
             Duration::from_secs(10),
-            api.patch_status(
-                &name,
-                &PatchParams::apply(HEALTH_MANAGER).force(),
-                &Patch::Apply(body),
-            ),
+            crate::status_apply::apply_status(&api, &name, HEALTH_MANAGER, &status),
         )
         .await??;
         self.metrics.status_write("health");

@@ -38,6 +38,7 @@ mod providers;
 mod reconciler;
 mod run;
 mod services;
+mod status_apply;
 mod store_ready;
 mod telemetry;
 

@@ -25,11 +25,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fleet::pool::{Member, POOL_FINALIZER, ProxyPoolStatus};
-use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::runtime::reflector;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 
 use crate::crd::{Proxy, ProxyPool};
 use crate::metrics::OperatorMetrics;
@@ -252,22 +251,12 @@ async fn write_status(
         return Ok(());
     }
     let api: Api<ProxyPool> = Api::namespaced(ctx.client.clone(), ns);
-    let body = serde_json::json!({
-        "apiVersion": ProxyPool::api_version(&()),
-        "kind": ProxyPool::kind(&()),
-        "metadata": { "name": name },
-        "status": status,
-    });
-    api.patch_status(
-        name,
-        &PatchParams::apply(POOL_MANAGER).force(),
-        &Patch::Apply(body),
-    )
-    .await
-    .map_err(|source| Error::WriteStatus {
-        name: format!("{ns}/{name}"),
-        source,
-    })?;
+    crate::status_apply::apply_status(&api, name, POOL_MANAGER, status)
+        .await
+        .map_err(|source| Error::WriteStatus {
+            name: format!("{ns}/{name}"),
+            source,
+        })?;
     ctx.metrics.status_write("pool");
     Ok(())
 }

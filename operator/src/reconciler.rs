@@ -22,7 +22,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
@@ -325,22 +324,12 @@ async fn write_status(
     status: &fleet::ProxyStatus,
 ) -> Result<(), Error> {
     let api: Api<Proxy> = Api::namespaced(ctx.client.clone(), ns);
-    let body = serde_json::json!({
-        "apiVersion": Proxy::api_version(&()),
-        "kind": Proxy::kind(&()),
-        "metadata": { "name": name },
-        "status": status,
-    });
-    api.patch_status(
-        name,
-        &PatchParams::apply(RECONCILER_MANAGER).force(),
-        &Patch::Apply(body),
-    )
-    .await
-    .map_err(|source| Error::WriteStatus {
-        name: format!("{ns}/{name}"),
-        source,
-    })?;
+    crate::status_apply::apply_status(&api, name, RECONCILER_MANAGER, status)
+        .await
+        .map_err(|source| Error::WriteStatus {
+            name: format!("{ns}/{name}"),
+            source,
+        })?;
     ctx.metrics.status_write("reconciler");
     Ok(())
 }
