@@ -12,8 +12,8 @@ use crate::support;
 use crate::tls::{Pki, tls_daemon};
 use testkit::free_port;
 
-/// `connect_uri`, retrying while the daemon's port comes up (refused
-/// connections only).
+/// `connect_uri`, retrying while the daemon's port or socket comes up
+/// (refused connections, a socket not there yet).
 async fn connect_when_listening(
     text: &str,
     options: &ConnectOptions,
@@ -22,7 +22,10 @@ async fn connect_when_listening(
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         match Client::connect_uri(&uri, options).await {
-            Err(e) if e.is_disconnected() && Instant::now() < deadline => {
+            Err(e)
+                if (e.is_disconnected() || matches!(e, libvirt_rpc::Error::LocalSocket { .. }))
+                    && Instant::now() < deadline =>
+            {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             r => return r,

@@ -35,5 +35,17 @@ async fn connect_unix_reaches_the_daemon_and_reports_a_missing_socket() {
     )
     .await
     .unwrap_err();
-    assert!(e.is_disconnected() && e.is_transient(), "{e:?}");
+    // Its own error naming the path, not a lost link a retry would repeat.
+    assert!(
+        matches!(
+            e,
+            libvirt_rpc::Error::LocalSocket {
+                problem: libvirt_rpc::SocketProblem::Missing,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(!e.is_transient(), "{e:?}");
+    assert!(e.to_string().contains("/nonexistent/libvirt-sock"), "{e}");
 }
