@@ -122,9 +122,22 @@ proptest! {
     fn narrow_ints_round_trip(c: i8, s: i16, us: u16) { rt(c); rt(s); rt(us) }
     #[test]
     fn narrow_ints_refuse_wide_words(word in 0x1_0000u32..) {
-        prop_assert!(matches!(from_bytes::<u16>(&word.to_be_bytes()), Err(XdrError::Invalid { .. })), "{}", word);
-        prop_assert!(matches!(from_bytes::<i16>(&word.to_be_bytes()), Err(XdrError::Invalid { .. })), "{}", word);
-        prop_assert!(matches!(from_bytes::<i8>(&word.to_be_bytes()), Err(XdrError::Invalid { .. })), "{}", word);
+        let invalid = |r: Result<(), XdrError>| matches!(r, Err(XdrError::Invalid { .. }));
+        prop_assert!(invalid(from_bytes::<u16>(&word.to_be_bytes()).map(drop)), "{}", word);
+        // A negative value's word is its sign extension (0xFFFF8000.. for
+        // i16, 0xFFFFFF80.. for i8): those are valid, every other wide
+        // word is not.
+        if word < 0xFFFF_8000 {
+            prop_assert!(invalid(from_bytes::<i16>(&word.to_be_bytes()).map(drop)), "{}", word);
+        }
+        if word < 0xFFFF_FF80 {
+            prop_assert!(invalid(from_bytes::<i8>(&word.to_be_bytes()).map(drop)), "{}", word);
+        }
+    }
+    #[test]
+    fn negative_narrow_ints_are_sign_extended_words(v: i16) {
+        let word = i32::from(v) as u32;
+        prop_assert_eq!(from_bytes::<i16>(&word.to_be_bytes()).unwrap(), v);
     }
     #[test]
     fn bool_round_trips(v: bool) { rt(v) }
