@@ -1364,6 +1364,16 @@ async fn sigterm_exits_in_bounded_time_and_releases_the_lease() {
     clear_lease(&client).await;
 }
 
+/// The sandbox's host 2 (`cargo xtask sandbox up` starts two hosts).
+fn second_host(sandbox: &Descriptor) -> &testkit::HypervisorHost {
+    assert!(
+        sandbox.hosts.len() >= 2,
+        "the sandbox has {} host(s); `cargo xtask sandbox up` starts 2",
+        sandbox.hosts.len()
+    );
+    &sandbox.hosts[1]
+}
+
 /// Domains of this world's entry on a sandbox host other than host 1,
 /// destroyed and undefined when dropped (a failed test leaves none).
 struct HostDomains {
@@ -1412,12 +1422,7 @@ impl Drop for HostDomains {
 async fn a_pool_of_real_guests_spreads_over_two_hosts_and_goes_with_its_members() {
     let _serial = SERIAL.lock().await;
     let sandbox = Descriptor::require();
-    assert!(
-        sandbox.hosts.len() >= 2,
-        "the sandbox has {} host(s); `cargo xtask sandbox up` starts 2",
-        sandbox.hosts.len()
-    );
-    let second = &sandbox.hosts[1];
+    let second = second_host(&sandbox);
     let world = World::with_guest([Host::hypervisor(&sandbox, second)]).await;
     let on_first = HostDomains::of(&sandbox.hosts[0], &world.entry);
     let on_second = HostDomains::of(second, &world.entry);
@@ -1544,12 +1549,7 @@ impl Drop for Revive<'_> {
 async fn a_lost_hosts_proxy_is_made_again_elsewhere_and_the_old_instance_goes_on_return() {
     let _serial = SERIAL.lock().await;
     let sandbox = Descriptor::require();
-    assert!(
-        sandbox.hosts.len() >= 2,
-        "the sandbox has {} host(s); `cargo xtask sandbox up` starts 2",
-        sandbox.hosts.len()
-    );
-    let second = &sandbox.hosts[1];
+    let second = second_host(&sandbox);
     let world = World::tiny_with([Host::hypervisor(&sandbox, second)]).await;
     let on_second = HostDomains::of(second, &world.entry);
     let client = admin(&world.kube).await;
