@@ -5,6 +5,8 @@
 //! status if the reconciler's part of it changed (server-side apply, field
 //! manager [`RECONCILER_MANAGER`]), record the step's Events, then make the
 //! call it asks for, requeue, wait for a change or release the finalizer.
+//! The one exception: the `Creating` status a Create announces is written
+//! only if the call outlives the pass's wait (`reconcile_wait`).
 //!
 //! Provider calls run in **per-Proxy tasks** ([`ProviderTasks`]), not in the
 //! reconcile: a pass waits for its call at most `reconcile_wait`, then
@@ -252,9 +254,17 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
             jitter: jitter(),
         });
         let mine = step.status.without_health();
-        if mine != written.without_health() {
+        let changed = mine != written.without_health();
+        // The status a Create announces (`Creating`) is written only if the
+        // call outlives this pass's wait: a create that answers within it
+        // goes straight to its result, one status write instead of two.
+        // Nothing depends on the announcement: the instance's name is the
+        // Proxy's, so a Create repeated after a crash finds it.
+        let deferred =
+            changed && matches!(step.next, fleet::Next::Call(fleet::Call::Create { .. }));
+        if changed && !deferred {
             write_status(ctx, &meta.namespace, &meta.name, &mine).await?;
-            ctx.tasks.set_written(&meta.uid, mine);
+            ctx.tasks.set_written(&meta.uid, mine.clone());
             written = step.status.clone();
         }
         for event in &step.events {
@@ -277,7 +287,13 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
                     .await;
                 match r {
                     Some(o) => outcome = Some(o),
-                    None => return Ok(Drive::Requeue(PENDING_POLL)),
+                    None => {
+                        if deferred {
+                            write_status(ctx, &meta.namespace, &meta.name, &mine).await?;
+                            ctx.tasks.set_written(&meta.uid, mine);
+                        }
+                        return Ok(Drive::Requeue(PENDING_POLL));
+                    }
                 }
             }
             fleet::Next::Requeue(d) => return Ok(Drive::Requeue(d)),
@@ -292,7 +308,7 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
 }
 
 /// A jitter from the standard library's per-process random hasher keys.
-fn jitter() -> fleet::Jitter {
+pub(crate) fn jitter() -> fleet::Jitter {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(

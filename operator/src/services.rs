@@ -14,13 +14,15 @@
 //! the mirroring controller does not make a second set). A Service whose
 //! owner is gone is deleted with its endpoints; at the start of a term,
 //! and every [`SWEEP_EVERY`] passes, the Services this operator manages
-//! are listed to find those left by an earlier term.
+//! are listed to find those left by an earlier term. A Service whose write
+//! fails is tried again after a backoff ([`RETRY`], doubling up to
+//! [`RETRY_CAP`]), not on every pass (`services/retries.rs`).
 
 use provider_api::error::chain;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fleet::service::{DesiredService, OwnerKind, PORT_NAME, ServicePool, ServiceProxy};
 use k8s_openapi::api::core::v1::{Endpoints, Service};
@@ -34,6 +36,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::crd::{Proxy, ProxyPool};
 use crate::metrics::OperatorMetrics;
+
+mod retries;
+
+use retries::Retries;
 
 /// The field manager of the Service sync's writes.
 pub const SERVICES_MANAGER: &str = "egress-operator-services";
@@ -55,6 +61,10 @@ const DEBOUNCE: Duration = Duration::from_millis(100);
 const SWEEP_EVERY: u32 = 20;
 /// One API call's bound.
 const CALL_BOUND: Duration = Duration::from_secs(30);
+/// The first delay before a failed Service write is tried again.
+const RETRY: Duration = Duration::from_secs(1);
+/// The longest.
+const RETRY_CAP: Duration = Duration::from_secs(300);
 
 /// The Service sync's settings and handles.
 pub struct ServiceSync {
@@ -91,6 +101,7 @@ impl ServiceSync {
         tracing::info!(endpoint_slices = slices, "service sync started");
         let mut state = State {
             applied: HashMap::new(),
+            retries: Retries::new(fleet::Backoff::new(RETRY, RETRY_CAP)),
             slices,
         };
         let mut pass: u32 = 0;
@@ -101,10 +112,15 @@ impl ServiceSync {
                 return;
             }
             pass = pass.wrapping_add(1);
+            // The next pass: on a change, at the resync, or when a failed
+            // write is due again, whichever comes first.
+            let resync = state.retries.next_due().map_or(RESYNC, |due| {
+                due.saturating_duration_since(Instant::now()).min(RESYNC)
+            });
             let wait = async {
                 tokio::select! {
                     () = self.changed.notified() => tokio::time::sleep(DEBOUNCE).await,
-                    () = tokio::time::sleep(RESYNC) => {}
+                    () = tokio::time::sleep(resync) => {}
                 }
             };
             if cancel.run_until_cancelled(wait).await.is_none() {
@@ -148,15 +164,20 @@ impl ServiceSync {
             .collect();
         let desired = fleet::service::desired(&views, &pool_views);
         for (key, want) in &desired {
-            if state.applied.get(key) == Some(want) {
+            if state.applied.get(key) == Some(want) || !state.retries.due(key, Instant::now()) {
                 continue;
             }
             match self.apply(want, state.slices).await {
                 Ok(()) => {
                     state.applied.insert(key.clone(), want.clone());
+                    state.retries.forget(key);
                 }
                 Err(e) => {
-                    tracing::warn!(service = %format!("{}/{}", key.0, key.1), error = %e, "service sync failed (retried next pass)");
+                    let retry_in =
+                        state
+                            .retries
+                            .failed(key, Instant::now(), crate::reconciler::jitter());
+                    tracing::warn!(service = %format!("{}/{}", key.0, key.1), error = %e, ?retry_in, "service sync failed");
                 }
             }
         }
@@ -167,10 +188,25 @@ impl ServiceSync {
             .cloned()
             .collect();
         for key in gone {
+            if !state.retries.due(&key, Instant::now()) {
+                continue;
+            }
             if self.delete(&key.0, &key.1, state.slices).await {
                 state.applied.remove(&key);
+                state.retries.forget(&key);
+            } else {
+                let retry_in =
+                    state
+                        .retries
+                        .failed(&key, Instant::now(), crate::reconciler::jitter());
+                tracing::warn!(service = %format!("{}/{}", key.0, key.1), ?retry_in, "deleting a service failed");
             }
         }
+        // A key neither wanted nor written has nothing left to retry.
+        let State {
+            applied, retries, ..
+        } = state;
+        retries.retain(|k| desired.contains_key(k) || applied.contains_key(k));
         if sweep {
             self.sweep(&desired, state.slices).await;
         }
@@ -278,6 +314,8 @@ impl ServiceSync {
 /// What this term wrote.
 struct State {
     applied: HashMap<(String, String), DesiredService>,
+    /// The Services whose last write failed.
+    retries: Retries<(String, String)>,
     slices: bool,
 }
 

@@ -185,3 +185,71 @@ pub async fn services_carry_exactly_the_healthy_proxies() {
         .kube
         .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// How long the refused-write test keeps the Proxy cache changing.
+const CHURN: Duration = Duration::from_secs(12);
+
+/// A Service the API server refuses (a ResourceQuota allows none in its
+/// namespace) is tried again
+/// after doubling delays, not on every pass, though every change of the
+/// Proxy cache makes a pass: over [`CHURN`] of changes every 100 ms, at
+/// most 6 attempts (due at 0, 1, 3, 7 s and, jittered, up to 7.5 and 15 s
+/// later), where a retry per pass made one per change.
+pub async fn a_refused_service_write_is_retried_after_a_backoff() {
+    let world = World::new().await;
+    let client = &world.client;
+    let responder = instant::responder().await;
+    let ns = world.namespace("svc-refused");
+    let proxies = instant::proxies(client, &ns);
+    instant::create_proxy(&proxies, &ns, &world.entry, "solo").await;
+    let quota = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        quota.path(),
+        format!(
+            "apiVersion: v1\nkind: ResourceQuota\nmetadata: {{name: no-services, namespace: {ns}}}\nspec: {{hard: {{services: \"0\"}}}}\n"
+        ),
+    )
+    .unwrap();
+    world
+        .kube
+        .kubectl(&["apply", "-f", &quota.path().to_string_lossy()])
+        .unwrap();
+    let operator = world
+        .operator(&ns, responder, &["--log", "info,kube=warn"])
+        .await;
+    let refused = || {
+        operator.metric_sum(
+            "operator_service_writes_total",
+            &["object=\"service\"", "outcome=\"error\""],
+        )
+    };
+    until(&operator, "a refused Service write", async || {
+        (refused().await >= 1.0).then_some(())
+    })
+    .await;
+    let started = Instant::now();
+    let mut changes = 0u32;
+    while started.elapsed() < CHURN {
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {"churn": changes.to_string()}}});
+        proxies
+            .patch(
+                "solo",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
+        changes += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let attempts = refused().await;
+    println!("{changes} changes in {CHURN:?}: {attempts} refused Service writes");
+    assert!(
+        (2.0..=6.0).contains(&attempts),
+        "{attempts} attempts at a refused Service write over {changes} changes; operator log: {}",
+        operator.log_path().display()
+    );
+    instant::delete_all(&proxies).await;
+    instant::wait_gone(&proxies, WITHIN).await;
+}
