@@ -195,7 +195,7 @@ impl Engine {
         };
         tracing::info!(proxy = %p.name_any(), reason = %condition.reason, "Healthy reset");
         if let Err(e) = self.write(p, condition, probed.as_deref()).await {
-            tracing::warn!(proxy = %p.name_any(), error = %chain(e.as_ref()), "reset Healthy failed");
+            write_failed(p, "reset", &e);
         }
     }
 
@@ -282,7 +282,7 @@ impl Engine {
                 continue;
             }
             if let Err(e) = self.write(&p, new, Some(&endpoint)).await {
-                tracing::warn!(proxy = %p.name_any(), error = %chain(e.as_ref()), "write Healthy failed");
+                write_failed(&p, "verdict", &e);
             }
         }
         trackers.retain(|uid, _| seen.contains(uid));
@@ -310,5 +310,16 @@ impl Engine {
         .await??;
         self.metrics.status_write("health");
         Ok(())
+    }
+}
+
+/// Logs a failed write of `Healthy` (`what`: a `verdict` or a `reset`): at
+/// debug when the Proxy was deleted since the cache showed it (a routine
+/// race), as a warning otherwise.
+fn write_failed(p: &Proxy, what: &str, e: &anyhow::Error) {
+    if e.downcast_ref().is_some_and(crate::gone::is_not_found) {
+        tracing::debug!(proxy = %p.name_any(), what, "writing Healthy: the Proxy is gone");
+    } else {
+        tracing::warn!(proxy = %p.name_any(), what, error = %chain(e.as_ref()), "writing Healthy failed");
     }
 }

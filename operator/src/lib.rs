@@ -25,6 +25,7 @@
 mod cli;
 mod crd;
 mod gc;
+mod gone;
 mod health;
 mod http;
 mod leader;

@@ -191,9 +191,9 @@ async fn apply(pool: &ProxyPool, ctx: &PoolCtx) -> Result<Action, Error> {
         }
     };
     let entry = valid.spec.template.spec.provider.clone();
-    if ctx.hosts.should_wait(&entry) {
-        // The monitor's first check of this entry is moments away: wait
-        // for it rather than place the first members blind.
+    // The monitor's first check of this entry is moments away: wait for it
+    // rather than place the first members blind.
+    if !ctx.hosts.first_check(&entry).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let hosts = ctx.hosts.get(&entry);

@@ -127,6 +127,18 @@ pub async fn reconcile(
         )))?;
     let api: Api<Proxy> = Api::namespaced(ctx.client.clone(), &ns);
     let proxy_uid = proxy.metadata.uid.clone();
+    let deleting = proxy.metadata.deletion_timestamp.is_some();
+    let had_finalizer = proxy.finalizers().iter().any(|f| f == FINALIZER);
+    // A pass queued before this term released the finalizer, reading a
+    // cache that has not shown the release yet: the Proxy is gone (or
+    // going without us). Running the cleanup again would only write to it
+    // (answered 404), once per deleted Proxy.
+    if deleting
+        && let Some(uid) = &proxy_uid
+        && ctx.tasks.released(uid)
+    {
+        return Ok(Action::await_change());
+    }
     let result = finalizer::finalizer(&api, FINALIZER, proxy, |event| async {
         match event {
             FinalizerEvent::Apply(p) => match drive(&p, &ctx).await? {
@@ -146,7 +158,12 @@ pub async fn reconcile(
     if result.is_ok()
         && let Some(uid) = &proxy_uid
     {
-        ctx.tasks.succeeded(uid);
+        if deleting && had_finalizer {
+            // The cleanup finished and `finalizer` removed ours.
+            ctx.tasks.release(uid);
+        } else {
+            ctx.tasks.succeeded(uid);
+        }
     }
     ctx.metrics.reconcile(match &result {
         Ok(_) => "ok",
@@ -167,6 +184,12 @@ const ERROR_BACKOFF: fleet::Backoff =
 pub fn error_policy(proxy: Arc<Proxy>, err: &finalizer::Error<Error>, ctx: Arc<Ctx>) -> Action {
     match err {
         finalizer::Error::CleanupFailed(Error::DeletePending(d)) => Action::requeue(*d),
+        // Gone while this pass worked on it (its finalizer was released by
+        // an earlier pass the cache had not shown yet): nothing left to do.
+        e if gone(e) => {
+            tracing::debug!(proxy = %proxy.name_any(), "the Proxy is gone");
+            Action::await_change()
+        }
         e => {
             let failures = proxy
                 .metadata
@@ -183,6 +206,20 @@ pub fn error_policy(proxy: Arc<Proxy>, err: &finalizer::Error<Error>, ctx: Arc<C
             );
             Action::requeue(delay)
         }
+    }
+}
+
+/// Whether the pass failed only because the Proxy no longer exists.
+fn gone(err: &finalizer::Error<Error>) -> bool {
+    match err {
+        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
+            crate::gone::is_not_found(e)
+        }
+        finalizer::Error::ApplyFailed(Error::WriteStatus { source, .. })
+        | finalizer::Error::CleanupFailed(Error::WriteStatus { source, .. }) => {
+            crate::gone::is_not_found(source)
+        }
+        _ => false,
     }
 }
 
@@ -474,5 +511,30 @@ mod tests {
             "{name}"
         );
         assert_eq!(short_event_name("p1", 255), "p1.ff");
+    }
+
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("x", "Y")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn a_proxy_gone_under_a_pass_is_not_a_failure() {
+        let write = |code| Error::WriteStatus {
+            name: "p".into(),
+            source: api(code),
+        };
+        assert!(gone(&finalizer::Error::RemoveFinalizer(api(404))));
+        assert!(gone(&finalizer::Error::AddFinalizer(api(404))));
+        assert!(gone(&finalizer::Error::ApplyFailed(write(404))));
+        assert!(gone(&finalizer::Error::CleanupFailed(write(404))));
+        assert!(!gone(&finalizer::Error::RemoveFinalizer(api(409))));
+        assert!(!gone(&finalizer::Error::ApplyFailed(write(500))));
+        assert!(!gone(&finalizer::Error::CleanupFailed(
+            Error::DeletePending(Duration::from_secs(1))
+        )));
     }
 }

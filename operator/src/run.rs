@@ -657,10 +657,7 @@ impl Replica {
             )
             .for_each(|r| async move {
                 if let Err(e) = r {
-                    match e {
-                        controller::Error::ReconcilerFailed(_, _) => {}
-                        e => tracing::warn!(error = %chain(&e), "controller"),
-                    }
+                    crate::gone::log_controller_error("proxy", e);
                 }
             });
         let cancel = cancel.clone();
@@ -731,10 +728,7 @@ impl Replica {
             .run(crate::pool::reconcile, crate::pool::error_policy, ctx)
             .for_each(|r| async move {
                 if let Err(e) = r {
-                    match e {
-                        controller::Error::ReconcilerFailed(_, _) => {}
-                        e => tracing::warn!(error = %chain(&e), "pool controller"),
-                    }
+                    crate::gone::log_controller_error("pool", e);
                 }
             });
         let cancel = cancel.clone();

@@ -467,8 +467,21 @@ async fn proxies_reach_running_in_three_writes_and_then_write_nothing() {
         operator.log_path().display()
     );
 
+    // Deleting: each finalizer is released once. A pass queued before the
+    // release, reading a cache that has not shown it, writes nothing.
+    let before_delete = writes(client).await;
     instant::delete_all(&api).await;
     instant::wait_gone(&api, WITHIN).await;
+    // The last passes queued by the deletions' own watch events.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deleting = delta(&writes(client).await, &before_delete);
+    println!("writes to delete: {}", show(&deleting));
+    assert_eq!(
+        deleting.get("proxies PATCH 404"),
+        None,
+        "finalizer removals of Proxies already gone: {}",
+        show(&deleting)
+    );
     drop(operator);
     let _ = world
         .kube

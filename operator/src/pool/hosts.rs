@@ -11,6 +11,9 @@ use tokio::time::Instant;
 /// How long after start a pool waits for its entry's first check before
 /// placing members without knowing the hosts.
 const FIRST_CHECK_WAIT: Duration = Duration::from_secs(30);
+/// The longest one pass waits for it (then it looks again later, so a
+/// pass never holds a reconcile slot, or a shutdown, for long).
+const PASS_WAIT: Duration = Duration::from_secs(5);
 
 /// Each entry's hosts from its latest check (cheap to clone; one shared
 /// table).
@@ -20,6 +23,8 @@ pub struct HostBook {
     /// Entries whose provider has a checker (the others never get hosts).
     checked: Arc<BTreeSet<String>>,
     started: Instant,
+    /// Bumped by every check recorded: wakes the passes waiting for one.
+    recorded: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl HostBook {
@@ -29,6 +34,7 @@ impl HostBook {
             table: Arc::default(),
             checked: Arc::new(checked.into_iter().collect()),
             started: Instant::now(),
+            recorded: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
@@ -45,6 +51,8 @@ impl HostBook {
         // whole value: the map is still consistent.
         let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
         table.insert(entry.to_owned(), hosts);
+        drop(table);
+        self.recorded.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// `entry`'s hosts, once checked.
@@ -59,6 +67,23 @@ impl HostBook {
         self.checked.contains(entry)
             && self.get(entry).is_none()
             && self.started.elapsed() < FIRST_CHECK_WAIT
+    }
+
+    /// Waits while a pool of `entry` [should wait](Self::should_wait), at
+    /// most [`PASS_WAIT`]: returns the moment the first check is recorded.
+    /// Whether the pool may go on (false: look again later).
+    pub async fn first_check(&self, entry: &str) -> bool {
+        let mut recorded = self.recorded.subscribe();
+        let deadline = (self.started + FIRST_CHECK_WAIT).min(Instant::now() + PASS_WAIT);
+        while self.should_wait(entry) {
+            match tokio::time::timeout_at(deadline, recorded.changed()).await {
+                Ok(Ok(())) => {}
+                // The wait for this pass ran out (the book lives as long as
+                // its holders, so the sender is never dropped first).
+                Ok(Err(_)) | Err(_) => return !self.should_wait(entry),
+            }
+        }
+        true
     }
 }
 
@@ -100,5 +125,35 @@ mod tests {
             .checked_sub(FIRST_CHECK_WAIT)
             .unwrap_or_else(Instant::now);
         assert!(!late.should_wait("kvm2-home"), "the wait is bounded");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiting_pass_goes_on_the_moment_the_first_check_lands() {
+        let book = HostBook::new(["kvm2-home".to_owned()]);
+        let started = Instant::now();
+        let waiter = tokio::spawn({
+            let book = book.clone();
+            async move { book.first_check("kvm2-home").await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        book.record("kvm2-home", &[target("host1", true)]);
+        assert!(waiter.await.unwrap_or(false), "may go on");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "woke {:?} after start, not at the record",
+            started.elapsed()
+        );
+        assert!(book.first_check("other").await, "never checked: no wait");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_waits_at_most_its_bound() {
+        let book = HostBook::new(["kvm2-home".to_owned()]);
+        let started = Instant::now();
+        assert!(
+            !book.first_check("kvm2-home").await,
+            "no check yet: look again"
+        );
+        assert_eq!(started.elapsed(), PASS_WAIT);
     }
 }

@@ -154,7 +154,7 @@ async fn delete(
                 ctx.metrics.pool_member_write("delete", "ok");
                 deleted.push(name);
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => {
+            Err(e) if crate::gone::is_not_found(&e) => {
                 ctx.metrics.pool_member_write("delete", "gone");
                 gone.push(name);
             }

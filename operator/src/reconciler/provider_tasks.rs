@@ -74,6 +74,8 @@ struct Slot {
     /// The reconciler's part of the status as last written.
     written: Option<fleet::ProxyStatus>,
     op: Option<InFlight>,
+    /// The finalizer was released: the Proxy is gone or going without us.
+    released: bool,
 }
 
 /// The per-Proxy provider tasks and step memory, keyed by the Proxy's UID.
@@ -163,6 +165,25 @@ impl ProviderTasks {
     pub fn forget(&self, uid: &str) {
         let slot = self.lock().remove(uid);
         drop(slot);
+    }
+
+    /// Records that the Proxy `uid`'s finalizer was released: its call and
+    /// memory are forgotten, and [`released`](Self::released) answers true
+    /// until [`retain`](Self::retain) drops it (the cache no longer has it).
+    pub(super) fn release(&self, uid: &str) {
+        let old = self.lock().insert(
+            uid.to_owned(),
+            Slot {
+                released: true,
+                ..Slot::default()
+            },
+        );
+        drop(old);
+    }
+
+    /// Whether the Proxy `uid`'s finalizer was released.
+    pub(super) fn released(&self, uid: &str) -> bool {
+        self.lock().get(uid).is_some_and(|s| s.released)
     }
 
     /// Forgets every Proxy whose UID `keep` refuses (objects gone without

@@ -544,6 +544,7 @@ impl World {
         if !extra.contains(&"--probe-target") {
             command.args(["--probe-target", "upstream.invalid:443"]);
         }
+        let spawned = std::time::Instant::now();
         let child = command
             .arg("--providers-config")
             .arg(&self.config)
@@ -559,6 +560,7 @@ impl World {
             .unwrap();
         let mut operator = Operator {
             child,
+            spawned,
             log,
             reader,
             _account: account,
@@ -580,6 +582,8 @@ impl World {
 /// account's cluster-scoped RBAC is removed.
 pub struct Operator {
     child: Child,
+    /// When the process was started (its account and kubeconfig made).
+    pub spawned: std::time::Instant,
     log: PathBuf,
     /// Reads its HTTP API: lists the Proxies of its namespace, reads
     /// `/metrics`.
@@ -769,7 +773,7 @@ pub async fn wait_gone(api: &Api<DynamicObject>, within: Duration) -> bool {
 }
 
 /// Writes the API server has served on the operator's resources, by
-/// `resource[/subresource] VERB`, from its `apiserver_request_total`.
+/// `resource[/subresource] VERB` (with ` 404` appended for writes to objects that were gone), from its `apiserver_request_total`.
 pub async fn writes(client: &Client) -> BTreeMap<String, u64> {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = client.request_text(req).await.unwrap();
@@ -808,11 +812,15 @@ pub async fn writes(client: &Client) -> BTreeMap<String, u64> {
             continue;
         }
         let sub = label("subresource");
-        let key = if sub.is_empty() {
+        let mut key = if sub.is_empty() {
             format!("{resource} {verb}")
         } else {
             format!("{resource}/{sub} {verb}")
         };
+        // A write to an object that is gone is counted apart.
+        if label("code") == "404" {
+            key.push_str(" 404");
+        }
         *out.entry(key).or_default() += value.parse::<f64>().unwrap_or(0.0) as u64;
     }
     out
