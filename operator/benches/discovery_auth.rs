@@ -25,7 +25,7 @@
 //! whatever else the machine does. Printed: requests per second, p50 and
 //! p99 latency per mode, the ratios to auth off and between the two auth
 //! modes, and the reviews each mode asked of the API server per request
-//! (its `operator_http_auth_reviews_total`).
+//! (its `egress_proxies_operator_http_auth_reviews_total`).
 //!
 //! Everything (client, three operators, the API server, etcd) shares this
 //! machine's cores; the ratios, from one run, are the figures that travel.
@@ -231,13 +231,14 @@ async fn bench() {
 }
 
 /// TokenReviews and SubjectAccessReviews `mode`'s operator asked the API
-/// server for so far (its `operator_http_auth_reviews_total`, source
+/// server for so far (its `egress_proxies_operator_http_auth_reviews_total`, source
 /// `api`).
 async fn api_reviews(mode: &Mode) -> f64 {
     let body = mode.operator.get("/metrics").await;
     body.lines()
         .filter(|l| {
-            l.starts_with("operator_http_auth_reviews_total{") && l.contains("source=\"api\"")
+            l.starts_with("egress_proxies_operator_http_auth_reviews_total{")
+                && l.contains("source=\"api\"")
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()

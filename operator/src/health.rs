@@ -229,6 +229,7 @@ impl Engine {
         let results: Vec<_> = futures::stream::iter(running)
             .map(|(p, probe, endpoint, seed)| async move {
                 let addr = probe.proxy();
+                let started = std::time::Instant::now();
                 let outcome = match &self.netns {
                     None => probe::run(tokio::net::TcpStream::connect(addr), probe).await,
                     Some(ns) => {
@@ -236,13 +237,13 @@ impl Engine {
                         probe::run(connect, probe).await
                     }
                 };
-                (p, endpoint, seed, outcome)
+                (p, endpoint, seed, outcome, started.elapsed())
             })
             .buffer_unordered(self.concurrency.max(1))
             .collect()
             .await;
         let mut seen = std::collections::HashSet::new();
-        for (p, endpoint, seed, outcome) in results {
+        for (p, endpoint, seed, outcome, took) in results {
             let Some(uid) = p.metadata.uid.clone() else {
                 continue;
             };
@@ -262,10 +263,11 @@ impl Engine {
                 *tracked = fresh();
             }
             tracked.tracker.observe(&outcome, &self.hysteresis);
-            self.metrics.probe(match &outcome {
+            let word = match &outcome {
                 fleet::ProbeOutcome::Healthy { .. } => "healthy",
                 fleet::ProbeOutcome::Unhealthy(f) => f.kind.reason().as_str(),
-            });
+            };
+            self.metrics.probe(word, took);
             let mut next = stored.clone();
             next.set_condition(
                 fleet::ConditionType::Healthy,

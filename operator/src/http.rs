@@ -4,7 +4,7 @@
 //! `namespace` and `healthy`). They run for the process's life, across
 //! leadership terms: readiness does not depend on leading (a follower, or a
 //! replica campaigning after an outage, serves discovery correctly;
-//! `operator_leader` tells who leads).
+//! `egress_proxies_operator_leader` tells who leads).
 //!
 //! `/healthz` and `/readyz` are open (the kubelet probes them). `/metrics`
 //! and `/proxies` need a bearer token unless `--http-auth=none`

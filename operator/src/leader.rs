@@ -92,6 +92,15 @@ impl Leadership {
         self.valid_until().is_some_and(|u| Instant::now() < u)
     }
 
+    /// A leadership held for `d` from now (tests of its readers).
+    #[cfg(test)]
+    pub fn held_for(d: Duration) -> Leadership {
+        Leadership {
+            valid_until: Arc::new(Mutex::new(Some(Instant::now() + d))),
+            lost: CancellationToken::new(),
+        }
+    }
+
     /// Cancelled when this term's leadership, once held, is lost.
     pub fn lost(&self) -> &CancellationToken {
         &self.lost

@@ -1,11 +1,13 @@
 //! The operator's own metrics, registered in the same Prometheus registry
-//! as provider-api's `ProviderMetrics` (one `/metrics`). Labels are bounded:
-//! outcome and reason words, never a Proxy's name.
+//! as provider-api's `ProviderMetrics` (one `/metrics`), under the project's
+//! one prefix, [`PREFIX`] ([`registry`]). Labels are bounded: outcome and
+//! reason words, never a Proxy's name.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -31,15 +33,49 @@ struct ServiceWriteLabels {
     outcome: &'static str,
 }
 
+/// Duration buckets in seconds: 1 ms to about 33 s (a reconcile waits at
+/// most `--reconcile-wait` for its call; a probe at most its timeout).
+fn duration_buckets() -> impl Iterator<Item = f64> {
+    prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 16)
+}
+
+/// Durations by outcome.
+#[derive(Clone, Debug)]
+struct Durations(Family<OutcomeLabels, Histogram, fn() -> Histogram>);
+
+impl Default for Durations {
+    fn default() -> Self {
+        Durations(Family::new_with_constructor(|| {
+            Histogram::new(duration_buckets())
+        }))
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     writer: &'static str,
+}
+
+mod fleet_gauges;
+
+pub use fleet_gauges::{FleetGauges, LeaderView};
+
+/// The prefix of every family `/metrics` serves (`egress_proxies_operator_…`,
+/// `egress_proxies_provider_…`): generic names such as `operator_leader`
+/// would collide with other exporters' in one Prometheus.
+pub const PREFIX: &str = "egress_proxies";
+
+/// The registry `/metrics` serves: every family under [`PREFIX`].
+pub fn registry() -> Registry {
+    Registry::with_prefix(PREFIX)
 }
 
 /// Counters and gauges of the operator.
 #[derive(Clone, Debug, Default)]
 pub struct OperatorMetrics {
     reconciles: Family<OutcomeLabels, Counter>,
+    reconcile_durations: Durations,
+    probe_durations: Durations,
     status_writes: Family<WriteLabels, Counter>,
     events: Counter,
     gc_deletes: Family<OutcomeLabels, Counter>,
@@ -64,6 +100,16 @@ impl OperatorMetrics {
             "operator_reconciles",
             "Proxy reconciles by outcome",
             m.reconciles.clone(),
+        );
+        registry.register(
+            "operator_reconcile_duration_seconds",
+            "Proxy reconcile durations by outcome",
+            m.reconcile_durations.0.clone(),
+        );
+        registry.register(
+            "operator_probe_duration_seconds",
+            "CONNECT probe durations by outcome (healthy or a reason)",
+            m.probe_durations.0.clone(),
         );
         registry.register(
             "operator_status_writes",
@@ -135,10 +181,13 @@ impl OperatorMetrics {
     }
 
     /// One reconcile ended with `outcome` (`ok`, `error`, `pending`).
-    pub fn reconcile(&self, outcome: &'static str) {
-        self.reconciles
-            .get_or_create(&OutcomeLabels { outcome })
-            .inc();
+    pub fn reconcile(&self, outcome: &'static str, took: std::time::Duration) {
+        let labels = OutcomeLabels { outcome };
+        self.reconciles.get_or_create(&labels).inc();
+        self.reconcile_durations
+            .0
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
     }
 
     /// One pool reconcile ended with `outcome` (`ok`, `error`, `pending`).
@@ -198,8 +247,13 @@ impl OperatorMetrics {
     }
 
     /// One probe with `outcome` (`healthy` or a reason).
-    pub fn probe(&self, outcome: &'static str) {
-        self.probes.get_or_create(&OutcomeLabels { outcome }).inc();
+    pub fn probe(&self, outcome: &'static str, took: std::time::Duration) {
+        let labels = OutcomeLabels { outcome };
+        self.probes.get_or_create(&labels).inc();
+        self.probe_durations
+            .0
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
     }
 
     /// The gauge of provider calls in flight.
@@ -356,11 +410,11 @@ mod tests {
 
     #[tokio::test]
     async fn the_docs_table_lists_exactly_what_metrics_serves() {
-        let mut registry = Registry::default();
+        let mut registry = registry();
         let provider_metrics = provider_api::ProviderMetrics::new(&mut registry);
         let m = OperatorMetrics::new(&mut registry);
         // One sample in every family, so its labels show.
-        m.reconcile("ok");
+        m.reconcile("ok", Duration::from_millis(3));
         m.pool_reconcile("ok");
         m.pool_member_write("create", "ok");
         m.service_write("service", "ok");
@@ -369,12 +423,13 @@ mod tests {
         m.instance_event("crashed");
         m.gc_delete("ok");
         m.gc_round("sweep");
-        m.probe("healthy");
+        m.probe("healthy", Duration::from_millis(2));
         m.provider_tasks().set(0);
         m.set_leader(true);
         m.leadership_lost();
         m.http_auth("allowed");
         m.http_auth_review("token", "api");
+        registry.register_collector(Box::new(fleet_gauges::samples::gauges()));
         let inner: Arc<dyn Provider> = Arc::new(Nothing(Identifier::parse("p").unwrap()));
         let metered = provider_api::Metered::new(inner, provider_metrics);
         let id = ProviderId::parse("kvm2://p/h/i").unwrap();

@@ -127,6 +127,7 @@ pub async fn reconcile(
         )))?;
     let api: Api<Proxy> = Api::namespaced(ctx.client.clone(), &ns);
     let proxy_uid = proxy.metadata.uid.clone();
+    let started = std::time::Instant::now();
     let deleting = proxy.metadata.deletion_timestamp.is_some();
     let had_finalizer = proxy.finalizers().iter().any(|f| f == FINALIZER);
     // A pass queued before this term released the finalizer, reading a
@@ -165,11 +166,12 @@ pub async fn reconcile(
             ctx.tasks.succeeded(uid);
         }
     }
-    ctx.metrics.reconcile(match &result {
+    let outcome = match &result {
         Ok(_) => "ok",
         Err(finalizer::Error::CleanupFailed(Error::DeletePending(_))) => "pending",
         Err(_) => "error",
-    });
+    };
+    ctx.metrics.reconcile(outcome, started.elapsed());
     result
 }
 

@@ -333,6 +333,8 @@ struct Replica {
     probe: ProbeSettings,
     /// Each entry's hosts from the monitor's latest check (pool spread).
     hosts: crate::pool::HostBook,
+    /// The fleet gauges `/metrics` serves (each term hands them its view).
+    gauges: crate::metrics::FleetGauges,
 }
 
 /// Each entry's `probe_target`, and `--probe-target` over all of them.
@@ -376,12 +378,21 @@ impl Replica {
         cancel: &CancellationToken,
     ) -> anyhow::Result<Self> {
         let (config, providers) = crate::providers::load(&args.providers_config, registry)?;
-        let mut registry = prometheus_client::registry::Registry::default();
+        let mut registry = crate::metrics::registry();
         let provider_metrics = provider_api::ProviderMetrics::new(&mut registry);
         let metrics = OperatorMetrics::new(&mut registry);
         let providers = providers.instrumented(&provider_metrics);
         let provider_names: BTreeSet<_> = config.providers.iter().map(|p| p.name.clone()).collect();
         let probe = ProbeSettings::new(&args, &config)?;
+        let (reader, writer) = reflector::store::<Proxy>();
+        let hosts = crate::pool::HostBook::new(
+            providers
+                .iter()
+                .filter(|p| p.checker().is_some())
+                .map(|p| p.name().to_string()),
+        );
+        let gauges = crate::metrics::FleetGauges::new(reader.clone(), hosts.clone());
+        registry.register_collector(Box::new(gauges.clone()));
 
         let client = client(&args).await?;
         let mut cluster = cluster_identity(&client, args.cluster_id.as_deref()).await?;
@@ -394,7 +405,6 @@ impl Replica {
         }
         tracing::info!(cluster = cluster.as_str(), namespace = args.namespace.as_deref().unwrap_or("(all)"), providers = ?provider_names, "starting");
 
-        let (reader, writer) = reflector::store::<Proxy>();
         let auth = match args.http_auth {
             HttpAuth::Kubernetes => Auth::Kubernetes(Box::new(Reviewer::new(
                 client.clone(),
@@ -436,12 +446,6 @@ impl Replica {
             [proxies_changed.clone(), services_changed.clone()],
             cancel,
         );
-        let hosts = crate::pool::HostBook::new(
-            providers
-                .iter()
-                .filter(|p| p.checker().is_some())
-                .map(|p| p.name().to_string()),
-        );
         Ok(Self {
             args,
             client,
@@ -454,6 +458,7 @@ impl Replica {
             services_changed,
             probe,
             hosts,
+            gauges,
         })
     }
 
@@ -532,6 +537,10 @@ impl Replica {
             .run(cancel.child_token()),
         );
         let pools = self.spawn_pool_controller(&mut term, identity, cancel);
+        self.gauges.lead(crate::metrics::LeaderView {
+            leadership: leadership.clone(),
+            pools: pools.clone(),
+        });
         if args.services {
             term.spawn(
                 crate::services::ServiceSync {

@@ -423,7 +423,7 @@ async fn proxies_reach_running_in_three_writes_and_then_write_nothing() {
     // and Events the API server's.
     let to_running = delta(&writes(client).await, &before);
     let status_writes = operator
-        .metric("operator_status_writes_total{writer=\"reconciler\"}")
+        .metric("egress_proxies_operator_status_writes_total{writer=\"reconciler\"}")
         .await as u64;
     let others: u64 = to_running
         .iter()
@@ -604,7 +604,7 @@ async fn api_outages_neither_restart_the_operator_nor_create_twice() {
             );
         }
         assert_eq!(
-            operator.metric("operator_leader ").await,
+            operator.metric("egress_proxies_operator_leader ").await,
             0.0,
             "outage {i}: the leader gauge"
         );
@@ -636,10 +636,15 @@ async fn api_outages_neither_restart_the_operator_nor_create_twice() {
         );
         assert_eq!(operator.pid(), pid);
         assert_eq!(
-            operator.metric("operator_leadership_losses_total ").await,
+            operator
+                .metric("egress_proxies_operator_leadership_losses_total ")
+                .await,
             (i + 1) as f64
         );
-        assert_eq!(operator.metric("operator_leader ").await, 1.0);
+        assert_eq!(
+            operator.metric("egress_proxies_operator_leader ").await,
+            1.0
+        );
         instant::wait_all(&api, BEFORE + i + 1, WITHIN, "Running", instant::running).await;
     }
 
@@ -648,7 +653,10 @@ async fn api_outages_neither_restart_the_operator_nor_create_twice() {
     // Event each.
     let proxies = BEFORE + OUTAGES;
     let creates = operator
-        .metric_sum("provider_operations_total", &["operation=\"create\""])
+        .metric_sum(
+            "egress_proxies_provider_operations_total",
+            &["operation=\"create\""],
+        )
         .await;
     assert_eq!(creates, proxies as f64, "provider creates");
     let created = created_events_of(client, &ns, proxies).await;

@@ -87,7 +87,7 @@ impl Refusal {
         }
     }
 
-    /// Its word in `operator_http_auth_total`.
+    /// Its word in `egress_proxies_operator_http_auth_total`.
     pub fn outcome(self) -> &'static str {
         match self {
             Refusal::Unauthenticated => "unauthenticated",

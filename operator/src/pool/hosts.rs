@@ -61,6 +61,11 @@ impl HostBook {
         table.get(entry).cloned()
     }
 
+    /// Every checked entry's hosts.
+    pub fn snapshot(&self) -> BTreeMap<String, Vec<HostState>> {
+        self.table.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Whether a pool of `entry` should wait for its first check: the entry
     /// is checked, has not been yet, and the wait has not run out.
     pub fn should_wait(&self, entry: &str) -> bool {

@@ -135,7 +135,10 @@ pub async fn existing_proxies_are_probed_and_published_never_made() {
     for op in ["create", "get", "delete"] {
         let label = format!("operation=\"{op}\"");
         let calls = operator
-            .metric_sum("provider_operations_total", &[label.as_str()])
+            .metric_sum(
+                "egress_proxies_provider_operations_total",
+                &[label.as_str()],
+            )
             .await;
         assert_eq!(calls, 0.0, "no {op} for existing proxies");
     }

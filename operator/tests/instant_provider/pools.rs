@@ -139,6 +139,40 @@ pub async fn a_pool_fills_scales_rolls_and_deletes_its_members() {
         ])
     );
     assert_eq!(filled["status"]["skew"], 0);
+    // The fleet gauges say the same, from the leader's caches (which may
+    // trail the status this test read by a watch event).
+    for (name, labels, want) in [
+        (
+            "egress_proxies_operator_pool_replicas",
+            vec!["pool=\"egress\"", "state=\"desired\""],
+            REPLICAS,
+        ),
+        (
+            "egress_proxies_operator_pool_replicas",
+            vec!["pool=\"egress\"", "state=\"healthy\""],
+            REPLICAS,
+        ),
+        (
+            "egress_proxies_operator_proxies",
+            vec!["phase=\"Running\"", "healthy=\"true\""],
+            REPLICAS,
+        ),
+        // Three hosts, each reached by the latest check.
+        ("egress_proxies_operator_host_reachable", vec![], 3),
+    ] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let got = operator.metric_sum(name, &labels).await;
+            if got == want as f64 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name}{labels:?} = {got}, not {want}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     for m in &members {
         let owner = &m["metadata"]["ownerReferences"][0];
         assert_eq!(owner["kind"], "ProxyPool");
@@ -240,7 +274,7 @@ pub async fn a_pool_fills_scales_rolls_and_deletes_its_members() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let created = operator
-        .metric("operator_pool_member_writes_total{op=\"create\",outcome=\"ok\"}")
+        .metric("egress_proxies_operator_pool_member_writes_total{op=\"create\",outcome=\"ok\"}")
         .await;
     println!("members made: {created}");
     drop(operator);

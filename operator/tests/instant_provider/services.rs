@@ -176,7 +176,7 @@ pub async fn services_carry_exactly_the_healthy_proxies() {
     })
     .await;
     let writes = operator
-        .metric("operator_service_writes_total{object=\"endpoints\",outcome=\"ok\"}")
+        .metric("egress_proxies_operator_service_writes_total{object=\"endpoints\",outcome=\"ok\"}")
         .await;
     println!("endpoints writes: {writes}");
     assert!(instant::wait_gone(&proxies, WITHIN).await);
@@ -214,12 +214,47 @@ pub async fn a_refused_service_write_is_retried_after_a_backoff() {
         .kube
         .kubectl(&["apply", "-f", &quota.path().to_string_lossy()])
         .unwrap();
+    // No quota controller runs here to compute the quota's status, and a
+    // quota without one is not enforced: write it as that controller would.
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(client.clone(), &ns);
+    let status =
+        serde_json::json!({"status": {"hard": {"services": "0"}, "used": {"services": "0"}}});
+    quotas
+        .patch_status(
+            "no-services",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&status),
+        )
+        .await
+        .unwrap();
+    // The quota admission reads quotas from the API server's own cache:
+    // until it has this one, a Service is still admitted. Wait until one
+    // is refused.
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let probe: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "quota-probe"},
+        "spec": {"ports": [{"port": 3128}]}
+    }))
+    .unwrap();
+    let deadline = Instant::now() + WITHIN;
+    while services.create(&Default::default(), &probe).await.is_ok() {
+        services
+            .delete("quota-probe", &Default::default())
+            .await
+            .unwrap();
+        assert!(
+            Instant::now() < deadline,
+            "the quota never refused a Service"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let operator = world
         .operator(&ns, responder, &["--log", "info,kube=warn"])
         .await;
     let refused = || {
         operator.metric_sum(
-            "operator_service_writes_total",
+            "egress_proxies_operator_service_writes_total",
             &["object=\"service\"", "outcome=\"error\""],
         )
     };

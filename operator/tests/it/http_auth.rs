@@ -410,11 +410,13 @@ async fn metrics_need_get_on_the_metrics_url() {
     let (code, body) = op.get("/metrics", Some(scraper.token())).await;
     assert_eq!(code, 200, "{body}");
     assert!(
-        body.contains("operator_http_auth_total{outcome=\"allowed\"}"),
+        body.contains("egress_proxies_operator_http_auth_total{outcome=\"allowed\"}"),
         "{body}"
     );
     assert!(
-        body.contains("operator_http_auth_reviews_total{review=\"token\",source=\"api\"}"),
+        body.contains(
+            "egress_proxies_operator_http_auth_reviews_total{review=\"token\",source=\"api\"}"
+        ),
         "{body}"
     );
     // Metrics rights are not discovery rights.

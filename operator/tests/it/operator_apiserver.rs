@@ -622,15 +622,15 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
     // Every metric the Grafana dashboard plots exists.
     let dashboard = include_str!("../../../deploy/grafana/operator-dashboard.json");
     for name in [
-        "operator_leader",
-        "operator_leadership_losses_total",
-        "operator_reconciles_total",
-        "provider_operations_total",
-        "provider_operation_duration_seconds_bucket",
-        "operator_provider_tasks",
-        "operator_status_writes_total",
-        "provider_check_targets_total",
-        "operator_events_total",
+        "egress_proxies_operator_leader",
+        "egress_proxies_operator_leadership_losses_total",
+        "egress_proxies_operator_reconciles_total",
+        "egress_proxies_provider_operations_total",
+        "egress_proxies_provider_operation_duration_seconds_bucket",
+        "egress_proxies_operator_provider_tasks",
+        "egress_proxies_operator_status_writes_total",
+        "egress_proxies_provider_check_targets_total",
+        "egress_proxies_operator_events_total",
     ] {
         assert!(dashboard.contains(name), "dashboard lacks {name}");
         assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
@@ -725,7 +725,7 @@ async fn a_real_proxy_guest_runs_and_becomes_healthy() {
     let crashed = metric(
         &addr,
         world.reader.token(),
-        "operator_instance_events_total{outcome=\"crashed\"}",
+        "egress_proxies_operator_instance_events_total{outcome=\"crashed\"}",
     )
     .await;
     assert!(crashed >= Some(1.0), "{crashed:?}");
@@ -771,7 +771,7 @@ async fn a_frozen_host_fails_only_its_own_proxy() {
             let (_, metrics) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
             let now = metrics
                 .lines()
-                .find_map(|l| l.strip_prefix("operator_provider_tasks "))
+                .find_map(|l| l.strip_prefix("egress_proxies_operator_provider_tasks "))
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .unwrap_or(0);
             most_in_flight.fetch_max(now, std::sync::atomic::Ordering::Relaxed);
@@ -1167,7 +1167,7 @@ async fn hold_as(leases: &Api<Lease>, holder: &str, stop: &AtomicBool) {
     }
 }
 
-/// A sample of the operator's `/metrics`, e.g. `operator_leader`, read
+/// A sample of the operator's `/metrics`, e.g. `egress_proxies_operator_leader`, read
 /// with `token`.
 async fn metric(addr: &str, token: &str, series: &str) -> Option<f64> {
     let (_, body) = http_get(addr, "/metrics", Some(token)).await;
@@ -1231,14 +1231,19 @@ async fn losing_the_lease_stops_work_keeps_the_process_and_leads_again() {
         )
         .await;
         assert_eq!(
-            metric(&addr, world.reader.token(), "operator_leader").await,
+            metric(
+                &addr,
+                world.reader.token(),
+                "egress_proxies_operator_leader"
+            )
+            .await,
             Some(0.0)
         );
         assert_eq!(
             metric(
                 &addr,
                 world.reader.token(),
-                "operator_leadership_losses_total"
+                "egress_proxies_operator_leadership_losses_total"
             )
             .await,
             Some(1.0)
@@ -1281,7 +1286,12 @@ async fn losing_the_lease_stops_work_keeps_the_process_and_leads_again() {
     )
     .await;
     assert_eq!(
-        metric(&addr, world.reader.token(), "operator_leader").await,
+        metric(
+            &addr,
+            world.reader.token(),
+            "egress_proxies_operator_leader"
+        )
+        .await,
         Some(1.0)
     );
     assert!(op.child.as_mut().unwrap().try_wait().unwrap().is_none());

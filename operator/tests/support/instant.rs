@@ -657,7 +657,7 @@ impl Operator {
     }
 
     /// The value of the sample `series` (name and labels as printed, e.g.
-    /// `operator_status_writes_total{writer="reconciler"}`) on the
+    /// `egress_proxies_operator_status_writes_total{writer="reconciler"}`) on the
     /// operator's `/metrics`; 0 when absent.
     pub async fn metric(&self, series: &str) -> f64 {
         let body = self.get("/metrics").await;
