@@ -4,6 +4,7 @@
 //! has its own `main` and re-runs itself as the operator.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod alert_rules;
 mod apiserver_smoke;
 #[path = "../support/consumer.rs"]
 mod consumer;

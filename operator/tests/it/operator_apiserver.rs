@@ -631,6 +631,9 @@ async fn a_proxy_is_made_reported_and_deleted_under_deploys_rbac() {
         "egress_proxies_operator_status_writes_total",
         "egress_proxies_provider_check_targets_total",
         "egress_proxies_operator_events_total",
+        "egress_proxies_operator_proxies",
+        "egress_proxies_operator_reconcile_duration_seconds_bucket",
+        "egress_proxies_operator_host_reachable",
     ] {
         assert!(dashboard.contains(name), "dashboard lacks {name}");
         assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");

@@ -89,6 +89,9 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     // Cutting a sandbox hypervisor host's link (packets dropped both ways).
     ("/usr/sbin/nft", "nftables", Source::Main),
     ("/bin/busybox", "busybox", Source::Main),
+    // The shipped alert rules are checked and unit-tested by Prometheus's
+    // own promtool (deploy/prometheus/).
+    ("/usr/bin/promtool", "prometheus", Source::Main),
     // The proxy guest image (`cargo xtask guest-image`): mmdebstrap and
     // Debian's keyring, the partition table, filesystems written into the
     // disk file, SYSLINUX through mtools, qemu-img for the qcow2.
