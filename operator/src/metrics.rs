@@ -52,11 +52,17 @@ impl Default for Durations {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     writer: &'static str,
 }
 
 mod fleet_gauges;
+mod process;
 
 pub use fleet_gauges::{FleetGauges, LeaderView};
 
@@ -65,9 +71,18 @@ pub use fleet_gauges::{FleetGauges, LeaderView};
 /// would collide with other exporters' in one Prometheus.
 pub const PREFIX: &str = "egress_proxies";
 
-/// The registry `/metrics` serves: every family under [`PREFIX`].
+/// The registry `/metrics` serves: the standard `process_*` families
+/// (unprefixed, as every exporter names them, for dashboards that expect
+/// them) and, in [`ours`], everything of this project under [`PREFIX`].
 pub fn registry() -> Registry {
-    Registry::with_prefix(PREFIX)
+    let mut root = Registry::default();
+    root.register_collector(Box::new(process::Process));
+    root
+}
+
+/// The part of `root` under [`PREFIX`], where this project's families go.
+pub fn ours(root: &mut Registry) -> &mut Registry {
+    root.sub_registry_with_prefix(PREFIX)
 }
 
 /// Counters and gauges of the operator.
@@ -75,6 +90,7 @@ pub fn registry() -> Registry {
 pub struct OperatorMetrics {
     reconciles: Family<OutcomeLabels, Counter>,
     reconcile_durations: Durations,
+    reconcile_errors: Family<ClassLabels, Counter>,
     probe_durations: Durations,
     status_writes: Family<WriteLabels, Counter>,
     events: Counter,
@@ -100,6 +116,11 @@ impl OperatorMetrics {
             "operator_reconciles",
             "Proxy reconciles by outcome",
             m.reconciles.clone(),
+        );
+        registry.register(
+            "operator_reconcile_errors",
+            "Failed Proxy reconciles by what failed (add_finalizer, remove_finalizer, status_write, gone, incomplete, other)",
+            m.reconcile_errors.clone(),
         );
         registry.register(
             "operator_reconcile_duration_seconds",
@@ -188,6 +209,13 @@ impl OperatorMetrics {
             .0
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
+    }
+
+    /// One Proxy reconcile failed: `class` says what failed.
+    pub fn reconcile_error(&self, class: &'static str) {
+        self.reconcile_errors
+            .get_or_create(&ClassLabels { class })
+            .inc();
     }
 
     /// One pool reconcile ended with `outcome` (`ok`, `error`, `pending`).
@@ -390,6 +418,7 @@ mod tests {
             .split("## Metrics\n")
             .nth(1)
             .and_then(|s| s.split("\n## ").next())
+            .and_then(|s| s.split("\n### ").next())
             .expect("a Metrics section");
         section
             .lines()
@@ -410,11 +439,13 @@ mod tests {
 
     #[tokio::test]
     async fn the_docs_table_lists_exactly_what_metrics_serves() {
-        let mut registry = registry();
-        let provider_metrics = provider_api::ProviderMetrics::new(&mut registry);
-        let m = OperatorMetrics::new(&mut registry);
+        let mut root = registry();
+        let registry = ours(&mut root);
+        let provider_metrics = provider_api::ProviderMetrics::new(registry);
+        let m = OperatorMetrics::new(registry);
         // One sample in every family, so its labels show.
         m.reconcile("ok", Duration::from_millis(3));
+        m.reconcile_error("status_write");
         m.pool_reconcile("ok");
         m.pool_member_write("create", "ok");
         m.service_write("service", "ok");
@@ -440,7 +471,7 @@ mod tests {
             .check(Duration::from_secs(1))
             .await;
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        prometheus_client::encoding::text::encode(&mut text, &root).unwrap();
         assert_eq!(
             served(&text),
             documented(),

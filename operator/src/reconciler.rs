@@ -172,6 +172,11 @@ pub async fn reconcile(
         Err(_) => "error",
     };
     ctx.metrics.reconcile(outcome, started.elapsed());
+    if let Err(e) = &result
+        && let Some(class) = error_class(e)
+    {
+        ctx.metrics.reconcile_error(class);
+    }
     result
 }
 
@@ -209,6 +214,25 @@ pub fn error_policy(proxy: Arc<Proxy>, err: &finalizer::Error<Error>, ctx: Arc<C
             Action::requeue(delay)
         }
     }
+}
+
+/// What failed, for `reconcile_errors_total`: `None` for a deletion still
+/// in progress (not a failure).
+fn error_class(err: &finalizer::Error<Error>) -> Option<&'static str> {
+    if gone(err) {
+        return Some("gone");
+    }
+    Some(match err {
+        finalizer::Error::CleanupFailed(Error::DeletePending(_)) => return None,
+        finalizer::Error::AddFinalizer(_) => "add_finalizer",
+        finalizer::Error::RemoveFinalizer(_) => "remove_finalizer",
+        finalizer::Error::ApplyFailed(Error::WriteStatus { .. })
+        | finalizer::Error::CleanupFailed(Error::WriteStatus { .. }) => "status_write",
+        finalizer::Error::ApplyFailed(Error::Incomplete(_))
+        | finalizer::Error::CleanupFailed(Error::Incomplete(_))
+        | finalizer::Error::UnnamedObject => "incomplete",
+        _ => "other",
+    })
 }
 
 /// Whether the pass failed only because the Proxy no longer exists.
@@ -538,5 +562,23 @@ mod tests {
         assert!(!gone(&finalizer::Error::CleanupFailed(
             Error::DeletePending(Duration::from_secs(1))
         )));
+        assert_eq!(
+            error_class(&finalizer::Error::RemoveFinalizer(api(404))),
+            Some("gone")
+        );
+        assert_eq!(
+            error_class(&finalizer::Error::RemoveFinalizer(api(409))),
+            Some("remove_finalizer")
+        );
+        assert_eq!(
+            error_class(&finalizer::Error::ApplyFailed(write(500))),
+            Some("status_write")
+        );
+        assert_eq!(
+            error_class(&finalizer::Error::CleanupFailed(Error::DeletePending(
+                Duration::from_secs(1)
+            ))),
+            None
+        );
     }
 }

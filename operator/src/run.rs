@@ -379,8 +379,9 @@ impl Replica {
     ) -> anyhow::Result<Self> {
         let (config, providers) = crate::providers::load(&args.providers_config, registry)?;
         let mut registry = crate::metrics::registry();
-        let provider_metrics = provider_api::ProviderMetrics::new(&mut registry);
-        let metrics = OperatorMetrics::new(&mut registry);
+        let ours = crate::metrics::ours(&mut registry);
+        let provider_metrics = provider_api::ProviderMetrics::new(ours);
+        let metrics = OperatorMetrics::new(ours);
         let providers = providers.instrumented(&provider_metrics);
         let provider_names: BTreeSet<_> = config.providers.iter().map(|p| p.name.clone()).collect();
         let probe = ProbeSettings::new(&args, &config)?;
@@ -392,7 +393,7 @@ impl Replica {
                 .map(|p| p.name().to_string()),
         );
         let gauges = crate::metrics::FleetGauges::new(reader.clone(), hosts.clone());
-        registry.register_collector(Box::new(gauges.clone()));
+        crate::metrics::ours(&mut registry).register_collector(Box::new(gauges.clone()));
 
         let client = client(&args).await?;
         let mut cluster = cluster_identity(&client, args.cluster_id.as_deref()).await?;
