@@ -52,6 +52,12 @@ impl Default for Durations {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiLabels {
+    verb: &'static str,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabels {
     class: &'static str,
 }
@@ -61,9 +67,11 @@ struct WriteLabels {
     writer: &'static str,
 }
 
+mod api_requests;
 mod fleet_gauges;
 mod process;
 
+pub use api_requests::CountApiRequests;
 pub use fleet_gauges::{FleetGauges, LeaderView};
 
 /// The prefix of every family `/metrics` serves (`egress_proxies_operator_…`,
@@ -91,6 +99,7 @@ pub struct OperatorMetrics {
     reconciles: Family<OutcomeLabels, Counter>,
     reconcile_durations: Durations,
     reconcile_errors: Family<ClassLabels, Counter>,
+    api_requests: Family<ApiLabels, Counter>,
     probe_durations: Durations,
     status_writes: Family<WriteLabels, Counter>,
     events: Counter,
@@ -116,6 +125,11 @@ impl OperatorMetrics {
             "operator_reconciles",
             "Proxy reconciles by outcome",
             m.reconciles.clone(),
+        );
+        registry.register(
+            "operator_api_requests",
+            "Kubernetes API requests by verb (WATCH apart from GET) and HTTP status code (error: no answer)",
+            m.api_requests.clone(),
         );
         registry.register(
             "operator_reconcile_errors",
@@ -209,6 +223,24 @@ impl OperatorMetrics {
             .0
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
+    }
+
+    /// One Kubernetes API request answered `code` (or `error`).
+    pub fn api_request(&self, verb: &'static str, code: String) {
+        self.api_requests
+            .get_or_create(&ApiLabels { verb, code })
+            .inc();
+    }
+
+    /// How many `verb` requests answered `code` (tests).
+    #[cfg(test)]
+    pub fn api_requests_of(&self, verb: &'static str, code: &str) -> u64 {
+        self.api_requests
+            .get(&ApiLabels {
+                verb,
+                code: code.to_owned(),
+            })
+            .map_or(0, |c| c.get())
     }
 
     /// One Proxy reconcile failed: `class` says what failed.
@@ -446,6 +478,7 @@ mod tests {
         // One sample in every family, so its labels show.
         m.reconcile("ok", Duration::from_millis(3));
         m.reconcile_error("status_write");
+        m.api_request("GET", "200".to_owned());
         m.pool_reconcile("ok");
         m.pool_member_write("create", "ok");
         m.service_write("service", "ok");

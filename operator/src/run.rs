@@ -111,7 +111,9 @@ pub fn main(args: RunArgs, registry: RegistryFn) -> ExitCode {
     code
 }
 
-async fn client(args: &RunArgs) -> anyhow::Result<Client> {
+/// The API client, counting its requests
+/// (`operator_api_requests_total`).
+async fn client(args: &RunArgs, metrics: &OperatorMetrics) -> anyhow::Result<Client> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
@@ -120,7 +122,10 @@ async fn client(args: &RunArgs) -> anyhow::Result<Client> {
         }
         None => Config::infer().await?,
     };
-    Ok(Client::try_from(config)?)
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(builder
+        .with_layer(&crate::metrics::CountApiRequests(metrics.clone()))
+        .build())
 }
 
 async fn cluster_identity(
@@ -395,7 +400,7 @@ impl Replica {
         let gauges = crate::metrics::FleetGauges::new(reader.clone(), hosts.clone());
         crate::metrics::ours(&mut registry).register_collector(Box::new(gauges.clone()));
 
-        let client = client(&args).await?;
+        let client = client(&args, &metrics).await?;
         let mut cluster = cluster_identity(&client, args.cluster_id.as_deref()).await?;
         // Seeing one namespace's Proxies, the GC judges only instances made
         // for that namespace (another operator may own the rest).

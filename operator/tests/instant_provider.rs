@@ -451,6 +451,22 @@ async fn proxies_reach_running_in_three_writes_and_then_write_nothing() {
         "more than 3 writes per Proxy to Running: {status_writes} status + {}",
         show(&to_running)
     );
+    // The client's own count of its requests agrees: at least a status
+    // apply (PATCH) per Proxy answered 200, and the watches run.
+    let patched = operator
+        .metric_sum(
+            "egress_proxies_operator_api_requests_total",
+            &["verb=\"PATCH\"", "code=\"200\""],
+        )
+        .await;
+    assert!(patched >= PROXIES as f64, "{patched} PATCHes answered 200");
+    let watches = operator
+        .metric_sum(
+            "egress_proxies_operator_api_requests_total",
+            &["verb=\"WATCH\""],
+        )
+        .await;
+    assert!(watches >= 1.0, "no watch request counted");
     let repeated: Vec<_> = created.iter().filter(|(_, c)| **c != 1).collect();
     assert!(repeated.is_empty(), "Created more than once: {repeated:?}");
     assert_eq!(created.len(), PROXIES, "{created:?}");
