@@ -4,7 +4,8 @@
 //! private libvirtd, an `ssh -L` forward, a QEMU domain, a throwaway network
 //! namespace for a DHCP client); each must stop or remove them. After the
 //! tests, any such process that is not part of the sandbox, and any
-//! `kvm2-*` network namespace that was not there before, is reported.
+//! `kvm2-*` network namespace that was not there before, and the sandbox's
+//! local route when it was absent before, is reported.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -40,6 +41,8 @@ const GRACE: Duration = Duration::from_secs(5);
 pub struct Snapshot {
     pids: HashSet<u32>,
     namespaces: HashSet<String>,
+    /// Whether the local range's route was there.
+    local_route: bool,
 }
 
 /// Something the tests left behind.
@@ -52,6 +55,8 @@ pub enum Leftover {
     },
     /// A `kvm2-*` network namespace.
     Netns(String),
+    /// The local range's route (`ip route … table local`).
+    Route(&'static str),
 }
 
 impl fmt::Display for Leftover {
@@ -61,6 +66,7 @@ impl fmt::Display for Leftover {
                 write!(f, "a process running: {comm} (pid {pid}): {cmdline}")
             }
             Self::Netns(name) => write!(f, "a network namespace: {name} ({NETNS_DIR}/{name})"),
+            Self::Route(cidr) => write!(f, "a route: local {cidr} dev lo table local"),
         }
     }
 }
@@ -70,6 +76,7 @@ pub fn snapshot() -> Snapshot {
     Snapshot {
         pids: watched().into_iter().map(|(pid, _)| pid).collect(),
         namespaces: namespaces(),
+        local_route: super::local_range::present(),
     }
 }
 
@@ -96,6 +103,9 @@ pub fn leftovers(before: &Snapshot, sandbox: &[u32]) -> Vec<Leftover> {
             .collect();
         new_namespaces.sort();
         found.extend(new_namespaces.into_iter().map(Leftover::Netns));
+        if !before.local_route && super::local_range::present() {
+            found.push(Leftover::Route(super::local_range::CIDR));
+        }
         if found.is_empty() || Instant::now() >= deadline {
             return found;
         }
@@ -159,4 +169,37 @@ fn parent(pid: u32) -> Option<u32> {
     // The command name is in parentheses and may contain spaces: split after it.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The route counts as left over exactly when it is there now and was
+    /// not before (the sandbox is up while the tests run: it is there).
+    #[test]
+    fn a_route_absent_before_and_present_now_is_left_over() {
+        let now = snapshot();
+        let before = Snapshot {
+            local_route: false,
+            ..snapshot()
+        };
+        let routes = |found: Vec<Leftover>| {
+            found
+                .iter()
+                .filter(|l| matches!(l, Leftover::Route(_)))
+                .count()
+        };
+        assert_eq!(
+            routes(leftovers(&before, &[])),
+            usize::from(now.local_route),
+            "route present now: {}",
+            now.local_route
+        );
+        let had_it = Snapshot {
+            local_route: true,
+            ..snapshot()
+        };
+        assert_eq!(routes(leftovers(&had_it, &[])), 0);
+    }
 }
