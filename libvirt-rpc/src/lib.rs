@@ -203,6 +203,7 @@ pub use error_code::ErrorCode;
 pub use error_domain::{ErrorDomain, ErrorLevel};
 pub use events::{Event, EventTarget, LifecycleEvent, RawEvent, Subscription};
 pub use flags::*;
+pub use generated::params;
 pub use generated::proc_num;
 /// Every type of libvirt's remote, QEMU and LXC protocols: the
 /// procedures' argument and reply structs (`DomainGetStateRet`, ...), event

@@ -6,6 +6,7 @@
 pub(crate) mod calls;
 pub mod flags;
 pub mod limits;
+pub mod params;
 pub mod proc_num;
 #[cfg(feature = "testing")]
 pub(crate) mod sweep;

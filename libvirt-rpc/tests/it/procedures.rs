@@ -364,13 +364,13 @@ async fn typed_param_getters_keep_string_parameters() {
 
     let blkio = c.domain_get_blkio_parameters(&dom, config).await.unwrap();
     assert_eq!(
-        string(&blkio, "device_weight").as_deref(),
+        string(&blkio, params::DOMAIN_BLKIO_DEVICE_WEIGHT).as_deref(),
         Some("/dev/sda,100"),
         "{blkio:?}"
     );
     let numa = c.domain_get_numa_parameters(&dom, config).await.unwrap();
     assert_eq!(
-        string(&numa, "numa_nodeset").as_deref(),
+        string(&numa, params::DOMAIN_NUMA_NODESET).as_deref(),
         Some("0"),
         "{numa:?}"
     );
@@ -379,7 +379,7 @@ async fn typed_param_getters_keep_string_parameters() {
         .await
         .unwrap();
     assert_eq!(
-        string(&iotune, "group_name").as_deref(),
+        string(&iotune, params::DOMAIN_BLOCK_IOTUNE_GROUP_NAME).as_deref(),
         Some("lvrpc-group"),
         "{iotune:?}"
     );

@@ -1,7 +1,8 @@
 //! What the generator reads from libvirt's API description
 //! (`libvirt-api.xml` and its QEMU and LXC siblings, shipped by Debian's
 //! `libvirt-dev`): each public function's documentation and its `flags`
-//! argument's enum, and each enum's members.
+//! argument's enum, each enum's members, and the string constants libvirt
+//! defines (typed-parameter names such as `VIR_DOMAIN_BLKIO_WEIGHT`).
 
 use std::collections::BTreeMap;
 
@@ -37,6 +38,9 @@ pub struct Api {
     pub enums: BTreeMap<String, Vec<EnumMember>>,
     /// C function name (`virDomainDestroyFlags`) → its description.
     pub functions: BTreeMap<String, Function>,
+    /// String macros: `VIR_DOMAIN_BLKIO_WEIGHT` → (`weight`, the libvirt
+    /// version that added it).
+    pub strings: BTreeMap<String, (String, String)>,
 }
 
 impl Api {
@@ -66,6 +70,20 @@ impl Api {
                             Err(_) => Value::Alias(value.to_string()),
                         };
                         raw.push((ty.to_string(), name.to_string(), value));
+                    }
+                    "macro" => {
+                        let (Some(name), Some(value)) =
+                            (node.attribute("name"), node.attribute("string"))
+                        else {
+                            continue;
+                        };
+                        api.strings.insert(
+                            name.to_string(),
+                            (
+                                value.to_string(),
+                                node.attribute("version").unwrap_or_default().to_string(),
+                            ),
+                        );
                     }
                     "function" => {
                         let Some(name) = node.attribute("name") else {
@@ -158,6 +176,10 @@ mod tests {
         <arg name='flags' type='unsigned int' info='bitwise-OR of virDomainDestroyFlagsValues'/>
       </function>
       <function name='virDomainGetXMLDesc' file='f'><info>x</info></function>
+      <macro name='VIR_DOMAIN_BLKIO_WEIGHT' file='libvirt-domain' string='weight' version='0.9.0'>
+        <info><![CDATA[prose]]></info>
+      </macro>
+      <macro name='VIR_UUID_BUFLEN' file='libvirt-host'><info>x</info></macro>
     </symbols></api>";
 
     #[test]
@@ -178,5 +200,10 @@ mod tests {
             api.function_for("DOMAIN_GET_XML_DESC", "remote").unwrap().0,
             "virDomainGetXMLDesc"
         );
+        assert_eq!(
+            api.strings["VIR_DOMAIN_BLKIO_WEIGHT"],
+            ("weight".to_owned(), "0.9.0".to_owned())
+        );
+        assert_eq!(api.strings.len(), 1, "a macro without a string is not one");
     }
 }

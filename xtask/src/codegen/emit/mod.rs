@@ -35,6 +35,7 @@ use super::api_xml::Api;
 
 mod data;
 mod methods;
+mod params;
 mod sweeping;
 
 use super::names;
@@ -512,5 +513,9 @@ pub fn generate(
         header.clone() + &sweep(&mut model, &procedures)?,
     );
     files.insert("status.md".to_string(), status_table(&procedures, swept));
+    files.insert(
+        "params.rs".to_string(),
+        header.clone() + &params::params(api),
+    );
     Ok(files)
 }
