@@ -49,6 +49,8 @@ mod instant;
 mod operator_account;
 #[path = "instant_provider/pools.rs"]
 mod pools;
+#[path = "instant_provider/prometheus.rs"]
+mod prometheus;
 #[path = "instant_provider/services.rs"]
 mod services;
 
@@ -89,8 +91,9 @@ fn main() -> ExitCode {
     const SERVICES: &str = "services_carry_exactly_the_healthy_proxies";
     const REFUSED: &str = "a_refused_service_write_is_retried_after_a_backoff";
     const EXISTING: &str = "existing_proxies_are_probed_and_published_never_made";
+    const PROMETHEUS: &str = "prometheus_reads_every_dashboard_series_and_the_alert_rules";
     let all = [
-        WRITES, HEALTH, AUTH, OUTAGES, LONG, POOLS, SERVICES, REFUSED, EXISTING,
+        WRITES, HEALTH, AUTH, OUTAGES, LONG, POOLS, SERVICES, REFUSED, EXISTING, PROMETHEUS,
     ];
     if args.iter().any(|a| a == "--list") {
         for name in all {
@@ -117,6 +120,9 @@ fn main() -> ExitCode {
             POOLS => rt.block_on(pools::a_pool_fills_scales_rolls_and_deletes_its_members()),
             SERVICES => rt.block_on(services::services_carry_exactly_the_healthy_proxies()),
             REFUSED => rt.block_on(services::a_refused_service_write_is_retried_after_a_backoff()),
+            PROMETHEUS => rt.block_on(
+                prometheus::prometheus_reads_every_dashboard_series_and_the_alert_rules(),
+            ),
             EXISTING => {
                 rt.block_on(existing::existing_proxies_are_probed_and_published_never_made())
             }

@@ -30,6 +30,8 @@ const WATCHED: &[&str] = &[
     "containerd-shim",
     "pause",
     "operator",
+    // The alert rules' and dashboard's test (testkit::prometheus).
+    "prometheus",
 ];
 /// Network namespaces (`ip netns` names) with this prefix are the project's.
 const NETNS_PREFIX: &str = "kvm2-";
