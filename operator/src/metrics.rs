@@ -58,6 +58,11 @@ struct ApiLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabels {
     class: &'static str,
 }
@@ -102,7 +107,7 @@ pub struct OperatorMetrics {
     api_requests: Family<ApiLabels, Counter>,
     probe_durations: Durations,
     status_writes: Family<WriteLabels, Counter>,
-    events: Counter,
+    events: Family<ReasonLabels, Counter>,
     gc_deletes: Family<OutcomeLabels, Counter>,
     gc_rounds: Family<OutcomeLabels, Counter>,
     probes: Family<OutcomeLabels, Counter>,
@@ -151,7 +156,11 @@ impl OperatorMetrics {
             "Status writes (server-side apply) by writer",
             m.status_writes.clone(),
         );
-        registry.register("operator_events", "Events recorded", m.events.clone());
+        registry.register(
+            "operator_events",
+            "Events recorded, by reason",
+            m.events.clone(),
+        );
         registry.register(
             "operator_instance_events",
             "Providers' instance events by kind (a change's name, or resync), and those that named no known Proxy (unmatched)",
@@ -279,9 +288,13 @@ impl OperatorMetrics {
             .inc();
     }
 
-    /// One event recorded.
-    pub fn event(&self) {
-        self.events.inc();
+    /// One Event recorded, with its reason.
+    pub fn event(&self, reason: &str) {
+        self.events
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// One provider instance event of `kind` (`stopped`, …, `resync`,
@@ -483,7 +496,7 @@ mod tests {
         m.pool_member_write("create", "ok");
         m.service_write("service", "ok");
         m.status_write("reconciler");
-        m.event();
+        m.event("Created");
         m.instance_event("crashed");
         m.gc_delete("ok");
         m.gc_round("sweep");

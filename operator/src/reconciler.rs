@@ -438,7 +438,7 @@ async fn publish(ctx: &Ctx, p: &Proxy, event: &fleet::Event) {
         publish_named(ctx, p, &ev).await
     };
     match published {
-        Ok(()) => ctx.metrics.event(),
+        Ok(()) => ctx.metrics.event(event.reason.as_str()),
         Err(e) => tracing::warn!(
             proxy = %format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
             reason = event.reason.as_str(),

@@ -207,7 +207,7 @@ async fn record(ctx: &PoolCtx, pool: &ProxyPool, reason: &str, verb: &str, names
         secondary: None,
     };
     match ctx.recorder.publish(&event, &pool.object_ref(&())).await {
-        Ok(()) => ctx.metrics.event(),
+        Ok(()) => ctx.metrics.event(reason),
         Err(e) => {
             tracing::warn!(pool = %pool.name_any(), reason, error = %chain(&e), "event not recorded")
         }
