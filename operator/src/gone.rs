@@ -30,16 +30,22 @@ pub fn log_controller_error<E: std::error::Error + 'static, Q: std::error::Error
     }
 }
 
+/// An API error answered with `code` (tests).
+#[cfg(test)]
+pub fn api_error(code: u16) -> kube::Error {
+    kube::Error::Api(
+        kube::core::Status::failure("x", "Y")
+            .with_code(code)
+            .boxed(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn api(code: u16) -> kube::Error {
-        kube::Error::Api(
-            kube::core::Status::failure("x", "Y")
-                .with_code(code)
-                .boxed(),
-        )
+        api_error(code)
     }
 
     #[test]

@@ -34,6 +34,8 @@ use crate::crd::{Proxy, ProxyPool};
 use crate::metrics::OperatorMetrics;
 
 pub use hosts::HostBook;
+#[cfg(test)]
+pub(crate) use hosts::tests as hosts_tests;
 pub use issued::Issued;
 
 /// The field manager of the pool controller's status writes.

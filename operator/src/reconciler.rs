@@ -539,13 +539,7 @@ mod tests {
         assert_eq!(short_event_name("p1", 255), "p1.ff");
     }
 
-    fn api(code: u16) -> kube::Error {
-        kube::Error::Api(
-            kube::core::Status::failure("x", "Y")
-                .with_code(code)
-                .boxed(),
-        )
-    }
+    use crate::gone::api_error as api;
 
     #[test]
     fn a_proxy_gone_under_a_pass_is_not_a_failure() {

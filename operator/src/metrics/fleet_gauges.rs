@@ -75,11 +75,14 @@ impl FleetGauges {
 pub(super) fn proxy_counts(proxies: &[Arc<Proxy>]) -> BTreeMap<[String; 3], i64> {
     let mut counts = BTreeMap::new();
     for p in proxies {
-        let status = p.status.clone().unwrap_or_default();
+        let status = p.status.as_ref();
         let key = [
             p.metadata.namespace.clone().unwrap_or_default(),
-            status.phase.map_or("None", fleet::Phase::as_str).to_owned(),
-            status.is_healthy().to_string(),
+            status
+                .and_then(|s| s.phase)
+                .map_or("None", fleet::Phase::as_str)
+                .to_owned(),
+            status.is_some_and(|s| s.is_healthy()).to_string(),
         ];
         *counts.entry(key).or_insert(0) += 1;
     }
@@ -222,14 +225,7 @@ pub(super) mod samples {
             proxy("a", "p2", json!({"phase": "Pending"})),
         ]);
         let hosts = HostBook::new(["kvm2-home".to_owned()]);
-        let target = |name: &str, reachable| fleet::TargetHealth {
-            name: name.into(),
-            reachable,
-            latency_ms: None,
-            version: None,
-            reason: String::new(),
-            message: String::new(),
-        };
+        let target = crate::pool::hosts_tests::target;
         hosts.record(
             "kvm2-home",
             &[target("host1", true), target("host2", false)],

@@ -93,10 +93,11 @@ impl HostBook {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn target(name: &str, reachable: bool) -> fleet::TargetHealth {
+    /// A checked host (tests here and of the fleet gauges).
+    pub(crate) fn target(name: &str, reachable: bool) -> fleet::TargetHealth {
         fleet::TargetHealth {
             name: name.into(),
             reachable,
