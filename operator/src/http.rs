@@ -11,8 +11,10 @@
 //! ([`auth`]): `/metrics` a caller allowed `get` on the non-resource URL
 //! `/metrics`; `/proxies` one allowed to `list` Proxies, and it lists only
 //! the namespaces where it is; a check that cannot be made is 503
-//! (invariant 16). A method other than GET is 405 and an unknown path 404
-//! before any check.
+//! (invariant 16). `/leases` (consumer leases, [`crate::leases`]: `POST
+//! /leases?namespace=`, `PUT` and `DELETE /leases/<namespace>/<proxy>/<id>`)
+//! needs a caller allowed to `lease` Proxies in the namespace. A method an
+//! endpoint does not serve is 405 and an unknown path 404 before any check.
 //!
 //! Each connection runs in a task of a `JoinSet` the server owns, bounded
 //! to [`CONNECTION_LIFETIME`]; cancelling the server aborts them all.
@@ -38,8 +40,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::crd::Proxy;
+use crate::leases::{ConsumerLeases, Failure};
 use crate::metrics::OperatorMetrics;
 use auth::{Auth, Refusal};
+use fleet::consumer_lease::{LeasePath, LeaseQuery, LeaseRefusal};
 
 /// The longest a connection is served (then it is closed).
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
@@ -58,6 +62,8 @@ pub struct HttpState {
     pub auth: Auth,
     /// Where auth outcomes are counted.
     pub metrics: OperatorMetrics,
+    /// Consumer leases.
+    pub leases: ConsumerLeases,
 }
 
 /// Serves until `cancel` fires.
@@ -102,6 +108,26 @@ pub async fn serve(listener: TcpListener, state: Arc<HttpState>, cancel: Cancell
 }
 
 async fn route(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if path == "/leases" || path.starts_with("/leases/") {
+        return leases(state, req).await.unwrap_or_else(|refusal| {
+            // The same code and header as elsewhere, with a JSON body a
+            // lease client reads like every other answer of /leases.
+            let mut r = refused(refusal);
+            let body = LeaseRefusal {
+                reason: refusal.reason().to_owned(),
+                error: refusal.body().trim_end().to_owned(),
+            };
+            if let Ok(bytes) = serde_json::to_vec(&body) {
+                *r.body_mut() = Full::new(Bytes::from(bytes));
+                r.headers_mut().insert(
+                    CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("application/json"),
+                );
+            }
+            r
+        });
+    }
     if req.method() != Method::GET {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
     }
@@ -192,21 +218,129 @@ async fn discovery(
         .await;
     count(state, &scope, Some(&caller), "/proxies");
     let scope = scope?;
-    let proxies = cached.iter().filter_map(|p| {
-        let namespace = p.metadata.namespace.as_deref().unwrap_or_default();
-        if !scope.admits(namespace) {
-            return None;
-        }
-        let status = p.status.clone().unwrap_or_default();
-        Some(fleet::DiscoveredProxy::new(
-            namespace,
-            p.metadata.name.as_deref().unwrap_or_default(),
-            &p.spec.inner,
-            &status,
-        ))
-    });
+    let proxies = cached
+        .iter()
+        .filter(|p| scope.admits(p.metadata.namespace.as_deref().unwrap_or_default()))
+        .map(|p| crate::leases::discovered(p));
     let response = fleet::discover(proxies, &query);
     Ok(json(StatusCode::OK, &response))
+}
+
+/// `/leases`: `POST /leases?namespace=NS[&ttl=S]` grants, `PUT
+/// /leases/NS/PROXY/ID[?ttl=S]` renews, `DELETE` of that path releases.
+/// The caller is authenticated before anything else is read, then asked
+/// about the namespace; its user name binds the lease (only it renews or
+/// releases it).
+async fn leases(
+    state: &HttpState,
+    req: &Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Refusal> {
+    let path = req.uri().path();
+    let grant = path == "/leases";
+    let method = req.method();
+    let served = if grant {
+        method == Method::POST
+    } else {
+        method == Method::PUT || method == Method::DELETE
+    };
+    if !served {
+        return Ok(lease_refusal(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "POST /leases?namespace=<namespace>; PUT or DELETE /leases/<namespace>/<proxy>/<id>"
+                .into(),
+        ));
+    }
+    let caller = match state.auth.authenticate(req.headers()).await {
+        Ok(caller) => caller,
+        Err(refusal) => {
+            count(state, &Err::<(), _>(refusal), None, "/leases");
+            return Err(refusal);
+        }
+    };
+    let query = match LeaseQuery::parse(req.uri().query().unwrap_or("")) {
+        Ok(q) => q,
+        Err(e) => {
+            return Ok(lease_refusal(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                e.to_string(),
+            ));
+        }
+    };
+    let lease = if grant {
+        None
+    } else {
+        match LeasePath::parse(path) {
+            Some(p) if query.namespace.is_none() => Some(p),
+            Some(_) => {
+                return Ok(lease_refusal(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "the namespace is in the path; no namespace parameter".into(),
+                ));
+            }
+            None => {
+                return Ok(lease_refusal(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    "not a lease path: /leases/<namespace>/<proxy>/<32 hex digits>".into(),
+                ));
+            }
+        }
+    };
+    let namespace = match (&lease, &query.namespace) {
+        (Some(p), _) => p.namespace.clone(),
+        (None, Some(ns)) => ns.as_str().to_owned(),
+        (None, None) => {
+            return Ok(lease_refusal(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                "namespace is required: POST /leases?namespace=<namespace>".into(),
+            ));
+        }
+    };
+    let allowed = state.auth.leasing(&caller, &namespace).await;
+    count(state, &allowed, Some(&caller), "/leases");
+    allowed?;
+    let user = caller.name();
+    let leases = &state.leases;
+    let answer = match (lease, method == Method::DELETE) {
+        (None, _) => leases
+            .grant(&namespace, user, query.ttl)
+            .await
+            .map(|g| json(StatusCode::CREATED, &g)),
+        (Some(p), false) => leases
+            .renew(&p, user, query.ttl)
+            .await
+            .map(|g| json(StatusCode::OK, &g)),
+        (Some(p), true) => leases.release(&p, user).await.map(|()| {
+            let mut r = Response::new(Full::new(Bytes::new()));
+            *r.status_mut() = StatusCode::NO_CONTENT;
+            r
+        }),
+    };
+    Ok(answer.unwrap_or_else(|failure| match failure {
+        Failure::NoneFree { healthy } => lease_refusal(
+            StatusCode::CONFLICT,
+            "NoneFree",
+            format!("no healthy proxy in {namespace} is free ({healthy} healthy, all leased); ask again later"),
+        ),
+        Failure::Ended(why) => lease_refusal(StatusCode::GONE, why.as_str(), why.message().into()),
+        Failure::Unavailable(why) => {
+            lease_refusal(StatusCode::SERVICE_UNAVAILABLE, "Unavailable", why)
+        }
+    }))
+}
+
+fn lease_refusal(code: StatusCode, reason: &str, error: String) -> Response<Full<Bytes>> {
+    json(
+        code,
+        &LeaseRefusal {
+            reason: reason.to_owned(),
+            error,
+        },
+    )
 }
 
 /// Counts an auth outcome (with auth on) and logs a refusal: who, never

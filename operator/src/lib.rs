@@ -29,6 +29,7 @@ mod gone;
 mod health;
 mod http;
 mod leader;
+mod leases;
 mod metrics;
 mod monitor;
 mod netns;

@@ -116,6 +116,7 @@ pub struct OperatorMetrics {
     leadership_losses: Counter,
     http_auth: Family<OutcomeLabels, Counter>,
     http_auth_reviews: Family<ReviewLabels, Counter>,
+    consumer_leases: Family<OutcomeLabels, Counter>,
     instance_events: Family<OutcomeLabels, Counter>,
     pool_reconciles: Family<OutcomeLabels, Counter>,
     pool_member_writes: Family<MemberWriteLabels, Counter>,
@@ -220,6 +221,11 @@ impl OperatorMetrics {
             "operator_http_auth_reviews",
             "TokenReview and SubjectAccessReview answers by review and source (api, cache)",
             m.http_auth_reviews.clone(),
+        );
+        registry.register(
+            "operator_consumer_leases",
+            "Consumer lease requests by outcome (granted, none_free, renewed, released, ended, unavailable)",
+            m.consumer_leases.clone(),
         );
         m
     }
@@ -348,6 +354,14 @@ impl OperatorMetrics {
     /// `unauthenticated`, `forbidden`, `unavailable`).
     pub fn http_auth(&self, outcome: &'static str) {
         self.http_auth
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// One consumer lease request ended with `outcome` (`granted`,
+    /// `none_free`, `renewed`, `released`, `ended`, `unavailable`).
+    pub fn consumer_lease(&self, outcome: &'static str) {
+        self.consumer_leases
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
     }
@@ -506,6 +520,7 @@ mod tests {
         m.leadership_lost();
         m.http_auth("allowed");
         m.http_auth_review("token", "api");
+        m.consumer_lease("granted");
         registry.register_collector(Box::new(fleet_gauges::samples::gauges()));
         let inner: Arc<dyn Provider> = Arc::new(Nothing(Identifier::parse("p").unwrap()));
         let metered = provider_api::Metered::new(inner, provider_metrics);

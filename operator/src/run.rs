@@ -340,6 +340,8 @@ struct Replica {
     hosts: crate::pool::HostBook,
     /// The fleet gauges `/metrics` serves (each term hands them its view).
     gauges: crate::metrics::FleetGauges,
+    /// Consumer leases (the leader's term runs their sweeper).
+    leases: crate::leases::ConsumerLeases,
 }
 
 /// Each entry's `probe_target`, and `--probe-target` over all of them.
@@ -425,12 +427,14 @@ impl Replica {
                 Auth::Off
             }
         };
+        let leases = spawn_consumer_lease_cache(tasks, &client, &args, &reader, &metrics, cancel);
         let state = Arc::new(HttpState {
             registry,
             proxies: reader.clone(),
             ready: false.into(),
             auth,
             metrics: metrics.clone(),
+            leases: leases.clone(),
         });
         let listener = tokio::net::TcpListener::bind(args.http_addr)
             .await
@@ -465,6 +469,7 @@ impl Replica {
             probe,
             hosts,
             gauges,
+            leases,
         })
     }
 
@@ -513,7 +518,8 @@ impl Replica {
     }
 
     /// Starts one term under `cancel`: the lease renewal, the Proxy
-    /// controller, the monitor, the GC sweeper and the health engine.
+    /// controller, the monitor, the GC sweeper, the consumer lease sweeper
+    /// and the health engine.
     fn start_term(
         &self,
         elector: Elector,
@@ -576,6 +582,11 @@ impl Replica {
                 metrics: self.metrics.clone(),
             }
             .run(cancel.child_token()),
+        );
+        term.spawn(
+            self.leases
+                .clone()
+                .sweeper(args.namespace.clone(), cancel.child_token()),
         );
         term.spawn(
             crate::health::Engine {
@@ -797,6 +808,44 @@ fn spawn_proxy_cache(
             },
         }
     });
+}
+
+/// The watch cache of consumer Leases (in the operator's namespace, by
+/// their label) and the leases served from it and the Proxy cache.
+fn spawn_consumer_lease_cache(
+    tasks: &mut JoinSet<()>,
+    client: &Client,
+    args: &RunArgs,
+    proxies: &reflector::Store<Proxy>,
+    metrics: &OperatorMetrics,
+    cancel: &CancellationToken,
+) -> crate::leases::ConsumerLeases {
+    let api = Api::<Lease>::namespaced(client.clone(), &args.lease_namespace);
+    let (reader, writer) = reflector::store::<Lease>();
+    let config =
+        watcher::Config::default().labels(&format!("{}=true", fleet::consumer_lease::LABEL));
+    let stream = reflector(writer, watcher(api.clone(), config))
+        .default_backoff()
+        .for_each(|event| {
+            if let Err(e) = event {
+                tracing::warn!(error = %chain(&e), "consumer lease watch error (retrying)");
+            }
+            std::future::ready(())
+        });
+    let cancel = cancel.child_token();
+    tasks.spawn(async move {
+        tokio::select! {
+            () = cancel.cancelled() => {}
+            () = stream => {}
+        }
+    });
+    crate::leases::ConsumerLeases::new(
+        api,
+        args.lease_namespace.clone(),
+        reader,
+        proxies.clone(),
+        metrics.clone(),
+    )
 }
 
 fn default_identity() -> String {

@@ -19,6 +19,9 @@
 //!   its members (`instant_provider/pools.rs`).
 //! - Services carry exactly the `Healthy` proxies
 //!   (`instant_provider/services.rs`).
+//! - Consumer leases: 20 consumers racing for 5 proxies get 5 distinct
+//!   leases; renewal, release, expiry, ends on unhealthy and deleted
+//!   proxies, an operator restart (`instant_provider/leases.rs`).
 //! - Existing proxies (`spec.existing`) are probed by real Squids and
 //!   published, never made (`instant_provider/existing.rs`).
 //! - API server outages cost a term, not the process: the operator reaches
@@ -45,6 +48,8 @@ mod consumer;
 mod existing;
 #[path = "support/instant.rs"]
 mod instant;
+#[path = "instant_provider/leases.rs"]
+mod leases;
 #[path = "support/operator_account.rs"]
 mod operator_account;
 #[path = "instant_provider/pools.rs"]
@@ -92,8 +97,9 @@ fn main() -> ExitCode {
     const REFUSED: &str = "a_refused_service_write_is_retried_after_a_backoff";
     const EXISTING: &str = "existing_proxies_are_probed_and_published_never_made";
     const PROMETHEUS: &str = "prometheus_reads_every_dashboard_series_and_the_alert_rules";
+    const LEASES: &str = "consumers_lease_distinct_healthy_proxies_until_they_end";
     let all = [
-        WRITES, HEALTH, AUTH, OUTAGES, LONG, POOLS, SERVICES, REFUSED, EXISTING, PROMETHEUS,
+        WRITES, HEALTH, AUTH, OUTAGES, LONG, POOLS, SERVICES, REFUSED, EXISTING, PROMETHEUS, LEASES,
     ];
     if args.iter().any(|a| a == "--list") {
         for name in all {
@@ -123,6 +129,9 @@ fn main() -> ExitCode {
             PROMETHEUS => rt.block_on(
                 prometheus::prometheus_reads_every_dashboard_series_and_the_alert_rules(),
             ),
+            LEASES => {
+                rt.block_on(leases::consumers_lease_distinct_healthy_proxies_until_they_end())
+            }
             EXISTING => {
                 rt.block_on(existing::existing_proxies_are_probed_and_published_never_made())
             }

@@ -11,11 +11,13 @@
 //!               else namespaces_to_ask(query, watch cache)
 //!               ─▶ Question::list_proxies(Some(ns)) each
 //!               ─▶ Scope::from_answers ──── none allowed ──▶ 403, else the namespaces
+//!  /leases…  ─▶ Question::LeaseProxies(ns) ───────── allowed ─▶ the lease call, else ──▶ 403
 //! ```
 //!
 //! The operator turns each [`Question`] into a SubjectAccessReview
-//! (`list proxies.egress-proxies.io`, cluster-wide or in one namespace; `get`
-//! on the non-resource URL `/metrics`) and carries out what the answers
+//! (`list proxies.egress-proxies.io`, cluster-wide or in one namespace;
+//! `lease proxies.egress-proxies.io` in one namespace; `get` on the
+//! non-resource URL `/metrics`) and carries out what the answers
 //! decide; this module is the pure part. A token is never printed: a
 //! [`BearerToken`] has no `Display`, and its `Debug` is redacted.
 
@@ -85,6 +87,12 @@ pub enum Question {
     /// May it `get` the non-resource URL `/metrics` (Prometheus' rule for
     /// scraping, as the API server's own `/metrics` asks)?
     GetMetrics,
+    /// May it `lease` `proxies.egress-proxies.io` in this namespace (a verb
+    /// of our own: reading discovery does not imply taking proxies)?
+    LeaseProxies {
+        /// The namespace.
+        namespace: String,
+    },
 }
 
 impl Question {

@@ -23,6 +23,8 @@
 //!   discovery:   discover(DiscoveredProxy…, query) → JSON response
 //!   access:      BearerToken, Question → (API server's answers) → Scope;
 //!                TtlCache keeps the answers for a while
+//!   consumer leases: consumer_lease::candidates(discovery view, held) → grant
+//!                order; judge(stored Record, proxy now) → renew | ended why
 //! ```
 //!
 //! What it holds:
@@ -42,7 +44,9 @@
 //! * [`provider_health`] and [`discovery`];
 //! * [`access`]: who may read discovery and metrics (the bearer token, the
 //!   questions asked about its holder, the namespaces the answers open) and
-//!   the [`TtlCache`] the answers are kept in.
+//!   the [`TtlCache`] the answers are kept in;
+//! * [`consumer_lease`]: leases for consumers (requests, the stored record,
+//!   which proxy to grant, whether a renewal stands, what the sweeper ends).
 //!
 //! What it deliberately does not do: talk to Kubernetes (no kube types; the
 //! status model derives `schemars::JsonSchema`, and the operator turns that
@@ -121,6 +125,7 @@
 pub mod access;
 mod backoff;
 mod cluster;
+pub mod consumer_lease;
 pub mod discovery;
 mod error;
 mod event;

@@ -1,4 +1,4 @@
-//! Who may read `/proxies` and `/metrics`: a bearer token the API server
+//! Who may read `/proxies` and `/metrics` and take `/leases`: a bearer token the API server
 //! vouches for (TokenReview), asking it what that caller may do
 //! (SubjectAccessReview). `fleet::access` decides; this module asks.
 //!
@@ -10,6 +10,7 @@
 //!                    ─▶ Auth::discovery (list proxies: cluster-wide, else
 //!                         per namespace) ─▶ decisions (TtlCache) ── miss ─▶ SubjectAccessReview
 //!                         ─▶ fleet::access::Scope              ── none ─▶ 403
+//!                    ─▶ Auth::leasing   (lease proxies in the namespace)  ── no ──▶ 403
 //!  a review failing, or the request's deadline passing ───────────────────▶ 503
 //! ```
 //!
@@ -93,6 +94,15 @@ impl Refusal {
             Refusal::Unauthenticated => "unauthenticated",
             Refusal::Forbidden => "forbidden",
             Refusal::Unavailable => "unavailable",
+        }
+    }
+
+    /// Its word in `/leases`' JSON answers.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::Unauthenticated => "Unauthenticated",
+            Refusal::Forbidden => "Forbidden",
+            Refusal::Unavailable => "Unavailable",
         }
     }
 
@@ -217,6 +227,16 @@ impl Reviewer {
                 }),
                 None,
             ),
+            Question::LeaseProxies { namespace } => (
+                Some(ResourceAttributes {
+                    group: Some(<Proxy as kube::Resource>::group(&()).into_owned()),
+                    resource: Some(<Proxy as kube::Resource>::plural(&()).into_owned()),
+                    verb: Some("lease".into()),
+                    namespace: Some(namespace.clone()),
+                    ..ResourceAttributes::default()
+                }),
+                None,
+            ),
             Question::GetMetrics => (
                 None,
                 Some(NonResourceAttributes {
@@ -293,6 +313,27 @@ impl Auth {
         };
         let allowed = bounded(who.deadline, reviewer.allowed(who, Question::GetMetrics)).await?;
         if allowed {
+            Ok(())
+        } else {
+            Err(Refusal::Forbidden)
+        }
+    }
+
+    /// Whether `caller` may lease Proxies in `namespace` (the verb `lease`
+    /// on `proxies.egress-proxies.io` there, granted by a Role or a
+    /// ClusterRole).
+    ///
+    /// # Errors
+    /// [`Refusal::Forbidden`] when it may not; [`Refusal::Unavailable`] as
+    /// for [`Auth::authenticate`].
+    pub async fn leasing(&self, caller: &Caller, namespace: &str) -> Result<(), Refusal> {
+        let (Auth::Kubernetes(reviewer), Some(who)) = (self, &caller.who) else {
+            return Ok(());
+        };
+        let question = Question::LeaseProxies {
+            namespace: namespace.to_owned(),
+        };
+        if bounded(who.deadline, reviewer.allowed(who, question)).await? {
             Ok(())
         } else {
             Err(Refusal::Forbidden)
@@ -379,6 +420,7 @@ mod tests {
         ] {
             assert_eq!(refusal.status().as_u16(), code, "{refusal:?}");
             assert_eq!(refusal.outcome(), outcome);
+            assert_eq!(refusal.reason().to_lowercase(), outcome);
             assert!(refusal.body().ends_with('\n'));
         }
     }

@@ -554,9 +554,15 @@ fn deploy_file(path: &str) -> String {
 #[test]
 fn the_docs_show_the_consumer_samples_verbatim() {
     let doc = include_str!("../../../docs/operator.md");
+    let client = deploy_file("samples/lease-client.sh");
+    assert!(
+        doc.contains(&format!("```sh\n{client}```")),
+        "docs/operator.md lacks samples/lease-client.sh as it is"
+    );
     for sample in [
         "samples/discovery-reader.yaml",
         "samples/metrics-reader.yaml",
+        "samples/lease-consumer.yaml",
     ] {
         let text = deploy_file(sample);
         let body: String = text

@@ -1,6 +1,7 @@
 //! Callers of the operator's HTTP API, as a cluster's consumers would be:
 //! ServiceAccounts with the RBAC of `deploy/samples/discovery-reader.yaml`
-//! (list Proxies in one namespace) and `deploy/samples/metrics-reader.yaml`
+//! (list Proxies in one namespace), `deploy/samples/lease-consumer.yaml`
+//! (lease Proxies in one namespace) and `deploy/samples/metrics-reader.yaml`
 //! (get `/metrics`), rendered for a test's own namespace and names, with
 //! tokens from the API server (`kubectl create token`, TokenRequest).
 //!
@@ -17,6 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const DISCOVERY_SAMPLE: &str = include_str!("../../../deploy/samples/discovery-reader.yaml");
 const METRICS_SAMPLE: &str = include_str!("../../../deploy/samples/metrics-reader.yaml");
+const LEASE_SAMPLE: &str = include_str!("../../../deploy/samples/lease-consumer.yaml");
 
 /// A ServiceAccount and its token; the cluster-scoped objects it made
 /// (the metrics grant) are deleted on drop.
@@ -35,6 +37,16 @@ impl Consumer {
         let yaml = DISCOVERY_SAMPLE
             .replace("namespace: team-a", &format!("namespace: {ns}"))
             .replace("proxy-consumer", name);
+        apply(kube, &yaml);
+        Consumer::with_token(kube, ns, name)
+    }
+
+    /// The ServiceAccount `name` in `ns` with the lease sample's Role:
+    /// `lease` on the Proxies of `ns`.
+    pub fn leaser(kube: &KubeService, ns: &str, name: &str) -> Consumer {
+        let yaml = LEASE_SAMPLE
+            .replace("namespace: team-a", &format!("namespace: {ns}"))
+            .replace("proxy-leaser", name);
         apply(kube, &yaml);
         Consumer::with_token(kube, ns, name)
     }
@@ -112,13 +124,29 @@ fn apply(kube: &KubeService, yaml: &str) {
 /// `GET path` on `addr` (with `Authorization: Bearer token` when given):
 /// the status code and the body. Bounded to 10 s.
 pub async fn http_get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    http_request(addr, "GET", path, token).await
+}
+
+/// `METHOD path` (no body) on `addr`, as [`http_get`].
+pub async fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, String) {
     let exchange = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         let auth = token
             .map(|t| format!("Authorization: Bearer {t}\r\n"))
             .unwrap_or_default();
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: operator\r\nConnection: close\r\n{auth}\r\n");
+        let length = if method == "GET" {
+            ""
+        } else {
+            "Content-Length: 0\r\n"
+        };
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: operator\r\nConnection: close\r\n{length}{auth}\r\n"
+        );
         s.write_all(request.as_bytes()).await.unwrap();
         let mut out = Vec::new();
         s.read_to_end(&mut out).await.unwrap();
@@ -126,11 +154,11 @@ pub async fn http_get(addr: &str, path: &str, token: Option<&str>) -> (u16, Stri
     };
     let response = tokio::time::timeout(Duration::from_secs(10), exchange)
         .await
-        .unwrap_or_else(|_| panic!("GET {path} on {addr}: no answer within 10 s"));
+        .unwrap_or_else(|_| panic!("{method} {path} on {addr}: no answer within 10 s"));
     let code = response
         .get(9..12)
         .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("GET {path}: not an HTTP response: {response:?}"));
+        .unwrap_or_else(|| panic!("{method} {path}: not an HTTP response: {response:?}"));
     let body = response
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_owned())

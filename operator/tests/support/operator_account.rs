@@ -21,13 +21,16 @@ use testkit::KubeService;
 const DEPLOY_RBAC: &str = include_str!("../../../deploy/operator/rbac.yaml");
 /// deploy/'s namespace for the operator (its Lease and the Lease's Role).
 const DEPLOY_NS: &str = "egress-proxies-system";
+/// deploy/'s Role for consumer leases (in the operator's namespace).
+const CONSUMER_LEASES_ROLE: &str = "egress-proxies-consumer-leases";
 
 /// Which Lease the account may hold.
 pub enum Lease {
     /// deploy/'s (`egress-proxies-operator` in `egress-proxies-system`),
-    /// through deploy/'s Role.
+    /// through deploy/'s Role; consumer leases there through deploy/'s.
     Deploy,
-    /// None: the test grants what it wants.
+    /// None: the test grants what it wants; consumer leases in the
+    /// account's own namespace (deploy/'s Role rendered there).
     Own,
 }
 
@@ -79,14 +82,48 @@ impl OperatorAccount {
         account.apply(&format!("{}\n---\n{binding}", edit(&cluster_role)));
         account.objects.push(format!("clusterrolebinding/{role}"));
         account.objects.push(format!("clusterrole/{role}"));
-        if let Lease::Deploy = lease {
-            let lease_binding = format!(
-                "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {role}\n  namespace: {DEPLOY_NS}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: egress-proxies-operator-lease\nsubjects:\n  - kind: ServiceAccount\n    name: {name}\n    namespace: {namespace}\n"
-            );
-            account.apply(&lease_binding);
-            account
-                .objects
-                .push(format!("-n {DEPLOY_NS} rolebinding/{role}"));
+        let lease_binding = |role_ns: &str, role_name: &str, binding: &str| {
+            format!(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {binding}\n  namespace: {role_ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {role_name}\nsubjects:\n  - kind: ServiceAccount\n    name: {name}\n    namespace: {namespace}\n"
+            )
+        };
+        match lease {
+            Lease::Deploy => {
+                // deploy/'s Roles: the leader Lease and the consumer leases.
+                for (deploy_role, suffix) in [
+                    ("egress-proxies-operator-lease", ""),
+                    (CONSUMER_LEASES_ROLE, "-consumer-leases"),
+                ] {
+                    let binding = format!("{role}{suffix}");
+                    account.apply(&lease_binding(DEPLOY_NS, deploy_role, &binding));
+                    account
+                        .objects
+                        .push(format!("-n {DEPLOY_NS} rolebinding/{binding}"));
+                }
+            }
+            Lease::Own => {
+                // deploy/'s consumer-lease Role, in the account's namespace
+                // (where its own Lease lives).
+                let deploy_role = DEPLOY_RBAC
+                    .split("\n---\n")
+                    .find(|d| d.contains(&format!("  name: {CONSUMER_LEASES_ROLE}\nrules:")))
+                    .unwrap();
+                let own = format!("{CONSUMER_LEASES_ROLE}-{name}");
+                let rendered = deploy_role
+                    .lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+                    .replace(
+                        &format!("  name: {CONSUMER_LEASES_ROLE}\n"),
+                        &format!("  name: {own}\n  namespace: {namespace}\n"),
+                    );
+                assert!(rendered.contains(&own));
+                account.apply(&format!(
+                    "{rendered}\n---\n{}",
+                    lease_binding(namespace, &own, &own)
+                ));
+            }
         }
         account
     }

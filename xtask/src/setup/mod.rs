@@ -49,6 +49,8 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     ("/usr/bin/ssh-keygen", "openssh-client", Source::Main),
     ("/usr/bin/isoinfo", "genisoimage", Source::Main),
     ("/usr/bin/curl", "curl", Source::Main),
+    // deploy/samples/lease-client.sh, run by the consumer lease test.
+    ("/usr/bin/jq", "jq", Source::Main),
     ("/usr/share/OVMF/OVMF_CODE_4M.fd", "ovmf", Source::Main),
     // The Kubernetes control plane: etcd, and what builds kube-apiserver.
     ("/usr/bin/etcd", "etcd-server", Source::Main),
