@@ -6,10 +6,13 @@
 //! ```text
 //!  grant ─▶ held = live records in the Lease watch cache
 //!        ─▶ consumer_lease::candidates(discovery view, held, seed) ── none ─▶ NoneFree
-//!        ─▶ per candidate: create its Lease, or update an ended one with the
-//!           resourceVersion read ── 409 ─▶ read it fresh; busy ─▶ next candidate
-//!  renew, release ─▶ GET the Lease (never the cache: it may lag our own grant)
-//!        ─▶ consumer_lease::judge ─▶ update with the resourceVersion read | Ended(why)
+//!        ─▶ per candidate not claimed by another grant of this process: create
+//!           its Lease, or update an ended one with the resourceVersion known
+//!           ── 409 ─▶ read it fresh; busy ─▶ next candidate
+//!  renew, release ─▶ the newest copy this process knows (local.rs: its own
+//!           writes over the watch cache) ─▶ consumer_lease::judge ── stands ─▶
+//!           update with that resourceVersion; anything else, or a 409 ─▶ GET,
+//!           judge again ─▶ update | Ended(why)
 //!  sweeper (leader) ─▶ consumer_lease::sweep each cached record ─▶ end | delete
 //! ```
 //!
@@ -17,6 +20,8 @@
 //! both win one proxy; nothing is kept in memory, so leases survive an
 //! operator restart and a leader change. Each request's API calls share
 //! one deadline ([`CALL_BUDGET`]); running out answers `Unavailable`.
+
+mod local;
 
 use provider_api::error::chain;
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,6 +73,7 @@ pub struct ConsumerLeases {
     cache: Store<Lease>,
     proxies: Store<Proxy>,
     metrics: OperatorMetrics,
+    local: Arc<local::Local>,
 }
 
 /// The discovery view of a cached Proxy.
@@ -98,6 +104,7 @@ impl ConsumerLeases {
             cache,
             proxies,
             metrics,
+            local: Arc::default(),
         }
     }
 
@@ -126,11 +133,16 @@ impl ConsumerLeases {
     ) -> Result<LeaseGrant, Failure> {
         let id = new_id()?;
         let now = now_ms();
-        let held: BTreeSet<String> = self
+        let mut known: BTreeMap<String, Lease> = self
             .cache
             .state()
             .iter()
-            .map(|l| record(l))
+            .map(|l| (l.name_any(), (**l).clone()))
+            .collect();
+        known.extend(self.local.fresh().into_iter().map(|l| (l.name_any(), l)));
+        let held: BTreeSet<String> = known
+            .values()
+            .map(record)
             .filter(|r| r.is_live(now))
             .filter_map(|r| r.proxy)
             .collect();
@@ -145,6 +157,13 @@ impl ConsumerLeases {
             cl::candidates(views.iter().map(|p| discovered(p)), namespace, &held, seed);
         for proxy in candidates {
             let Some(uid) = self.proxy_uid(&proxy.namespace, &proxy.name) else {
+                continue;
+            };
+            // Another grant of this process is trying it: the next one.
+            let Some(_claim) = self
+                .local
+                .claim(&format!("{}/{}", proxy.namespace, proxy.name))
+            else {
                 continue;
             };
             if let Some(grant) = self.take(&proxy, &uid, &id, user, ttl).await? {
@@ -167,10 +186,7 @@ impl ConsumerLeases {
     ) -> Result<Option<LeaseGrant>, Failure> {
         let key = format!("{}/{}", proxy.namespace, proxy.name);
         let name = cl::lease_name(&proxy.namespace, &proxy.name);
-        let mut current = self
-            .cache
-            .get(&ObjectRef::new(&name).within(&self.namespace))
-            .map(|l| (*l).clone());
+        let mut current = self.known(&name);
         for _ in 0..TRIES_PER_CANDIDATE {
             let (now, now_time) = (now_ms(), MicroTime(k8s_openapi::jiff::Timestamp::now()));
             let written = match current.take() {
@@ -215,15 +231,12 @@ impl ConsumerLeases {
                 }
             };
             match written {
-                Ok(lease) => return Ok(Some(self.grant_of(proxy.clone(), id, &lease))),
-                // A racer created or changed it: read what is there now.
-                Err(e) if conflict(&e) => {
-                    current = self
-                        .api
-                        .get_opt(&name)
-                        .await
-                        .map_err(|e| unavailable("read a consumer Lease", &e))?;
+                Ok(lease) => {
+                    self.local.remember(&lease);
+                    return Ok(Some(self.grant_of(proxy.clone(), id, &lease)));
                 }
+                // A racer created or changed it: read what is there now.
+                Err(e) if conflict(&e) => current = self.read(&name).await?,
                 Err(e) => return Err(unavailable("write a consumer Lease", &e)),
             }
         }
@@ -243,8 +256,8 @@ impl ConsumerLeases {
         ttl: Duration,
     ) -> Result<LeaseGrant, Failure> {
         let outcome = bounded(async {
-            for _ in 0..TRIES_PER_CANDIDATE {
-                let (mut lease, proxy) = self.judged(path, user).await?;
+            for attempt in 0..TRIES_PER_CANDIDATE {
+                let (mut lease, proxy) = self.judged(path, user, attempt > 0).await?;
                 let mut spec = lease.spec.clone().unwrap_or_default();
                 spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
                 spec.lease_duration_seconds = Some(ttl_secs(ttl));
@@ -255,7 +268,10 @@ impl ConsumerLeases {
                     .replace(&name, &PostParams::default(), &lease)
                     .await
                 {
-                    Ok(lease) => return Ok(self.grant_of(proxy, &path.id, &lease)),
+                    Ok(lease) => {
+                        self.local.remember(&lease);
+                        return Ok(self.grant_of(proxy, &path.id, &lease));
+                    }
                     // Changed since it was read (the sweeper ended it, or
                     // another replica renewed it at the same moment):
                     // judge it again.
@@ -279,47 +295,62 @@ impl ConsumerLeases {
     /// [`Failure::Unavailable`] when the API server fails.
     pub async fn release(&self, path: &LeasePath, user: &str) -> Result<(), Failure> {
         let outcome = bounded(async {
-            let (mut lease, _) = self.judged(path, user).await?;
-            let mut spec = lease.spec.clone().unwrap_or_default();
-            spec.holder_identity = None;
-            lease.spec = Some(spec);
-            let name = lease.name_any();
-            match self
-                .api
-                .replace(&name, &PostParams::default(), &lease)
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(e) if conflict(&e) => Err(Failure::Unavailable(
-                    "the lease changed while it was released; retry".into(),
-                )),
-                Err(e) => Err(unavailable("release a consumer Lease", &e)),
+            for attempt in 0..TRIES_PER_CANDIDATE {
+                let (mut lease, _) = self.judged(path, user, attempt > 0).await?;
+                let mut spec = lease.spec.clone().unwrap_or_default();
+                spec.holder_identity = None;
+                lease.spec = Some(spec);
+                let name = lease.name_any();
+                match self
+                    .api
+                    .replace(&name, &PostParams::default(), &lease)
+                    .await
+                {
+                    Ok(lease) => {
+                        self.local.remember(&lease);
+                        return Ok(());
+                    }
+                    // Changed since it was read: judge it again, fresh.
+                    Err(e) if conflict(&e) => {}
+                    Err(e) => return Err(unavailable("release a consumer Lease", &e)),
+                }
             }
+            Err(Failure::Unavailable(
+                "the lease kept changing while it was released; retry".into(),
+            ))
         })
         .await;
         self.count(&outcome, "released");
         outcome
     }
 
-    /// The Lease `path` names, read fresh, and its proxy, if the lease
-    /// stands; else why not (recording the end when the proxy's state ends
-    /// it now).
+    /// The Lease `path` names and its proxy, if the lease stands; else why
+    /// not (recording the end when the proxy's state ends it now). Unless
+    /// `fresh`, the newest copy this process knows is judged first: a
+    /// lease it shows standing is proven by the conditional write that
+    /// follows; anything else is judged again on a fresh read, never
+    /// answered from a copy that may lag.
     async fn judged(
         &self,
         path: &LeasePath,
         user: &str,
+        fresh: bool,
     ) -> Result<(Lease, DiscoveredProxy), Failure> {
         let name = cl::lease_name(&path.namespace, &path.proxy);
         let key = format!("{}/{}", path.namespace, path.proxy);
-        let lease = self
-            .api
-            .get_opt(&name)
-            .await
-            .map_err(|e| unavailable("read a consumer Lease", &e))?;
         let cached = self.live_proxy(&path.namespace, &path.proxy);
         let view = cached.as_deref().map(discovered);
-        let record = lease.as_ref().map(record);
         let now = proxy_now(cached.as_deref(), view.as_ref());
+        if !fresh
+            && let Some(lease) = self.known(&name)
+            && cl::judge(Some(&record(&lease)), &key, &path.id, user, now, now_ms())
+                == Renewal::Stands
+            && let Some(view) = &view
+        {
+            return Ok((lease, view.clone()));
+        }
+        let lease = self.read(&name).await?;
+        let record = lease.as_ref().map(record);
         match cl::judge(record.as_ref(), &key, &path.id, user, now, now_ms()) {
             Renewal::Stands => match (lease, view) {
                 (Some(lease), Some(view)) => Ok((lease, view)),
@@ -333,6 +364,30 @@ impl ConsumerLeases {
                 Err(Failure::Ended(why))
             }
         }
+    }
+
+    /// The newest copy of the Lease `name` this process knows: its own
+    /// write or read within `local::FRESH`, else the watch cache's.
+    fn known(&self, name: &str) -> Option<Lease> {
+        self.local.get(name).or_else(|| {
+            self.cache
+                .get(&ObjectRef::new(name).within(&self.namespace))
+                .map(|l| (*l).clone())
+        })
+    }
+
+    /// The Lease `name` as the API server has it now.
+    async fn read(&self, name: &str) -> Result<Option<Lease>, Failure> {
+        let lease = self
+            .api
+            .get_opt(name)
+            .await
+            .map_err(|e| unavailable("read a consumer Lease", &e))?;
+        match &lease {
+            Some(l) => self.local.remember(l),
+            None => self.local.forget(name),
+        }
+        Ok(lease)
     }
 
     /// Ends the live lease `id` in `lease` for `why` (a conditional update).
@@ -349,10 +404,12 @@ impl ConsumerLeases {
                 Record::ended_annotation(id, why),
             );
         let name = lease.name_any();
-        self.api
+        let lease = self
+            .api
             .replace(&name, &PostParams::default(), &lease)
-            .await
-            .map(drop)
+            .await?;
+        self.local.remember(&lease);
+        Ok(())
     }
 
     /// One sweep over the cached consumer Leases of `scope` (a namespace, or
@@ -387,6 +444,7 @@ impl ConsumerLeases {
                         }),
                         ..DeleteParams::default()
                     };
+                    self.local.forget(&lease.name_any());
                     self.api.delete(&lease.name_any(), &dp).await.map(drop)
                 }
             };

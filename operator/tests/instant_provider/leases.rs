@@ -3,8 +3,9 @@
 //! range, each probed for real):
 //!
 //! - 20 consumers (two ServiceAccounts holding deploy/samples/'s lease
-//!   Role, ten requests each) race for 5 proxies: exactly 5 get a lease,
-//!   each on another proxy, and 15 get `409 NoneFree`;
+//!   Role, ten requests each), half of them asking a second replica, race
+//!   for 5 proxies: exactly 5 get a lease, each on another proxy, and 15
+//!   get `409 NoneFree`;
 //! - a caller without the `lease` verb (even one that may read discovery)
 //!   gets 403; a lease is renewed only by the user who holds it;
 //! - a released lease is 410 `Lost` and its proxy is granted again;
@@ -111,9 +112,19 @@ pub async fn consumers_lease_distinct_healthy_proxies_until_they_end() {
     let (code, _) = call(&addr, "GET", &grant, &alice).await;
     assert_eq!(code, 405);
 
-    // The race: 20 requests at once, 5 proxies.
+    // The race: 20 requests at once, 5 proxies, half of them to a second
+    // replica (a follower serving from its own caches), so the two
+    // processes' conditional writes decide, not one process's claims.
+    let follower = world.follower(&ns, responder, &flags);
+    let second = until("the follower serving", async || {
+        let addr = follower.http_addr_opt()?;
+        let (code, _) = call(&addr, "POST", "/leases", &alice).await;
+        (code == 400).then_some(addr)
+    })
+    .await;
     let racers = (0..CONSUMERS).map(|i| {
         let who = if i.is_multiple_of(2) { &alice } else { &bob };
+        let addr = if i % 4 < 2 { &addr } else { &second };
         let (addr, long) = (addr.clone(), long.clone());
         async move { (i, call(&addr, "POST", &long, who).await) }
     });
@@ -149,25 +160,21 @@ pub async fn consumers_lease_distinct_healthy_proxies_until_they_end() {
         assert_eq!(g["ttlSeconds"], 600, "{g}");
     }
     let holder = |i: usize| if i.is_multiple_of(2) { &alice } else { &bob };
-    // Ten racers each: both users hold some (five winners of twenty).
-    let a_grant = granted
-        .iter()
-        .find(|(i, _)| i.is_multiple_of(2))
-        .map(|(_, g)| g.clone());
-    let b_grant = granted
-        .iter()
-        .find(|(i, _)| !i.is_multiple_of(2))
-        .map(|(_, g)| g.clone());
-    let (a_grant, b_grant) = (
-        a_grant.expect("alice won none"),
-        b_grant.expect("bob won none"),
-    );
+    // Two of the winners (whoever of the two users won them).
+    let (ai, a_grant) = granted[0].clone();
+    let (bi, b_grant) = granted[1].clone();
+    let (a_who, b_who) = (holder(ai), holder(bi));
+    let stranger = if std::ptr::eq(a_who, &alice) {
+        &bob
+    } else {
+        &alice
+    };
 
     // Renewal: the holder only; another user's renewal is `Lost`.
-    let (code, body) = call(&addr, "PUT", &lease_path(&a_grant), &alice).await;
+    let (code, body) = call(&addr, "PUT", &lease_path(&a_grant), a_who).await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(proxy_of(&body), proxy_of(&a_grant));
-    let (code, body) = call(&addr, "PUT", &lease_path(&a_grant), &bob).await;
+    let (code, body) = call(&addr, "PUT", &lease_path(&a_grant), stranger).await;
     assert_eq!(
         (code, body["reason"].as_str()),
         (410, Some("Lost")),
@@ -175,11 +182,12 @@ pub async fn consumers_lease_distinct_healthy_proxies_until_they_end() {
     );
 
     // Leases are kept in the API server: a new operator process renews them.
+    drop(follower);
     drop(operator);
     operator = world.operator(&ns, responder, &flags).await;
     let addr = operator.http_addr();
     until("the restarted operator serving", async || {
-        let (code, body) = call(&addr, "PUT", &lease_path(&a_grant), &alice).await;
+        let (code, body) = call(&addr, "PUT", &lease_path(&a_grant), a_who).await;
         assert!(matches!(code, 200 | 503), "{code} {body}");
         (code == 200).then_some(())
     })
@@ -192,9 +200,9 @@ pub async fn consumers_lease_distinct_healthy_proxies_until_they_end() {
     );
 
     // Release: the proxy is free again; the released lease is `Lost`.
-    let (code, body) = call(&addr, "DELETE", &lease_path(&b_grant), &bob).await;
+    let (code, body) = call(&addr, "DELETE", &lease_path(&b_grant), b_who).await;
     assert_eq!(code, 204, "{body}");
-    let (code, body) = call(&addr, "PUT", &lease_path(&b_grant), &bob).await;
+    let (code, body) = call(&addr, "PUT", &lease_path(&b_grant), b_who).await;
     assert_eq!(
         (code, body["reason"].as_str()),
         (410, Some("Lost")),
@@ -234,7 +242,7 @@ pub async fn consumers_lease_distinct_healthy_proxies_until_they_end() {
     let ip = a_grant["proxy"]["ip"].as_str().unwrap().to_owned();
     world.deny(&ip, true);
     until("the unhealthy proxy's lease ended", async || {
-        let (code, body) = call(&addr, "PUT", &lease_path(&a_grant), &alice).await;
+        let (code, body) = call(&addr, "PUT", &lease_path(&a_grant), a_who).await;
         (code == 410).then(|| assert_eq!(body["reason"], "ProxyUnhealthy", "{body}"))
     })
     .await;
