@@ -11,10 +11,14 @@
 //! granted, `DELETE` the lease at once (release); a `409 NoneFree` waits
 //! [`NONE_FREE_PAUSE`] and asks again. Each request is a new connection.
 //!
-//! The peer, in the same run, is the API server's floor for the same
-//! exclusivity: the same number of tasks, each creating a Lease of its own
-//! directly (no operator, no HTTP hop, no auth, no choice, no contention)
-//! and deleting it: one conditional write per grant, as ours.
+//! The peer, in the same run, is the API server's floor for the same race:
+//! the same number of tasks (as the same ServiceAccount, so the API
+//! server's priority and fairness treats both sides alike) over the same
+//! number of proxies, each creating
+//! the Lease of a proxy drawn at random directly (no operator, no HTTP hop,
+//! no auth, no choice of a free one: a 409 is its `NoneFree`, with the same
+//! pause) and deleting it at once: one write per grant and one per
+//! release.
 //!
 //! Printed: grants per second and grant latency p50/p95 for both, the
 //! ratios, the `NoneFree` answers per second, and the Lease writes per
@@ -166,8 +170,13 @@ async fn bench() {
         .map(|(_, v)| v)
         .sum();
 
-    // The peer: a Lease of each task's own, created and deleted directly.
-    let leases: Api<Lease> = Api::namespaced(world.client.clone(), &ns);
+    // The peer: the same race without the operator: each task creates the
+    // Lease of a proxy drawn at random (a 409 is its NoneFree: the same
+    // pause, then again) and deletes it at once.
+    // It runs as a ServiceAccount too (the operator does): the API server's
+    // priority and fairness would exempt the sandbox's admin.
+    let peer_client = service_account_client(&world, &ns, &leaser).await;
+    let leases: Api<Lease> = Api::namespaced(peer_client, &ns);
     let deadline = Clock::now() + window;
     let started = Clock::now();
     let tasks: Vec<_> = (0..consumers)
@@ -175,8 +184,16 @@ async fn bench() {
             let leases = leases.clone();
             tokio::spawn(async move {
                 let mut t = Tally::default();
-                let name = format!("direct-{i}");
+                let mut draw = u64::try_from(i)
+                    .unwrap()
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    | 1;
                 while Clock::now() < deadline {
+                    // xorshift: a different proxy each attempt.
+                    draw ^= draw << 13;
+                    draw ^= draw >> 7;
+                    draw ^= draw << 17;
+                    let name = format!("direct-{}", draw % n as u64);
                     let lease = Lease {
                         metadata: ObjectMeta {
                             name: Some(name.clone()),
@@ -189,13 +206,21 @@ async fn bench() {
                         }),
                     };
                     let asked = Clock::now();
-                    leases.create(&PostParams::default(), &lease).await.unwrap();
-                    t.latencies.push(asked.elapsed());
-                    t.grants += 1;
-                    leases
-                        .delete(&name, &DeleteParams::default())
-                        .await
-                        .unwrap();
+                    match leases.create(&PostParams::default(), &lease).await {
+                        Ok(_) => {
+                            t.latencies.push(asked.elapsed());
+                            t.grants += 1;
+                            leases
+                                .delete(&name, &DeleteParams::default())
+                                .await
+                                .unwrap();
+                        }
+                        Err(kube::Error::Api(s)) if s.code == 409 => {
+                            t.none_free += 1;
+                            tokio::time::sleep(NONE_FREE_PAUSE).await;
+                        }
+                        Err(e) => panic!("create: {e}"),
+                    }
                 }
                 t
             })
@@ -220,9 +245,10 @@ async fn bench() {
         ours.none_free as f64 / ours_elapsed.as_secs_f64()
     );
     println!(
-        "| direct Lease create + delete (peer) | {peer_rate:.0} | {:.1} ms | {:.1} ms | - |",
+        "| direct Lease create + delete (peer) | {peer_rate:.0} | {:.1} ms | {:.1} ms | {:.0} |",
         ms(peer_p50),
-        ms(peer_p95)
+        ms(peer_p95),
+        peer.none_free as f64 / peer_elapsed.as_secs_f64()
     );
     println!(
         "ratios (ours / peer): grants/s {:.2}x, p50 {:.2}x, p95 {:.2}x",
@@ -235,12 +261,53 @@ async fn bench() {
         lease_writes as f64 / ours.grants.max(1) as f64,
         instant::show(&d)
     );
-    drop(operator);
+    // The operator releases the Proxies' finalizers, then stops.
     instant::delete_all(&api).await;
     instant::wait_gone(&api, BUDGET).await;
+    // ... and its sweeper deletes their lease records (every 5 s).
+    let records: Api<Lease> = Api::namespaced(world.client.clone(), "egress-proxies-system");
+    let ours = |l: &Lease| {
+        l.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(fleet::consumer_lease::PROXY_ANNOTATION))
+            .is_some_and(|p| p.starts_with(&format!("{ns}/")))
+    };
+    let swept = Clock::now() + Duration::from_secs(30);
+    while Clock::now() < swept {
+        let list = kube::api::ListParams::default().labels(fleet::consumer_lease::LABEL);
+        let left = records.list(&list).await.unwrap().items;
+        if !left.iter().any(ours) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    drop(operator);
     let _ = world
         .kube
         .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// A client of `who` (a ServiceAccount) allowed to create and delete
+/// Leases in `ns`.
+async fn service_account_client(world: &World, ns: &str, who: &Consumer) -> kube::Client {
+    let name = who.user.rsplit(':').next().unwrap();
+    let rbac = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: bench-direct-leases\n  namespace: {ns}\nrules:\n  - apiGroups: [coordination.k8s.io]\n    resources: [leases]\n    verbs: [create, delete]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: bench-direct-leases\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: bench-direct-leases\nsubjects:\n  - kind: ServiceAccount\n    name: {name}\n    namespace: {ns}\n"
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), rbac).unwrap();
+    world
+        .kube
+        .kubectl(&["apply", "-f", &file.path().to_string_lossy()])
+        .unwrap();
+    let yaml = world.kube.kubeconfig_with_token(&who.user, who.token());
+    let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    kube::Client::try_from(config).unwrap()
 }
 
 fn ms(d: Duration) -> f64 {

@@ -133,19 +133,25 @@ impl ConsumerLeases {
     ) -> Result<LeaseGrant, Failure> {
         let id = new_id()?;
         let now = now_ms();
-        let mut known: BTreeMap<String, Lease> = self
-            .cache
-            .state()
-            .iter()
-            .map(|l| (l.name_any(), (**l).clone()))
-            .collect();
-        known.extend(self.local.fresh().into_iter().map(|l| (l.name_any(), l)));
-        let held: BTreeSet<String> = known
-            .values()
-            .map(record)
-            .filter(|r| r.is_live(now))
-            .filter_map(|r| r.proxy)
-            .collect();
+        // This process's own copies first; the cache's for the rest. Only
+        // live leases cost an allocation (the Proxy's key).
+        let mut held = BTreeSet::new();
+        let mut mine = BTreeSet::new();
+        self.local.each_fresh(|l| {
+            mine.insert(l.name_any());
+            held.extend(live_key(l, now));
+        });
+        for lease in self.cache.state() {
+            if !lease
+                .metadata
+                .name
+                .as_ref()
+                .is_some_and(|n| mine.contains(n))
+                && let Some(key) = live_key(&lease, now)
+            {
+                held.insert(key);
+            }
+        }
         let views = self.proxies.state();
         let healthy = views
             .iter()
@@ -533,6 +539,27 @@ fn proxy_now<'a>(proxy: Option<&'a Proxy>, view: Option<&DiscoveredProxy>) -> Op
         uid: proxy?.metadata.uid.as_deref()?,
         healthy: view.is_some_and(|v| v.healthy && v.address.is_some()),
     })
+}
+
+/// The `namespace/name` of the Proxy a live lease in `lease` holds.
+fn live_key(lease: &Lease, now_ms: i64) -> Option<String> {
+    let spec = lease.spec.as_ref()?;
+    let live = Record {
+        holder: spec.holder_identity.as_deref().and_then(LeaseId::parse),
+        renewed_ms: spec.renew_time.as_ref().map(|t| t.0.as_millisecond()),
+        ttl_secs: spec.lease_duration_seconds,
+        ..Record::default()
+    }
+    .is_live(now_ms);
+    live.then(|| {
+        lease
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(cl::PROXY_ANNOTATION)
+            .cloned()
+    })
+    .flatten()
 }
 
 /// What a stored consumer Lease says.

@@ -54,14 +54,15 @@ impl Local {
         (at.elapsed() < FRESH).then(|| lease.clone())
     }
 
-    /// Every copy within [`FRESH`].
-    pub fn fresh(&self) -> Vec<Lease> {
-        lock(&self.inner)
-            .written
-            .values()
-            .filter(|(_, at)| at.elapsed() < FRESH)
-            .map(|(l, _)| l.clone())
-            .collect()
+    /// Calls `f` with every copy within [`FRESH`] (under the lock: `f`
+    /// only reads).
+    pub fn each_fresh(&self, mut f: impl FnMut(&Lease)) {
+        let inner = lock(&self.inner);
+        for (lease, at) in inner.written.values() {
+            if at.elapsed() < FRESH {
+                f(lease);
+            }
+        }
     }
 
     /// Claims `key` for one grant's attempt: `None` while another grant of
@@ -119,10 +120,15 @@ mod tests {
             local.get("a").and_then(|l| l.metadata.resource_version),
             Some("2".into())
         );
-        assert_eq!(local.fresh().len(), 1);
+        let count = |local: &Local| {
+            let mut n = 0;
+            local.each_fresh(|_| n += 1);
+            n
+        };
+        assert_eq!(count(&local), 1);
         tokio::time::advance(FRESH).await;
         assert!(local.get("a").is_none());
-        assert!(local.fresh().is_empty());
+        assert_eq!(count(&local), 0);
         local.remember(&lease("b", "1"));
         local.forget("b");
         assert!(local.get("b").is_none());
