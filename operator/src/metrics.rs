@@ -383,52 +383,11 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use async_trait::async_trait;
-    use provider_api::{
-        Checker, CreateRequest, Error, Identifier, Instance, ListedInstance, Provider, ProviderId,
-        ProviderType, Tag, TargetStatus,
-    };
+    use provider_api::{Identifier, Provider, ProviderId};
 
     use super::*;
 
-    /// Answers NotFound to everything; its one host is reachable.
-    struct Nothing(Identifier);
-
-    #[async_trait]
-    impl Provider for Nothing {
-        fn name(&self) -> &Identifier {
-            &self.0
-        }
-        fn provider_type(&self) -> ProviderType {
-            ProviderType::Kvm2
-        }
-        async fn create(&self, _: &CreateRequest) -> Result<Instance, Error> {
-            Err(Error::not_found("nothing"))
-        }
-        async fn get(&self, _: &ProviderId) -> Result<Instance, Error> {
-            Err(Error::not_found("nothing"))
-        }
-        async fn delete(&self, _: &ProviderId) -> Result<(), Error> {
-            Ok(())
-        }
-        async fn list_by_tag(&self, _: &Tag) -> Result<Vec<ListedInstance>, Error> {
-            Ok(Vec::new())
-        }
-        fn checker(&self) -> Option<&dyn Checker> {
-            Some(self)
-        }
-    }
-
-    #[async_trait]
-    impl Checker for Nothing {
-        async fn check(&self, _: Duration) -> Vec<TargetStatus> {
-            vec![TargetStatus::reachable(
-                self.0.clone(),
-                Duration::from_millis(1),
-                None,
-            )]
-        }
-    }
+    use fleet_gauges::samples::Nothing;
 
     /// Every family as served: name (as queried: counters with `_total`)
     /// → (type, label names).

@@ -399,7 +399,11 @@ impl Replica {
                 .filter(|p| p.checker().is_some())
                 .map(|p| p.name().to_string()),
         );
-        let gauges = crate::metrics::FleetGauges::new(reader.clone(), hosts.clone());
+        let gauges = crate::metrics::FleetGauges::new(
+            reader.clone(),
+            hosts.clone(),
+            providers.iter().cloned(),
+        );
         crate::metrics::ours(&mut registry).register_collector(Box::new(gauges.clone()));
 
         let client = client(&args, &metrics).await?;

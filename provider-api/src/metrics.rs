@@ -237,6 +237,10 @@ impl Provider for Metered {
     fn instance_events(&self) -> Option<crate::events::InstanceEvents> {
         self.inner.instance_events()
     }
+
+    fn fills_in_flight(&self) -> Option<usize> {
+        self.inner.fills_in_flight()
+    }
 }
 
 /// The [`Checker`] of a [`Metered`] provider: times the check and counts

@@ -112,4 +112,12 @@ pub trait Provider: Send + Sync {
     fn instance_events(&self) -> Option<InstanceEvents> {
         None
     }
+
+    /// Image fills (a base image downloaded to a host, before instances
+    /// can use it) running now; `None` for a provider that makes none.
+    /// Read at each metrics scrape, so it must be cheap and never block.
+    /// Decorators forward it.
+    fn fills_in_flight(&self) -> Option<usize> {
+        None
+    }
 }

@@ -141,6 +141,10 @@ impl Provider for Traced {
     fn instance_events(&self) -> Option<crate::events::InstanceEvents> {
         self.inner.instance_events()
     }
+
+    fn fills_in_flight(&self) -> Option<usize> {
+        self.inner.fills_in_flight()
+    }
 }
 
 /// The [`Checker`] of a [`Traced`] provider.

@@ -222,6 +222,11 @@ impl Provider for Kvm2Provider {
     fn instance_events(&self) -> Option<provider_api::InstanceEvents> {
         super::events::watch(&self.inner)
     }
+
+    /// The image cache's fills in progress, by (host, image).
+    fn fills_in_flight(&self) -> Option<usize> {
+        Some(self.inner.images.in_flight())
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,16 @@
 //! [`FleetGauges`]: the fleet's state as gauges, computed at each scrape
 //! from what the operator already holds — the Proxy watch cache (every
-//! replica), and, on the leader only, the pool controller's cache and the
+//! replica), and, on the leader only, the pool controller's cache, the
 //! monitor's latest host checks (a follower has no fresh copy of either,
-//! so it serves none rather than stale ones).
+//! so it serves none rather than stale ones) and the providers' image
+//! fills (only the leader creates).
 //!
 //! | family | labels |
 //! |---|---|
 //! | `operator_proxies` | `namespace`, `phase`, `healthy` |
 //! | `operator_pool_replicas` | `namespace`, `pool`, `state` (`desired`, `current`, `ready`, `healthy`, `updated`) |
 //! | `operator_host_reachable` | `provider`, `host` |
+//! | `operator_image_fills_in_flight` | `provider` |
 //!
 //! Label values are bounded by what users made (namespaces, pools) and
 //! what the providers config names (entries, hosts): never a Proxy's name,
@@ -22,6 +24,8 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
+
+use provider_api::Provider;
 
 use crate::crd::{Proxy, ProxyPool};
 use crate::leader::Leadership;
@@ -41,6 +45,7 @@ pub struct LeaderView {
 pub struct FleetGauges {
     proxies: Store<Proxy>,
     hosts: HostBook,
+    providers: Vec<Arc<dyn Provider>>,
     leader: Arc<RwLock<Option<LeaderView>>>,
 }
 
@@ -51,11 +56,17 @@ impl std::fmt::Debug for FleetGauges {
 }
 
 impl FleetGauges {
-    /// Gauges over the Proxy cache `proxies` and the monitor's `hosts`.
-    pub fn new(proxies: Store<Proxy>, hosts: HostBook) -> Self {
+    /// Gauges over the Proxy cache `proxies`, the monitor's `hosts` and
+    /// the `providers`' image fills.
+    pub fn new(
+        proxies: Store<Proxy>,
+        hosts: HostBook,
+        providers: impl IntoIterator<Item = Arc<dyn Provider>>,
+    ) -> Self {
         FleetGauges {
             proxies,
             hosts,
+            providers: providers.into_iter().collect(),
             leader: Arc::default(),
         }
     }
@@ -163,6 +174,18 @@ impl Collector for FleetGauges {
             "1 when the latest check of a provider entry's host reached it, else 0 (leader only)",
             ["provider", "host"],
             hosts,
+        )?;
+        // Only the leader makes instances, so only its providers fill.
+        let fills = self.providers.iter().filter_map(|p| {
+            let n = p.fills_in_flight()?;
+            Some(([p.name().to_string()], i64::try_from(n).unwrap_or(i64::MAX)))
+        });
+        family(
+            &mut encoder,
+            "operator_image_fills_in_flight",
+            "Base-image fills (downloads to a host) running now, by provider entry (leader only)",
+            ["provider"],
+            fills,
         )
     }
 }
@@ -171,9 +194,58 @@ impl Collector for FleetGauges {
 #[cfg(test)]
 pub(super) mod samples {
     use super::*;
+    use async_trait::async_trait;
     use kube::runtime::reflector;
     use kube::runtime::watcher::Event;
+    use provider_api::{
+        Checker, CreateRequest, Error, Identifier, Instance, ListedInstance, ProviderId,
+        ProviderType, Tag, TargetStatus,
+    };
     use serde_json::json;
+    use std::time::Duration;
+
+    /// Answers NotFound to everything; its one host is reachable; two
+    /// image fills run.
+    pub struct Nothing(pub Identifier);
+
+    #[async_trait]
+    impl Provider for Nothing {
+        fn name(&self) -> &Identifier {
+            &self.0
+        }
+        fn provider_type(&self) -> ProviderType {
+            ProviderType::Kvm2
+        }
+        async fn create(&self, _: &CreateRequest) -> Result<Instance, Error> {
+            Err(Error::not_found("nothing"))
+        }
+        async fn get(&self, _: &ProviderId) -> Result<Instance, Error> {
+            Err(Error::not_found("nothing"))
+        }
+        async fn delete(&self, _: &ProviderId) -> Result<(), Error> {
+            Ok(())
+        }
+        async fn list_by_tag(&self, _: &Tag) -> Result<Vec<ListedInstance>, Error> {
+            Ok(Vec::new())
+        }
+        fn checker(&self) -> Option<&dyn Checker> {
+            Some(self)
+        }
+        fn fills_in_flight(&self) -> Option<usize> {
+            Some(2)
+        }
+    }
+
+    #[async_trait]
+    impl Checker for Nothing {
+        async fn check(&self, _: Duration) -> Vec<TargetStatus> {
+            vec![TargetStatus::reachable(
+                self.0.clone(),
+                Duration::from_millis(1),
+                None,
+            )]
+        }
+    }
 
     pub fn proxy(ns: &str, name: &str, status: serde_json::Value) -> Proxy {
         serde_json::from_value(json!({
@@ -230,7 +302,10 @@ pub(super) mod samples {
             "kvm2-home",
             &[target("host1", true), target("host2", false)],
         );
-        let g = FleetGauges::new(proxies, hosts);
+        let nothing: Arc<dyn Provider> = Arc::new(Nothing(
+            Identifier::parse("kvm2-home").unwrap_or_else(|e| panic!("{e}")),
+        ));
+        let g = FleetGauges::new(proxies, hosts, [nothing]);
         g.lead(LeaderView {
             leadership: Leadership::held_for(std::time::Duration::from_secs(60)),
             pools: store(vec![pool("a", "egress", 3, 2)]),
@@ -267,6 +342,7 @@ mod tests {
             r#"egress_proxies_operator_pool_replicas{namespace="a",pool="egress",state="healthy"} 2"#,
             r#"egress_proxies_operator_host_reachable{provider="kvm2-home",host="host1"} 1"#,
             r#"egress_proxies_operator_host_reachable{provider="kvm2-home",host="host2"} 0"#,
+            r#"egress_proxies_operator_image_fills_in_flight{provider="kvm2-home"} 2"#,
         ] {
             assert!(lines.iter().any(|l| l == want), "{want} not in {lines:#?}");
         }
@@ -287,9 +363,9 @@ mod tests {
                 .any(|l| l.starts_with("egress_proxies_operator_proxies{"))
         );
         assert!(
-            !lines
-                .iter()
-                .any(|l| l.contains("pool_replicas{") || l.contains("host_reachable{")),
+            !lines.iter().any(|l| l.contains("pool_replicas{")
+                || l.contains("host_reachable{")
+                || l.contains("fills_in_flight{")),
             "{lines:#?}"
         );
     }

@@ -110,7 +110,7 @@ pub async fn prometheus_reads_every_dashboard_series_and_the_alert_rules() {
         assert!(Instant::now() < deadline, "rules not evaluated: {r:?}");
         std::thread::sleep(Duration::from_millis(500));
     };
-    assert_eq!(evaluated.len(), 8, "{evaluated:?}");
+    assert_eq!(evaluated.len(), 9, "{evaluated:?}");
     for (name, health, error) in &evaluated {
         assert_eq!(health, "ok", "{name}: {error}");
     }

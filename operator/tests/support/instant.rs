@@ -225,6 +225,11 @@ impl Provider for Instant {
             .map(|(_, l)| l.clone())
             .collect())
     }
+
+    /// It fills nothing (the fills gauge still has its series).
+    fn fills_in_flight(&self) -> Option<usize> {
+        Some(0)
+    }
 }
 
 /// Every host answers at once.

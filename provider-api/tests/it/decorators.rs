@@ -95,6 +95,17 @@ async fn instance_events_survive_every_wrapping() {
     }
 }
 
+#[test]
+fn fills_in_flight_survive_every_wrapping() {
+    let (_reg, m) = metrics();
+    for (what, p) in wrappings(Arc::new(Fake::new("fake", true)), &m) {
+        assert_eq!(p.fills_in_flight(), Some(3), "{what}");
+    }
+    for (what, p) in wrappings(Arc::new(Fake::new("fake", false)), &m) {
+        assert_eq!(p.fills_in_flight(), None, "{what}");
+    }
+}
+
 #[tokio::test]
 async fn checker_capability_survives_registry_instrumentation() {
     let (_reg, m) = metrics();

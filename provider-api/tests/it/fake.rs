@@ -113,6 +113,11 @@ impl Provider for Fake {
         self.checker.as_ref()?;
         Some(Box::new(OneResync(true)))
     }
+
+    /// Three fills, when the fake has a checker (as for the events).
+    fn fills_in_flight(&self) -> Option<usize> {
+        self.checker.as_ref().map(|_| 3)
+    }
 }
 
 /// An event source yielding one `Resync { host: h1 }`, then nothing.
