@@ -51,9 +51,10 @@
 //! stream; [`Client::connect_unix`] and [`Client::connect_tcp`] open unix
 //! and plain TCP sockets), start daemons,
 //! SASL authentication (a clear [`Error::UnsupportedAuth`]; polkit is
-//! supported, see [`AuthType`]), file-descriptor passing, sparse streams,
-//! reconnecting (a dead [`Client`] stays dead; watch [`Client::closed`] and
-//! redial).
+//! supported, see [`AuthType`]), file-descriptor passing, sparse streams.
+//! A dead [`Client`] stays dead; [`Reconnecting`] (opt-in) redials with
+//! backoff and registers subscriptions again, telling them about the gap
+//! ([`Resumed::Gap`]).
 //!
 //! Policies, in short: dropping a call abandons only that call; deadlines
 //! are per call ([`Config::call_timeout`], [`Client::with_call_timeout`]);
@@ -179,6 +180,7 @@ pub mod proto;
 ///
 #[doc = include_str!("generated/status.md")]
 pub mod procedures {}
+mod reconnect;
 #[cfg(test)]
 mod remote_tests;
 pub mod stream;
@@ -211,6 +213,7 @@ pub use generated::proc_num;
 pub use generated::types as remote;
 pub use proto::typed_param::{TypedParam, TypedParamValue};
 pub use proto::types::{Domain, Network, NodeDevice, Secret, StoragePool, StorageVol, Uuid};
+pub use reconnect::{ReconnectPolicy, Reconnecting, Resubscribed, Resumed};
 pub use remote::{
     DomainInfo, DomainInterface, DomainIpAddr, DomainStateInfo, StoragePoolInfo, StorageVolInfo,
 };

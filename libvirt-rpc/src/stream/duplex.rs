@@ -35,7 +35,7 @@ impl Duplex {
     /// which the next `chunk` returns.
     ///
     /// # Errors
-    /// [`Error::Disconnected`].
+    /// [`Error::Disconnected`](crate::Error::Disconnected).
     ///
     /// # Cancel safety
     /// Not cancel safe: dropping the future may leave part of `data` sent.
@@ -48,8 +48,8 @@ impl Duplex {
     /// finish handshake completed).
     ///
     /// # Errors
-    /// The daemon's error ([`Error::Libvirt`]), [`Error::Disconnected`],
-    /// [`Error::Timeout`] when nothing arrives within the call deadline: a
+    /// The daemon's error ([`Error::Libvirt`](crate::Error::Libvirt)), [`Error::Disconnected`](crate::Error::Disconnected),
+    /// [`Error::Timeout`](crate::Error::Timeout) when nothing arrives within the call deadline: a
     /// quiet console is not broken, so the stream stays open and `chunk`
     /// may be called again.
     ///
@@ -66,8 +66,8 @@ impl Duplex {
     /// data it sends meanwhile is dropped.
     ///
     /// # Errors
-    /// The daemon's error ([`Error::Libvirt`]), [`Error::Disconnected`],
-    /// [`Error::Timeout`].
+    /// The daemon's error ([`Error::Libvirt`](crate::Error::Libvirt)), [`Error::Disconnected`](crate::Error::Disconnected),
+    /// [`Error::Timeout`](crate::Error::Timeout).
     ///
     /// # Cancel safety
     /// If dropped before the daemon confirmed, the stream is aborted.

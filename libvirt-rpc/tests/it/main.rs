@@ -13,6 +13,7 @@ mod link;
 mod package;
 mod polkit;
 mod procedures;
+mod reconnect;
 mod smoke;
 mod streams;
 mod support;
