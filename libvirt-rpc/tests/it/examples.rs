@@ -29,6 +29,10 @@ mod upload_volume;
 mod watch_events;
 
 #[allow(dead_code)] // its `main`
+#[path = "../../examples/reconnect.rs"]
+mod reconnect;
+
+#[allow(dead_code)] // its `main`
 #[path = "../../examples/connect_tls.rs"]
 mod connect_tls;
 
@@ -351,4 +355,60 @@ async fn watch_events_example_ends_with_the_reason_when_the_daemon_dies() {
     })
     .await;
     assert!(e.to_string().contains("connection lost"), "{e}");
+}
+
+/// Defines domain `name` on `daemon`'s test driver.
+async fn define_on(daemon: &PrivateLibvirtd, name: &str) {
+    let c = support::connect(daemon, "test:///default", Config::default()).await;
+    c.domain_define_xml_flags(&support::domain_xml(name), DomainDefineFlags::empty())
+        .await
+        .unwrap();
+    c.close().await;
+}
+
+/// The `reconnect` example goes on across a daemon restart: it says so,
+/// and prints the events of the new daemon. Prints how long the restart
+/// took to be bridged: to the first call on the new link and to the first
+/// event received again.
+#[tokio::test]
+async fn reconnect_example_carries_on_across_a_daemon_restart() {
+    let mut daemon = ready_daemon().await;
+    let out = SharedOut::default();
+    let args = [private_uri(&daemon, "test:///default")];
+    let (before, after) = (unique("lvrpc-example-rc-a"), unique("lvrpc-example-rc-b"));
+    let mut writer = out.clone();
+    let watch = reconnect::run(&args, &mut writer);
+    let printed = |out: &SharedOut, what: &str| {
+        let out = out.clone();
+        let what = what.to_owned();
+        async move {
+            while !out.text().contains(&what) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    let drive = async {
+        printed(&out, "across reconnects").await;
+        define_on(&daemon, &before).await;
+        printed(&out, &format!("{before:<20} Defined")).await;
+        let restarted = Instant::now();
+        daemon.restart();
+        let up = restarted.elapsed();
+        printed(&out, "reconnected (link 1)").await;
+        let resubscribed = restarted.elapsed();
+        define_on(&daemon, &after).await;
+        printed(&out, &format!("{after:<20} Defined")).await;
+        println!(
+            "daemon restart: up again after {up:?}, subscription back after {resubscribed:?}, \
+             first event after {:?}",
+            restarted.elapsed()
+        );
+    };
+    bounded("the restart bridged", async {
+        tokio::select! {
+            r = watch => panic!("reconnect ended: {r:?}\n{}", out.text()),
+            () = drive => {}
+        }
+    })
+    .await;
 }

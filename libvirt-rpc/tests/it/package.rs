@@ -39,6 +39,7 @@ fn packaged_crate_holds_the_library_and_no_workspace_only_target() {
         [
             "examples/connect_tls.rs",
             "examples/list_domains.rs",
+            "examples/reconnect.rs",
             "examples/upload_volume.rs",
             "examples/watch_events.rs"
         ],

@@ -130,6 +130,20 @@ impl PrivateLibvirtd {
             pid = p.join("libvirtd.pid").display(),
         );
         std::fs::write(p.join("start.sh"), script).unwrap();
+        let mut d = Self {
+            dir,
+            pid: None,
+            child: None,
+            relays: std::sync::Mutex::new(Vec::new()),
+        };
+        d.spawn();
+        d
+    }
+
+    /// Runs `start.sh` and waits (20 s at most) for the pid file and the
+    /// socket.
+    fn spawn(&mut self) {
+        let p = self.dir.path();
         // `unshare` and `sh` exec, so the child *is* libvirtd (no -d).
         let child = Command::new("unshare")
             .args(["--mount", "--propagation", "private", "sh"])
@@ -138,26 +152,33 @@ impl PrivateLibvirtd {
             .stderr(std::fs::File::create(p.join("err.log")).unwrap())
             .spawn()
             .expect("spawn unshare libvirtd");
-        let mut d = Self {
-            dir,
-            pid: None,
-            child: Some(child),
-            relays: std::sync::Mutex::new(Vec::new()),
-        };
+        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            let pid = std::fs::read_to_string(d.dir.path().join("libvirtd.pid"))
+            let pid = std::fs::read_to_string(self.dir.path().join("libvirtd.pid"))
                 .ok()
                 .and_then(|s| s.trim().parse().ok());
             if let Some(pid) = pid {
-                d.pid = Some(pid);
-                if d.socket().exists() {
-                    return d;
+                self.pid = Some(pid);
+                if self.socket().exists() {
+                    return;
                 }
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("private libvirtd did not start: {}", d.log());
+        panic!("private libvirtd did not start: {}", self.log());
+    }
+
+    /// Kills the daemon and starts it again in the same directory, with
+    /// the same configuration and socket: what a host's libvirtd restart
+    /// does to its clients (their links die; a redial reaches the new
+    /// daemon at the same path). Not for polkit daemons.
+    pub fn restart(&mut self) {
+        self.kill();
+        for stale in ["libvirtd.pid", "run/libvirt-sock", "run/libvirt-sock-ro"] {
+            let _ = std::fs::remove_file(self.dir.path().join(stale));
+        }
+        self.spawn();
     }
 
     /// Its read-write unix socket.
