@@ -5,7 +5,7 @@
 //! series a rule reads exists, and no alert fires on a healthy fleet.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use testkit::prometheus::Prometheus;
@@ -13,10 +13,6 @@ use testkit::prometheus::Prometheus;
 use crate::instant::{self, World};
 
 const WITHIN: Duration = Duration::from_secs(120);
-
-/// The dashboard expression that stays empty here: instances deleted by
-/// the GC (there are no orphans to delete).
-const NO_DATA_HERE: &[&str] = &["egress_proxies_operator_gc_deletes_total"];
 
 fn deploy(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -26,19 +22,13 @@ fn deploy(path: &str) -> PathBuf {
 
 /// Polls `expr` until it returns data, at most [`WITHIN`].
 fn until_data(p: &Prometheus, expr: &str) -> Vec<Value> {
-    let deadline = Instant::now() + WITHIN;
-    loop {
-        let result = p.query(expr);
-        if !result.is_empty() {
-            return result;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no data for {expr} within {WITHIN:?}; prometheus log:\n{}",
-            p.log()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let result = p.wait_data(expr, WITHIN);
+    assert!(
+        !result.is_empty(),
+        "no data for {expr} within {WITHIN:?}; prometheus log:\n{}",
+        p.log()
+    );
+    result
 }
 
 pub async fn prometheus_reads_every_dashboard_series_and_the_alert_rules() {
@@ -68,27 +58,16 @@ pub async fn prometheus_reads_every_dashboard_series_and_the_alert_rules() {
     instant::wait_all(&proxies, 4, WITHIN, "Healthy", instant::healthy).await;
 
     let rules = deploy("prometheus/rules.yaml");
-    let prom = Prometheus::start(&operator.http_addr(), operator.reader.token(), &rules);
+    let prom = Prometheus::start(&operator.http_addr(), operator.reader.token(), &rules).unwrap();
     let up = until_data(&prom, "up{job=\"egress-proxies-operator\"} == 1");
     assert_eq!(up.len(), 1, "{up:?}");
 
     // Every panel's expression.
-    let dashboard: Value = serde_json::from_str(
-        &std::fs::read_to_string(deploy("grafana/operator-dashboard.json")).unwrap(),
-    )
-    .unwrap();
-    let exprs: Vec<String> = dashboard["panels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
-        .filter_map(|t| t["expr"].as_str().map(str::to_owned))
-        .collect();
+    let exprs = testkit::prometheus::dashboard_exprs(&deploy("grafana/operator-dashboard.json"));
     assert!(exprs.len() >= 15, "{exprs:?}");
+    // All of them, the GC's deletes too: its series exist at zero before
+    // anything is deleted.
     for expr in &exprs {
-        if NO_DATA_HERE.iter().any(|n| expr.contains(n)) {
-            continue;
-        }
         let result = until_data(&prom, expr);
         println!("{expr}: {} series", result.len());
     }
@@ -101,30 +80,15 @@ pub async fn prometheus_reads_every_dashboard_series_and_the_alert_rules() {
 
     // The alert rules: each evaluates cleanly, each series it reads exists,
     // and none fires on this healthy fleet.
-    let deadline = Instant::now() + WITHIN;
-    let evaluated = loop {
-        let r = prom.rules();
-        if !r.is_empty() && r.iter().all(|(_, health, _)| health != "unknown") {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "rules not evaluated: {r:?}");
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let evaluated = prom.evaluated_rules(WITHIN);
     assert_eq!(evaluated.len(), 9, "{evaluated:?}");
     for (name, health, error) in &evaluated {
         assert_eq!(health, "ok", "{name}: {error}");
     }
-    let text = std::fs::read_to_string(&rules).unwrap();
-    let mut names: Vec<&str> = text
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|w| w.starts_with("egress_proxies_"))
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    for name in names {
+    for name in testkit::prometheus::rule_series(&rules) {
         until_data(&prom, &format!("count({{__name__=\"{name}\"}})"));
     }
-    let firing = prom.query("ALERTS{alertstate=\"firing\"}");
+    let firing = prom.query("ALERTS{alertstate=\"firing\"}").unwrap();
     assert!(
         firing.is_empty(),
         "alerts firing on a healthy fleet: {firing:?}"

@@ -30,6 +30,7 @@ pub mod guest_recipe;
 mod hypervisor_host;
 pub mod kubeconfig;
 pub mod pki;
+pub mod prometheus;
 
 pub use descriptor::{
     Descriptor, DescriptorError, ENV_VAR, GuestImage, KubeService, LibvirtService, PoolInfo,

@@ -20,6 +20,7 @@
 
 pub mod bench;
 mod pod;
+mod prometheus_row;
 mod rows;
 
 use rows::{
@@ -184,6 +185,7 @@ fn suite(
     );
     steady_row(&w, &mut report)?;
     discovery_row(&w, &mut report)?;
+    prometheus_row::prometheus_row(&w, &mut report, &deploy)?;
     restart_row(&mut w, &mut report)?;
     kill_row(&w, &mut report)?;
 

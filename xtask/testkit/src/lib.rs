@@ -38,7 +38,7 @@ pub mod libvirtd;
 pub mod names;
 pub mod package;
 pub mod pki;
-pub mod prometheus;
+pub use sandbox_kit::prometheus;
 pub mod providers_yaml;
 pub mod qemu_img;
 pub mod relay;
