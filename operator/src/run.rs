@@ -355,7 +355,7 @@ fn probe_targets(
         let target = fleet::ProbeTarget::parse(&text)
             .with_context(|| format!("providers[{}].proxy.probe_target {text:?}", entry.name))?;
         targets.by_entry.insert(entry.name.to_string(), target);
-        if let Some(file) = entry.kvm2().and_then(|k| k.proxy.credentials_file.as_ref()) {
+        if let Some(file) = entry.proxy().credentials_file.as_ref() {
             targets
                 .credentials_files
                 .insert(entry.name.to_string(), file.as_path().to_owned());

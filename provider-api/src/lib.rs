@@ -144,6 +144,7 @@ pub mod proxy_credentials;
 pub mod registry;
 pub mod request;
 pub mod secret;
+pub mod squid;
 pub mod traced;
 
 pub use check::{CheckReason, Checker, TargetStatus};

@@ -17,19 +17,24 @@ use crate::ident::ParseError;
 pub enum ProviderType {
     /// VMs on libvirt/KVM hosts reached over SSH (the `kvm2-provider` crate).
     Kvm2,
+    /// Pods running Squid in a Kubernetes namespace (the
+    /// `kubernetes-provider` crate).
+    Kubernetes,
 }
 
 /// The rule text of [`ProviderType`].
-pub const PROVIDER_TYPE_RULE: &str = "must be a known provider type (kvm2)";
+pub const PROVIDER_TYPE_RULE: &str = "must be a known provider type (kvm2, kubernetes)";
 
 impl ProviderType {
     /// Every type, in a stable order.
-    pub const ALL: [ProviderType; 1] = [ProviderType::Kvm2];
+    pub const ALL: [ProviderType; 2] = [ProviderType::Kvm2, ProviderType::Kubernetes];
 
-    /// The type's name in config files, IDs and metrics labels: `kvm2`.
+    /// The type's name in config files, IDs and metrics labels: `kvm2`,
+    /// `kubernetes`.
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderType::Kvm2 => "kvm2",
+            ProviderType::Kubernetes => "kubernetes",
         }
     }
 

@@ -64,6 +64,29 @@ impl ProxyCredentials {
         })
     }
 
+    /// The credentials from a credentials file's read: `read` is what
+    /// reading `path` gave (the caller reads it, with its own IO).
+    ///
+    /// # Errors
+    /// [`Permanent`](crate::ErrorClass::Permanent): the file could not be
+    /// read (its Secret not mounted), is not UTF-8 or breaks
+    /// [`Self::RULE`]; the message names the path, never the password.
+    pub fn from_file(
+        path: &crate::config::AbsolutePath,
+        read: std::io::Result<Vec<u8>>,
+    ) -> Result<Self, crate::Error> {
+        let bytes = read.map_err(|e| {
+            crate::Error::permanent(format!(
+                "cannot read the proxy credentials file {path}: {} (is its Secret mounted?)",
+                e.kind()
+            ))
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            crate::Error::permanent(format!("the proxy credentials file {path} is not UTF-8"))
+        })?;
+        Self::parse(&text).map_err(|e| crate::Error::permanent(format!("{path}: {e}")))
+    }
+
     /// The user.
     pub fn user(&self) -> &str {
         &self.user

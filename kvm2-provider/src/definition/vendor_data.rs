@@ -21,27 +21,10 @@
 
 pub use provider_api::ProxyCredentials;
 pub use provider_api::config::ProxySettings;
+pub use provider_api::squid::{INTERNAL_DESTINATIONS, PasswordLine};
+use provider_api::squid::{Layout, squid_conf};
 
 use crate::Error;
-
-/// Destinations no CONNECT may reach unless the entry's
-/// `proxy.allowed_destinations` lets it: "this network", RFC 1918,
-/// shared address space (CGNAT), loopback, link-local (cloud metadata at
-/// 169.254.169.254 among them), IPv6 loopback, unique-local and link-local.
-/// Squid's `dst` matches the address a name resolves to, so a public name
-/// pointing inside is refused too.
-pub const INTERNAL_DESTINATIONS: &[&str] = &[
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "::1",
-    "fc00::/7",
-    "fe80::/10",
-];
 
 /// Where Squid logs each request; Squid rotates it daily (the
 /// `squid-rotate` timer the vendor data installs), keeping
@@ -76,65 +59,16 @@ pub const SQUID_CONFIG_PATH: &str = "/etc/squid/squid.conf";
 /// without or with wrong credentials. The vendor data then holds the hash,
 /// so it is as confidential as the user data beside it in the seed ISO.
 pub fn render(settings: &ProxySettings, auth: Option<&PasswordLine>) -> Result<String, Error> {
-    if settings.port == 0 {
-        return Err(Error::invalid("proxy port", "must be 1 to 65535"));
-    }
-    if settings.allowed_clients.is_empty() {
-        return Err(Error::invalid(
-            "proxy client ranges",
-            "at least one range must be allowed",
-        ));
-    }
-    let clients: Vec<String> = settings
-        .allowed_clients
-        .iter()
-        .map(ToString::to_string)
-        .collect();
     let password_line = auth.map(PasswordLine::as_str);
-    let mut squid = vec![
-        "# Written by the kvm2 provider: CONNECT to 443 only, never inside,".to_owned(),
-        "# no caching.".to_owned(),
-        format!("http_port {}", settings.port),
-    ];
-    if password_line.is_some() {
-        squid.extend([
-            format!("auth_param basic program /usr/lib/squid/basic_ncsa_auth {PASSWORD_FILE_PATH}"),
-            "auth_param basic realm egress-proxy".to_owned(),
-            "acl authenticated proxy_auth REQUIRED".to_owned(),
-        ]);
-    }
-    squid.extend([
-        format!("acl clients src {}", clients.join(" ")),
-        "acl ssl_ports port 443".to_owned(),
-        "acl CONNECT method CONNECT".to_owned(),
-        format!("acl internal dst {}", INTERNAL_DESTINATIONS.join(" ")),
-        "http_access deny !CONNECT".to_owned(),
-        "http_access deny CONNECT !ssl_ports".to_owned(),
-        "http_access deny !clients".to_owned(),
-    ]);
-    if password_line.is_some() {
-        squid.push("http_access deny !authenticated".to_owned());
-    }
-    if !settings.allowed_destinations.is_empty() {
-        let allowed: Vec<String> = settings
-            .allowed_destinations
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        squid.push(format!(
-            "acl allowed_destinations dst {}",
-            allowed.join(" ")
-        ));
-        squid.push("http_access allow allowed_destinations".to_owned());
-    }
-    squid.extend([
-        "http_access deny internal".to_owned(),
-        "http_access allow clients".to_owned(),
-        "http_access deny all".to_owned(),
-        "cache deny all".to_owned(),
-        format!("access_log daemon:{ACCESS_LOG_PATH} squid"),
-        format!("logfile_rotate {ACCESS_LOG_KEEP}"),
-    ]);
+    let squid = squid_conf(
+        settings,
+        password_line.map(|_| PASSWORD_FILE_PATH),
+        Layout::Files {
+            path: ACCESS_LOG_PATH,
+            keep: ACCESS_LOG_KEEP,
+        },
+    )
+    .map_err(|e| Error::invalid(e.what, e.rule))?;
     let mut out = String::from(
         "#cloud-config\n\
          # Vendor data from the kvm2 provider. User data overrides any top-level\n\
@@ -171,41 +105,6 @@ pub fn render(settings: &ProxySettings, auth: Option<&PasswordLine>) -> Result<S
          - [systemctl, enable, --now, squid-rotate.timer]\n",
     );
     Ok(out)
-}
-
-/// A line of Squid's password file: `user:$6$rounds=5000$SALT$HASH`
-/// (SHA-512-crypt, which the guest's libcrypt verifies; the 12 salt bytes
-/// make the 16 salt characters glibc reads — a longer salt is cut there and
-/// the hash would never match). Its `Debug` shows the user only.
-#[derive(Clone)]
-pub struct PasswordLine(String);
-
-impl PasswordLine {
-    /// The line for `credentials`, hashed with `salt` (random bytes the
-    /// caller draws: this module does no IO).
-    ///
-    /// # Errors
-    /// [`Error::InvalidValue`] if the hasher fails (its error names no
-    /// input).
-    pub fn new(credentials: &ProxyCredentials, salt: [u8; 12]) -> Result<Self, Error> {
-        use sha_crypt::{PasswordHasher, ShaCrypt};
-        let hash = ShaCrypt::default()
-            .hash_password_with_salt(credentials.password().expose_secret().as_bytes(), &salt)
-            .map_err(|_| Error::invalid("proxy credentials", "cannot hash the password"))?;
-        Ok(Self(format!("{}:{}", credentials.user(), hash.as_str())))
-    }
-
-    /// The line as written to the file.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for PasswordLine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let user = self.0.split(':').next().unwrap_or_default();
-        write!(f, "PasswordLine({user}:<hash>)")
-    }
 }
 
 #[cfg(test)]

@@ -346,18 +346,8 @@ async fn proxy_credentials(
     let Some(path) = &proxy.credentials_file else {
         return Ok(None);
     };
-    let bytes = tokio::fs::read(path.as_path()).await.map_err(|e| {
-        ApiError::permanent(format!(
-            "cannot read the proxy credentials file {path}: {} (is its Secret mounted?)",
-            e.kind()
-        ))
-    })?;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        ApiError::permanent(format!("the proxy credentials file {path} is not UTF-8"))
-    })?;
-    provider_api::ProxyCredentials::parse(&text)
-        .map(Some)
-        .map_err(|e| ApiError::permanent(format!("{path}: {e}")))
+    let read = tokio::fs::read(path.as_path()).await;
+    provider_api::ProxyCredentials::from_file(path, read).map(Some)
 }
 
 /// Where the per-VM volumes ended up on the host (parsed as libvirt
@@ -376,7 +366,10 @@ impl Build<'_> {
             .ok_or_else(|| ApiError::permanent("the clock is before 1970"))?;
         self.check_disk(&ops).await?;
         let auth = match proxy_credentials(&self.inner.config.proxy).await? {
-            Some(c) => Some(vendor_data::PasswordLine::new(&c, salt()?).map_err(ApiError::from)?),
+            Some(c) => Some(
+                vendor_data::PasswordLine::new(&c, salt()?)
+                    .map_err(|e| ApiError::permanent(e.to_string()))?,
+            ),
             None => None,
         };
         let seed = self.seed(created_at, auth.as_ref())?;

@@ -80,7 +80,7 @@ impl Kvm2Config {
     }
 }
 
-fn lookup<'a, T>(
+pub(super) fn lookup<'a, T>(
     map: &'a BTreeMap<Identifier, T>,
     requested: Option<&Identifier>,
     default: Option<&Identifier>,
@@ -167,7 +167,8 @@ impl fmt::Display for DomainType {
     }
 }
 
-/// `kvm2.proxy`: the Squid every VM runs.
+/// `proxy`: the Squid every instance runs (the same block in `kvm2` and
+/// `kubernetes` entries).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProxySettings {

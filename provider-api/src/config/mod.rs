@@ -26,6 +26,17 @@
 //!         port: 3128             # default 3128
 //!         allowed_clients: [10.0.0.0/8]   # CIDRs; default the RFC 1918 ranges
 //!       defaults: {machine_type: small, image: debian-12}
+//!   - name: pods                 # each proxy a Pod running Squid
+//!     type: kubernetes
+//!     kubernetes:
+//!       namespace: egress-proxies-pods   # where the Pods go
+//!       # kubeconfig_file: /etc/egress-proxies/clusters/remote/kubeconfig  (optional; default: this cluster)
+//!       images:
+//!         squid: {reference: registry.example/egress-proxies/squid:5.7}
+//!       machine_types:
+//!         small: {cpu: 250m, memory: 128MiB}
+//!       proxy: {allowed_clients: [10.0.0.0/8]}   # the same block as kvm2's
+//!       defaults: {machine_type: small, image: squid}
 //! ```
 //!
 //! Parsing happens in two steps: the YAML is read into plain serde structs
@@ -41,6 +52,7 @@
 //! The YAML parser (`serde-saphyr`) is panic-free and enforces budgets
 //! against alias bombs; YAML 1.1 booleans (`yes`, `on`) are rejected.
 
+mod kubernetes;
 mod kvm2;
 mod placeholders;
 mod raw;
@@ -50,13 +62,15 @@ pub mod values;
 use std::fmt;
 use std::path::Path;
 
+pub use kubernetes::{KubernetesConfig, POD_MEMORY_MAX, POD_MEMORY_MIN, PodImage, PodResources};
 pub use kvm2::{
     DEFAULT_PROBE_TARGET, DEFAULT_PROXY_PORT, DISK_MAX, DISK_MIN, DomainType, Firmware,
     ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host, Kvm2Image, Kvm2Ssh, MAX_INSTANCES_MAX,
     MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings, VCPUS_MAX, VCPUS_MIN,
 };
 pub use values::{
-    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HostPort, HttpUrl, Sha256Digest, SshUser,
+    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HostPort, HttpUrl, ImageReference,
+    MilliCpu, Sha256Digest, SshUser,
 };
 
 use crate::ident::Identifier;
@@ -90,21 +104,37 @@ impl ProviderEntry {
     pub fn provider_type(&self) -> ProviderType {
         match self.block {
             ProviderBlock::Kvm2(_) => ProviderType::Kvm2,
+            ProviderBlock::Kubernetes(_) => ProviderType::Kubernetes,
+        }
+    }
+
+    /// The Squid settings of the entry's proxies (its `proxy` block).
+    pub fn proxy(&self) -> &ProxySettings {
+        match &self.block {
+            ProviderBlock::Kvm2(k) => &k.proxy,
+            ProviderBlock::Kubernetes(k) => &k.proxy,
         }
     }
 
     /// What the operator's health probe CONNECTs to through this entry's
-    /// proxies (kvm2: `proxy.probe_target`).
+    /// proxies (`proxy.probe_target`).
     pub fn probe_target(&self) -> &HostPort {
-        match &self.block {
-            ProviderBlock::Kvm2(k) => &k.proxy.probe_target,
-        }
+        &self.proxy().probe_target
     }
 
     /// The kvm2 block, if this is a kvm2 entry.
     pub fn kvm2(&self) -> Option<&Kvm2Config> {
         match &self.block {
             ProviderBlock::Kvm2(k) => Some(k),
+            ProviderBlock::Kubernetes(_) => None,
+        }
+    }
+
+    /// The kubernetes block, if this is a kubernetes entry.
+    pub fn kubernetes(&self) -> Option<&KubernetesConfig> {
+        match &self.block {
+            ProviderBlock::Kubernetes(k) => Some(k),
+            ProviderBlock::Kvm2(_) => None,
         }
     }
 }
@@ -115,6 +145,8 @@ impl ProviderEntry {
 pub enum ProviderBlock {
     /// `type: kvm2`.
     Kvm2(Kvm2Config),
+    /// `type: kubernetes`.
+    Kubernetes(KubernetesConfig),
 }
 
 impl ProvidersConfig {

@@ -16,7 +16,9 @@ impl ProvidersConfig {
     pub fn placeholders(&self) -> Vec<ConfigIssue> {
         let mut out = Vec::new();
         for (i, entry) in self.providers.iter().enumerate() {
-            let ProviderBlock::Kvm2(k) = &entry.block;
+            let ProviderBlock::Kvm2(k) = &entry.block else {
+                continue;
+            };
             let path = format!("providers[{i}].kvm2");
             for (j, host) in k.hosts.iter().enumerate() {
                 if is_placeholder_host(&host.address) {

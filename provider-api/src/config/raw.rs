@@ -23,6 +23,34 @@ pub(crate) struct RawProvider {
     #[serde(rename = "type")]
     pub provider_type: Option<String>,
     pub kvm2: Option<RawKvm2>,
+    pub kubernetes: Option<RawKubernetes>,
+}
+
+/// The kubernetes block.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawKubernetes {
+    pub namespace: Option<String>,
+    pub kubeconfig_file: Option<String>,
+    pub images: Option<Entries<RawPodImage>>,
+    pub machine_types: Option<Entries<RawPodResources>>,
+    pub proxy: Option<RawProxy>,
+    pub defaults: Option<RawDefaults>,
+}
+
+/// `kubernetes.images.<key>`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPodImage {
+    pub reference: Option<String>,
+}
+
+/// `kubernetes.machine_types.<name>`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPodResources {
+    pub cpu: Option<String>,
+    pub memory: Option<String>,
 }
 
 /// The kvm2 block.

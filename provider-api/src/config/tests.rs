@@ -244,7 +244,7 @@ fn repeated_entries_are_still_validated() {
 fn rule_provider_type_is_known() {
     assert_eq!(
         one_issue(&edit(&base(), "type: kvm2", "type: kvm")),
-        "providers[0].type: must be a known provider type (kvm2); got \"kvm\""
+        "providers[0].type: must be a known provider type (kvm2, kubernetes); got \"kvm\""
     );
 }
 
@@ -1229,4 +1229,111 @@ proptest! {
             prop_assert_eq!(values::Cidr::parse(&c.to_string()), Ok(c));
         }
     }
+}
+
+/// A valid kubernetes entry beside `base()`'s kvm2 one.
+fn with_pods() -> String {
+    format!(
+        "{}  - name: pods
+    type: kubernetes
+    kubernetes:
+      namespace: egress-pods
+      images:
+        squid:
+          reference: localhost/egress-proxies/squid:5.7
+      machine_types:
+        small:
+          cpu: 250m
+          memory: 128MiB
+      proxy:
+        allowed_clients: [10.213.9.0/24]
+      defaults:
+        machine_type: small
+        image: squid
+",
+        base()
+    )
+}
+
+#[test]
+fn a_kubernetes_entry_parses_beside_a_kvm2_one() {
+    let c = ok(&with_pods());
+    let entry = &c.providers[1];
+    assert_eq!(entry.provider_type(), ProviderType::Kubernetes);
+    assert!(entry.kvm2().is_none());
+    let k = entry.kubernetes().unwrap();
+    assert_eq!(k.namespace.as_str(), "egress-pods");
+    assert_eq!(k.kubeconfig_file, None);
+    let (key, image) = k.image_for(None).unwrap();
+    assert_eq!(key.as_str(), "squid");
+    assert_eq!(
+        image.reference.as_str(),
+        "localhost/egress-proxies/squid:5.7"
+    );
+    let (_, size) = k.machine_type_for(None).unwrap();
+    assert_eq!((size.cpu.millis(), size.memory.mib()), (250, 128));
+    assert_eq!(
+        entry.proxy().allowed_clients[0].to_string(),
+        "10.213.9.0/24"
+    );
+    assert_eq!(entry.probe_target().to_string(), kvm2::DEFAULT_PROBE_TARGET);
+    // No placeholder rule applies to a kubernetes entry.
+    assert!(
+        c.placeholders()
+            .iter()
+            .all(|i| !i.path.starts_with("providers[1]"))
+    );
+}
+
+#[test]
+fn rule_kubernetes_values() {
+    let y = with_pods()
+        .replace("namespace: egress-pods", "namespace: Egress_Pods")
+        .replace("reference: localhost", "reference: -localhost")
+        .replace("cpu: 250m", "cpu: 0.5")
+        .replace("memory: 128MiB\n      proxy", "memory: 32MiB\n      proxy")
+        .replace("image: squid\n", "image: envoy\n");
+    assert_eq!(
+        issues(&y),
+        [
+            format!("providers[1].kubernetes.namespace: {ID}; got \"Egress_Pods\""),
+            format!(
+                "providers[1].kubernetes.images.squid.reference: {}; got \"-localhost/egress-proxies/squid:5.7\"",
+                ImageReference::RULE
+            ),
+            format!(
+                "providers[1].kubernetes.machine_types.small.cpu: {}; got \"0.5\"",
+                MilliCpu::RULE
+            ),
+            "providers[1].kubernetes.machine_types.small.memory: must be between 64MiB and 1TiB; got 32MiB".to_owned(),
+            "providers[1].kubernetes.defaults.image: must name a key of providers[1].kubernetes.images; got \"envoy\"".to_owned(),
+        ]
+    );
+}
+
+#[test]
+fn rule_kubernetes_block_matches_the_type() {
+    let y = "providers:\n  - name: pods\n    type: kubernetes\n";
+    assert_eq!(
+        issues(y),
+        ["providers[0].kubernetes: is required when type is kubernetes"]
+    );
+    let y = format!("{}    kubernetes: {{namespace: x}}\n", base());
+    assert_eq!(
+        issues(&y),
+        ["providers[0].kubernetes: must be absent when type is kvm2"]
+    );
+}
+
+#[test]
+fn rule_kubernetes_required_fields() {
+    let y = "providers:\n  - name: pods\n    type: kubernetes\n    kubernetes: {}\n";
+    assert_eq!(
+        issues(y),
+        [
+            "providers[0].kubernetes.namespace: is required",
+            "providers[0].kubernetes.images: is required",
+            "providers[0].kubernetes.machine_types: is required",
+        ]
+    );
 }

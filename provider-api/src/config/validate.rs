@@ -2,16 +2,19 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::kubernetes::{KubernetesConfig, POD_MEMORY_MAX, POD_MEMORY_MIN, PodImage, PodResources};
 use super::kvm2::{
     DISK_MAX, DISK_MIN, DomainType, Firmware, ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host,
     Kvm2Image, Kvm2Ssh, MAX_INSTANCES_MAX, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings,
     VCPUS_MAX, VCPUS_MIN,
 };
 use super::raw::{
-    Entries, RawConfig, RawHost, RawKvm2, RawMachineType, RawProvider, RawProxy, RawSsh,
+    Entries, RawConfig, RawDefaults, RawHost, RawKubernetes, RawKvm2, RawMachineType,
+    RawPodResources, RawProvider, RawProxy, RawSsh,
 };
 use super::values::{
-    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HostPort, HttpUrl, Sha256Digest, SshUser,
+    AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HostPort, HttpUrl, ImageReference,
+    MilliCpu, Sha256Digest, SshUser,
 };
 use super::{ConfigError, ConfigIssue, ProviderBlock, ProviderEntry, ProvidersConfig};
 use crate::ident::{Identifier, ParseError};
@@ -235,14 +238,35 @@ fn provider(v: &mut Validator, path: &str, p: &RawProvider) -> Option<ProviderEn
         &p.provider_type,
         ProviderType::parse,
     )?;
+    // A block of another type is a mistake (the entry would silently
+    // ignore it).
+    let present = [
+        (ProviderType::Kvm2, p.kvm2.is_some()),
+        (ProviderType::Kubernetes, p.kubernetes.is_some()),
+    ];
+    for (other, is_present) in present {
+        if is_present && other != ty {
+            v.push(
+                &format!("{path}.{other}"),
+                format!("must be absent when type is {ty}"),
+            );
+        }
+    }
+    let bpath = format!("{path}.{ty}");
     let block = match ty {
         ProviderType::Kvm2 => {
-            let bpath = format!("{path}.kvm2");
             let Some(raw) = &p.kvm2 else {
                 v.push(&bpath, "is required when type is kvm2");
                 return None;
             };
             ProviderBlock::Kvm2(kvm2(v, &bpath, raw)?)
+        }
+        ProviderType::Kubernetes => {
+            let Some(raw) = &p.kubernetes else {
+                v.push(&bpath, "is required when type is kubernetes");
+                return None;
+            };
+            ProviderBlock::Kubernetes(kubernetes(v, &bpath, raw)?)
         }
     };
     Some(ProviderEntry { name: name?, block })
@@ -287,7 +311,13 @@ fn kvm2(v: &mut Validator, path: &str, raw: &RawKvm2) -> Option<Kvm2Config> {
         Some(p) => proxy(v, &format!("{path}.proxy"), p),
     };
 
-    let defaults = defaults(v, path, raw, &images, &machine_types);
+    let defaults = defaults(
+        v,
+        path,
+        &raw.defaults,
+        (&raw.images, &images),
+        (&raw.machine_types, &machine_types),
+    );
 
     Some(Kvm2Config {
         ssh: ssh?,
@@ -358,24 +388,91 @@ fn hosts(v: &mut Validator, hosts_path: &str, raw: &Option<Vec<RawHost>>) -> Opt
     hosts_ok.then_some(hosts)
 }
 
-/// `kvm2.defaults`: each names a key of its map; `None` when one does not.
-fn defaults(
+fn kubernetes(v: &mut Validator, path: &str, raw: &RawKubernetes) -> Option<KubernetesConfig> {
+    let namespace = v.field(
+        &format!("{path}.namespace"),
+        &raw.namespace,
+        Identifier::parse,
+    );
+    let kubeconfig_file = match &raw.kubeconfig_file {
+        None => Some(None),
+        Some(f) => v
+            .parsed(&format!("{path}.kubeconfig_file"), f, AbsolutePath::parse)
+            .map(Some),
+    };
+    let images_path = format!("{path}.images");
+    let images = v.required(&images_path, &raw.images).map(|e| {
+        v.entries(&images_path, e, "image", |v, p, img| {
+            let reference = v.field(
+                &format!("{p}.reference"),
+                &img.reference,
+                ImageReference::parse,
+            );
+            Some(PodImage {
+                reference: reference?,
+            })
+        })
+    });
+    let mt_path = format!("{path}.machine_types");
+    let machine_types = v
+        .required(&mt_path, &raw.machine_types)
+        .map(|e| v.entries(&mt_path, e, "machine type", pod_resources));
+    let proxy = match &raw.proxy {
+        None => Some(ProxySettings::default()),
+        Some(p) => proxy(v, &format!("{path}.proxy"), p),
+    };
+    let defaults = defaults(
+        v,
+        path,
+        &raw.defaults,
+        (&raw.images, &images),
+        (&raw.machine_types, &machine_types),
+    );
+    Some(KubernetesConfig {
+        namespace: namespace?,
+        kubeconfig_file: kubeconfig_file?,
+        images: images?,
+        machine_types: machine_types?,
+        proxy: proxy?,
+        defaults: defaults?,
+    })
+}
+
+fn pod_resources(v: &mut Validator, path: &str, raw: &RawPodResources) -> Option<PodResources> {
+    let cpu = v.field(&format!("{path}.cpu"), &raw.cpu, MilliCpu::parse);
+    let memory = v.sized(
+        &format!("{path}.memory"),
+        &raw.memory,
+        POD_MEMORY_MIN,
+        POD_MEMORY_MAX,
+    );
+    Some(PodResources {
+        cpu: cpu?,
+        memory: memory?,
+    })
+}
+
+/// A map as written and as validated (`None` when it was refused).
+type Written<'a, R, T> = (&'a Option<Entries<R>>, &'a Option<BTreeMap<Identifier, T>>);
+
+/// `<block>.defaults`: each names a key of its map; `None` when one does not.
+fn defaults<RI, I, RM, M>(
     v: &mut Validator,
     path: &str,
-    raw: &RawKvm2,
-    images: &Option<BTreeMap<Identifier, Kvm2Image>>,
-    machine_types: &Option<BTreeMap<Identifier, MachineType>>,
+    raw_defaults: &Option<RawDefaults>,
+    (raw_images, images): Written<'_, RI, I>,
+    (raw_machine_types, machine_types): Written<'_, RM, M>,
 ) -> Option<Kvm2Defaults> {
     let images_path = format!("{path}.images");
     let mt_path = format!("{path}.machine_types");
     let mut defaults = Kvm2Defaults::default();
     let mut defaults_ok = true;
-    if let Some(d) = &raw.defaults {
+    if let Some(d) = raw_defaults {
         let dp = format!("{path}.defaults");
         if let (Some(name), Some(map)) = (&d.machine_type, machine_types) {
             let p = format!("{dp}.machine_type");
             match v.parsed(&p, name, Identifier::parse) {
-                Some(id) if map.contains_key(&id) || raw_has_key(&raw.machine_types, name) => {
+                Some(id) if map.contains_key(&id) || raw_has_key(raw_machine_types, name) => {
                     defaults.machine_type = Some(id)
                 }
                 Some(_) => {
@@ -391,7 +488,7 @@ fn defaults(
         if let (Some(name), Some(map)) = (&d.image, images) {
             let p = format!("{dp}.image");
             match v.parsed(&p, name, Identifier::parse) {
-                Some(id) if map.contains_key(&id) || raw_has_key(&raw.images, name) => {
+                Some(id) if map.contains_key(&id) || raw_has_key(raw_images, name) => {
                     defaults.image = Some(id)
                 }
                 Some(_) => {

@@ -737,3 +737,159 @@ impl fmt::Debug for Cidr {
         write!(f, "Cidr({self})")
     }
 }
+
+/// A container image reference: `[registry/]repository[:tag][@digest]`,
+/// e.g. `registry.example/egress/squid:6.13`. 1 to 255 characters from
+/// lowercase letters, digits and `.`, `_`, `-`, `/`, `:`, `@`, uppercase
+/// letters only in a tag or digest; it starts with a letter or digit and
+/// holds no whitespace, so it cannot change the manifest it is written
+/// into.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct ImageReference(String);
+
+impl ImageReference {
+    /// The rule every value satisfies.
+    pub const RULE: &'static str = "must be a container image reference \
+        ([registry/]repository[:tag][@digest], 1 to 255 characters, lowercase \
+        repository, starting with a letter or digit)";
+
+    /// Parses a reference.
+    ///
+    /// # Errors
+    /// [`ParseError`] with [`Self::RULE`].
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let bad = || ParseError::new(Self::RULE);
+        if s.is_empty() || s.len() > 255 {
+            return Err(bad());
+        }
+        if !s.as_bytes()[0].is_ascii_alphanumeric() {
+            return Err(bad());
+        }
+        // Uppercase is allowed only after the last `/` once a `:` or `@`
+        // started the tag or digest.
+        let repo_end = s.rfind('/').map_or(0, |i| i + 1);
+        let tag_start = s[repo_end..]
+            .find([':', '@'])
+            .map_or(s.len(), |i| repo_end + i);
+        let ok = s.bytes().enumerate().all(|(i, b)| {
+            b.is_ascii_lowercase()
+                || b.is_ascii_digit()
+                || matches!(b, b'.' | b'_' | b'-' | b'/' | b':' | b'@')
+                || (i > tag_start && b.is_ascii_uppercase())
+        });
+        if !ok || s.contains("//") || s.ends_with(['/', ':', '@']) {
+            return Err(bad());
+        }
+        Ok(ImageReference(s.to_owned()))
+    }
+
+    /// The reference as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ImageReference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ImageReference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ImageReference({:?})", self.0)
+    }
+}
+
+/// CPU in thousandths of a core, written as Kubernetes writes quantities of
+/// CPU: whole cores (`2`) or millicores (`250m`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct MilliCpu(u32);
+
+impl MilliCpu {
+    /// The rule every written value satisfies.
+    pub const RULE: &'static str =
+        "must be whole cores (e.g. 2) or millicores (e.g. 250m), from 10m to 64";
+    /// The least CPU a value may ask for.
+    pub const MIN: MilliCpu = MilliCpu(10);
+    /// The most CPU a value may ask for (64 cores).
+    pub const MAX: MilliCpu = MilliCpu(64_000);
+
+    /// Parses `<digits>` or `<digits>m`.
+    ///
+    /// # Errors
+    /// [`ParseError`] with [`Self::RULE`] (also out of range).
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let bad = || ParseError::new(Self::RULE);
+        let (digits, scale) = match s.strip_suffix('m') {
+            Some(d) => (d, 1),
+            None => (s, 1000),
+        };
+        if digits.is_empty() || digits.len() > 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let n: u32 = digits.parse().map_err(|_| bad())?;
+        let m = MilliCpu(n.checked_mul(scale).ok_or_else(bad)?);
+        if (Self::MIN..=Self::MAX).contains(&m) {
+            Ok(m)
+        } else {
+            Err(bad())
+        }
+    }
+
+    /// Thousandths of a core.
+    pub const fn millis(self) -> u32 {
+        self.0
+    }
+}
+
+impl fmt::Display for MilliCpu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_multiple_of(1000) {
+            write!(f, "{}", self.0 / 1000)
+        } else {
+            write!(f, "{}m", self.0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod kubernetes_value_tests {
+    use super::*;
+
+    #[test]
+    fn image_references() {
+        for good in [
+            "squid",
+            "localhost/egress-proxies/squid:5.7-abc",
+            "registry.example:5000/egress/squid@sha256:0123abcdef",
+            "docker.io/library/debian:Bookworm",
+        ] {
+            assert_eq!(ImageReference::parse(good).unwrap().as_str(), good);
+        }
+        for bad in [
+            "",
+            "-squid",
+            "Squid",
+            "squid latest",
+            "squid\n",
+            "a//b",
+            "squid:",
+            "Registry/squid:1",
+            &"a".repeat(256),
+        ] {
+            assert!(ImageReference::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn cpu_quantities() {
+        assert_eq!(MilliCpu::parse("250m").unwrap().millis(), 250);
+        assert_eq!(MilliCpu::parse("2").unwrap().millis(), 2000);
+        assert_eq!(MilliCpu::parse("2").unwrap().to_string(), "2");
+        assert_eq!(MilliCpu::parse("1500m").unwrap().to_string(), "1500m");
+        for bad in ["", "m", "0", "5m", "65", "0.5", "-1", "1M", "9999999"] {
+            assert!(MilliCpu::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
