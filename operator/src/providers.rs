@@ -21,6 +21,7 @@ use crate::RegistryFn;
 pub fn registry() -> anyhow::Result<Registry> {
     let mut registry = Registry::new();
     kvm2_provider::register(&mut registry).context("register the kvm2 provider")?;
+    kubernetes_provider::register(&mut registry).context("register the kubernetes provider")?;
     Ok(registry)
 }
 
@@ -153,16 +154,20 @@ mod tests {
 
     use super::*;
 
-    /// kvm2 appears in the operator's sources only as its `register` call in
-    /// this file (the boundary: the operator knows provider-api, not a
-    /// provider's internals).
+    /// Each provider crate appears in the operator's sources only as its
+    /// `register` call in this file (the boundary: the operator knows
+    /// provider-api, not a provider's internals).
     #[test]
     fn kvm2_is_named_only_by_its_register_call() {
+        // Spelled in parts so this test's own text does not match.
+        only_registered(concat!("kvm2", "_provider"));
+        only_registered(concat!("kubernetes", "_provider"));
+    }
+
+    fn only_registered(needle: &str) {
         let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
         let mut stack = vec![std::path::PathBuf::from(src)];
-        // Spelled in parts so this test's own text does not match.
-        let needle = concat!("kvm2", "_provider");
-        let allowed = concat!("kvm2", "_provider::register(&mut registry)");
+        let allowed = format!("{needle}::register(&mut registry)");
         let mut hits = Vec::new();
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(&dir).unwrap() {
@@ -181,22 +186,21 @@ mod tests {
         }
         let stray: Vec<&String> = hits
             .iter()
-            .filter(|h| !(h.contains("/providers.rs:") && h.contains(allowed)))
+            .filter(|h| !(h.contains("/providers.rs:") && h.contains(&allowed)))
             .collect();
         assert!(
             stray.is_empty(),
-            "the kvm2 crate is named outside its register call: {stray:#?}"
+            "{needle} is named outside its register call: {stray:#?}"
         );
         assert_eq!(hits.len(), 1, "{hits:#?}");
     }
 
     #[test]
-    fn the_registry_knows_kvm2() {
-        assert!(
-            registry()
-                .unwrap()
-                .is_registered(provider_api::ProviderType::Kvm2)
-        );
+    fn the_registry_knows_every_type() {
+        let registry = registry().unwrap();
+        for t in provider_api::ProviderType::ALL {
+            assert!(registry.is_registered(t), "{t}");
+        }
     }
 
     #[test]

@@ -80,6 +80,9 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Build (or find cached) the Squid container image of the kubernetes
+    /// provider's Pods and print its reference and archive.
+    SquidImage,
     /// The whole system on the sandbox: API server, node, the operator as
     /// deploy/'s pod, real proxy guests; prints the validation table.
     Demo {

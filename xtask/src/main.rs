@@ -75,6 +75,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Codegen { target, check } => codegen::run(target, check),
         Command::Image { out } => image::operator::run_image(out).map(done),
         Command::GuestImage { force } => image::guest::run(force).map(done),
+        Command::SquidImage => image::squid::run().map(done),
         Command::Demo { keep } => demo::run_demo(keep),
         Command::Integration(args) => demo::run_integration(&args),
     }

@@ -9,12 +9,12 @@ use anyhow::{Context, Result};
 use crate::sandbox::{Session, leaks};
 use crate::util::{cmd, status};
 
-/// setup when something is missing → sandbox up → `cargo test --workspace
-/// ARGS` → sandbox down (also when tests fail).
+/// setup when something is missing → sandbox up (and its node) → `cargo
+/// test --workspace ARGS` → sandbox down (also when tests fail).
 pub fn test(args: &[String]) -> Result<ExitCode> {
     let mut c = cmd("cargo", ["test", "--workspace"]);
     c.args(args);
-    against_sandbox(c, "tests")
+    against_sandbox(c, "tests", true)
 }
 
 /// A crate's benchmarks (`benches/*.rs`, `harness = false`) against the
@@ -31,13 +31,18 @@ pub fn bench(args: &[String]) -> Result<ExitCode> {
     };
     let mut c = cmd("cargo", ["bench", "-p", krate]);
     c.args(rest);
-    against_sandbox(c, "benchmarks")
+    against_sandbox(c, "benchmarks", false)
 }
 
 /// Runs `c` with the sandbox's descriptor in its environment, in a
-/// [`Session`]; fails when `c` fails or leaves a process or namespace.
-fn against_sandbox(mut c: Command, what: &str) -> Result<ExitCode> {
+/// [`Session`] (with its node when `node`: the kubernetes provider's tests
+/// run Pods); fails when `c` fails or leaves a process or namespace.
+fn against_sandbox(mut c: Command, what: &str, node: bool) -> Result<ExitCode> {
     let session = Session::start(false)?;
+    if node && let Err(e) = crate::node::ensure(&session.descriptor()?) {
+        session.finish()?;
+        return Err(e);
+    }
     guard_interrupts();
     let before = leaks::snapshot();
     c.env(sandbox_kit::ENV_VAR, session.path());

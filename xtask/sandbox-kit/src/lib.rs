@@ -29,8 +29,10 @@ mod descriptor;
 pub mod guest_recipe;
 mod hypervisor_host;
 pub mod kubeconfig;
+pub mod node;
 pub mod pki;
 pub mod prometheus;
+pub mod squid_recipe;
 
 pub use descriptor::{
     Descriptor, DescriptorError, ENV_VAR, GuestImage, KubeService, LibvirtService, PoolInfo,

@@ -35,6 +35,8 @@ pub enum Layer {
     },
     /// An empty directory, mode 1777 (like `/tmp`).
     Dir(PathBuf),
+    /// A whole root tree (owners, modes and links kept), copied in at `/`.
+    Tree(PathBuf),
 }
 
 /// The image config's runtime part.
@@ -136,6 +138,14 @@ fn place(rootfs: &Path, f: &Layer) -> Result<()> {
             let dest = inside(to);
             std::fs::create_dir_all(&dest)?;
             std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o1777))?;
+        }
+        Layer::Tree(from) => {
+            let mut source = from.clone().into_os_string();
+            source.push("/.");
+            read(
+                "cp",
+                ["-a".as_ref(), source.as_os_str(), rootfs.as_os_str()],
+            )?;
         }
     }
     Ok(())

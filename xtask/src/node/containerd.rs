@@ -13,6 +13,7 @@ use crate::image::oci::{self, Layer};
 use crate::sandbox;
 use crate::sandbox::control_plane::spawn_logged;
 use crate::util::{cmd, output, read, wait_until_within};
+use sandbox_kit::node::{POD_BRIDGE, POD_GATEWAY, POD_SUBNET};
 
 /// The pod sandbox image every pod starts with.
 pub(super) const PAUSE_IMAGE: &str = "localhost/kvm2-sandbox/pause:1";
@@ -30,7 +31,11 @@ pub(super) fn start_containerd(
     let base = node_dir.join("containerd");
     let cni = node_dir.join("cni");
     std::fs::create_dir_all(&cni)?;
-    std::fs::write(cni.join("10-sandbox.conflist"), CNI_CONFLIST)?;
+    std::fs::write(
+        cni.join("10-sandbox.conflist"),
+        cni_conflist(&node_dir.join("cni-ipam")),
+    )?;
+    pod_bridge()?;
     let socket = base.join("containerd.sock");
     let config = base.join("config.toml");
     std::fs::create_dir_all(&base)?;
@@ -52,6 +57,9 @@ state = "{state}"
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{PAUSE_IMAGE}"
+  # Pods' network namespaces are pinned under the state directory (not
+  # /var/run/netns), so `down` finds and unmounts them with the rest.
+  netns_mounts_under_state_dir = true
   restrict_oom_score_adj = true
   enable_selinux = false
   [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -83,22 +91,67 @@ state = "{state}"
     Ok(socket)
 }
 
-/// A CNI network the kubelet sees as configured; host-network pods never
-/// use it (nothing in the sandbox runs other pods).
-pub(super) const CNI_CONFLIST: &str = r#"{
+/// The pods' network: the bridge [`POD_BRIDGE`] with the gateway
+/// [`POD_GATEWAY`] on this host, addresses from host-local IPAM (its state
+/// in `ipam_dir`, inside the run directory). The host reaches every pod
+/// at its own address, and a pod reaches the host at the gateway; nothing
+/// is forwarded or masqueraded (pods have no way out: invariant 13's
+/// rule for guests holds for pods too). Host-network pods (the operator's)
+/// do not use it.
+fn cni_conflist(ipam_dir: &Path) -> String {
+    format!(
+        r#"{{
   "cniVersion": "0.4.0",
   "name": "kvm2-sandbox",
   "plugins": [
-    {
+    {{
       "type": "bridge",
-      "bridge": "kvm2-cni0",
-      "isGateway": false,
+      "bridge": "{POD_BRIDGE}",
+      "isGateway": true,
       "ipMasq": false,
-      "ipam": { "type": "host-local", "ranges": [[{ "subnet": "10.213.9.0/24" }]] }
-    }
+      "ipam": {{
+        "type": "host-local",
+        "dataDir": "{ipam}",
+        "ranges": [[{{ "subnet": "{POD_SUBNET}", "gateway": "{POD_GATEWAY}" }}]],
+        "routes": [{{ "dst": "{POD_GATEWAY}/32" }}]
+      }}
+    }}
   ]
+}}
+"#,
+        ipam = ipam_dir.display()
+    )
 }
-"#;
+
+/// The bridge with the gateway address, up before any pod exists (tests
+/// listen on the gateway address before a pod needs it).
+fn pod_bridge() -> Result<()> {
+    let exists = output(cmd("ip", ["link", "show", POD_BRIDGE]))?
+        .status
+        .success();
+    if !exists {
+        read(cmd("ip", ["link", "add", POD_BRIDGE, "type", "bridge"]))?;
+    }
+    let _ = output(cmd(
+        "ip",
+        [
+            "address",
+            "add",
+            &format!("{POD_GATEWAY}/24"),
+            "dev",
+            POD_BRIDGE,
+        ],
+    ));
+    read(cmd("ip", ["link", "set", POD_BRIDGE, "up"]))?;
+    Ok(())
+}
+
+/// Removes the pods' bridge (at `down`, after the pods).
+pub fn remove_pod_bridge() {
+    if output(cmd("ip", ["link", "show", POD_BRIDGE])).is_ok_and(|o| o.status.success()) {
+        let _ = output(cmd("ip", ["link", "delete", POD_BRIDGE]));
+    }
+}
 
 /// `ctr --address SOCKET -n k8s.io ARGS`.
 pub(super) fn ctr(socket: &Path, args: &[&str]) -> Command {

@@ -72,6 +72,7 @@ pub fn clean_up(dir: &Path) {
     if !node_dir.exists() {
         return;
     }
+    super::containerd::remove_pod_bridge();
     if has_node_address() {
         let _ = output(cmd(
             "ip",

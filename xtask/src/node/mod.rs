@@ -24,10 +24,12 @@
 //!   [`import`] loads them into containerd; pods name them `localhost/...`
 //!   with `imagePullPolicy: Never`. The pod sandbox ("pause") image is a
 //!   static binary built here.
-//! - Pods run on the host's network only: the node's address is
-//!   [`NODE_IP`] on `lo` (the kubelet refuses 127/8), and there is no kube-proxy or cluster DNS. A CNI config (bridge +
-//!   host-local) exists only because the kubelet reports the node ready
-//!   when the runtime's network is configured.
+//! - The node's address is [`NODE_IP`] on `lo` (the kubelet refuses
+//!   127/8); there is no kube-proxy or cluster DNS. The operator's pod
+//!   runs on the host's network; other pods (the kubernetes provider's
+//!   Squid) get addresses on the bridge `kvm2-cni0` (10.213.9.0/24, CNI
+//!   bridge + host-local), which the host reaches and which has no way
+//!   out.
 //! - `restrict_oom_score_adj`: root on this machine cannot lower a
 //!   process's OOM score, which runc otherwise does for every container.
 
@@ -98,7 +100,7 @@ pub fn up() -> Result<()> {
 pub fn ensure(sandbox: &Descriptor) -> Result<Node> {
     let dir = sandbox.state_dir.clone();
     let node_dir = dir.join("node");
-    let record = node_dir.join("node.json");
+    let record = sandbox_kit::node::record(&dir);
     if let Ok(text) = std::fs::read_to_string(&record) {
         // `sandbox::current()` already checked every recorded process runs.
         return Ok(serde_json::from_str(&text)?);
@@ -180,6 +182,8 @@ fn start(
     node_address()?;
     let containerd = start_containerd(node_dir, processes)?;
     import(&containerd, &pause_image(node_dir)?)?;
+    // The kubernetes provider's Pods run Squid from this image.
+    import(&containerd, &crate::image::squid::ensure()?)?;
 
     let controller_manager =
         kubeconfig_for("controller-manager", "/CN=system:kube-controller-manager")?;

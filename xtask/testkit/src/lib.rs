@@ -38,6 +38,7 @@ pub mod libvirtd;
 pub mod names;
 pub mod package;
 pub mod pki;
+pub mod pods;
 pub use sandbox_kit::prometheus;
 pub mod providers_yaml;
 pub mod qemu_img;
