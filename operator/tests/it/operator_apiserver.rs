@@ -180,6 +180,16 @@ impl World {
         World::build(configure, None).await
     }
 
+    /// A world whose one entry is of type `kubernetes`: Pods in `pods`'s
+    /// namespace, under its ServiceAccount (deploy/samples/' RBAC), the
+    /// sandbox's Squid image.
+    async fn with_pods(pods: &testkit::pods::PodsNamespace) -> World {
+        let world = World::build(|config, _| config, None).await;
+        let yaml = testkit::pods::providers_yaml(&world.entry, pods, "");
+        std::fs::write(&world.config, yaml).unwrap();
+        world
+    }
+
     /// The namespace, the providers config (the sandbox as `host1`, with
     /// its libvirt socket, then what `configure` makes of it) and the
     /// operator's kubeconfig.
@@ -735,6 +745,92 @@ async fn a_real_proxy_guest_runs_and_becomes_healthy() {
 
     delete_and_wait(&api, "p1", Duration::from_secs(120)).await;
     assert!(!world.domains().contains(&domain));
+    op.assert_no_errors();
+    drop(op);
+    clear_lease(&client).await;
+}
+
+/// The `kubernetes` provider under the real binary: a Proxy naming a
+/// kubernetes entry becomes a Pod on the sandbox's node (the Squid image
+/// built from Debian's packages), reaches `Running`, and turns `Healthy`
+/// by the operator's real CONNECT through Squid in the Pod to an upstream
+/// on the pods' gateway; the entry's host reports reachable; deleting the
+/// Proxy deletes the Pod.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_proxy_becomes_healthy_through_squid() {
+    let _serial = SERIAL.lock().await;
+    let d = Descriptor::require();
+    testkit::pods::require_node(&d);
+    let kube = d.kube.clone().unwrap();
+    let pods =
+        testkit::pods::PodsNamespace::new(&kube, &format!("opt-pods-{}", &random_hex()[..8]));
+    let upstream = testkit::pods::Upstream::get();
+    let world = World::with_pods(&pods).await;
+    let client = admin(&world.kube).await;
+    let op = world.operator(&["--cluster-id", "cluster-pods", "--probe-interval", "2s"]);
+    op.wait_leader().await;
+    let uid = world
+        .create_proxy(&client, "p1", json!({"provider": world.entry}))
+        .await;
+    let api = world.proxies(&client);
+    let obj = eventually("Running and Healthy", Duration::from_secs(180), || async {
+        let o = serde_json::to_value(api.get("p1").await.ok()?).unwrap();
+        let healthy = condition(&o, "Healthy")?["status"] == "True";
+        (o["status"]["phase"] == "Running" && healthy).then_some(o)
+    })
+    .await;
+    let ip = obj["status"]["ip"].as_str().unwrap();
+    assert!(ip.starts_with("10.213.9."), "{ip}");
+    assert_eq!(obj["status"]["port"], 3128);
+    assert_eq!(
+        obj["status"]["providerID"],
+        format!(
+            "kubernetes://{}/{}/{}",
+            world.entry,
+            pods.name,
+            provider_api::name_from_uid(&provider_api::OwnerUid::parse(&uid).unwrap())
+        )
+    );
+    assert!(
+        upstream.accepted() >= 1,
+        "the probes reached the upstream through Squid"
+    );
+    let pod = kubectl(
+        &kube,
+        &[
+            "-n",
+            &pods.name,
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={.items[*].metadata.labels}",
+        ],
+    );
+    assert!(pod.contains(&uid), "{pod}");
+
+    // The entry's one target, its namespace, is reachable.
+    let health = eventually("ProviderHealth", Duration::from_secs(30), || async {
+        let text = kube
+            .kubectl(&["get", "providerhealths", &world.entry, "-o", "json"])
+            .ok()?;
+        let v: Value = serde_json::from_str(&text).ok()?;
+        (v["status"]["targets"][0]["reachable"] == true).then_some(v)
+    })
+    .await;
+    assert_eq!(
+        health["status"]["targets"][0]["name"],
+        pods.name.as_str(),
+        "{health}"
+    );
+
+    delete_and_wait(&api, "p1", Duration::from_secs(60)).await;
+    eventually("the Pod gone", Duration::from_secs(60), || async {
+        let names = kube
+            .kubectl(&["-n", &pods.name, "get", "pods", "-o", "name"])
+            .ok()?;
+        names.trim().is_empty().then_some(())
+    })
+    .await;
     op.assert_no_errors();
     drop(op);
     clear_lease(&client).await;
