@@ -10,8 +10,8 @@ use kube::{Api, Client};
 use provider_api::config::KubernetesConfig;
 use provider_api::squid::{Layout, PasswordLine, squid_conf};
 use provider_api::{
-    Checker, CreateRequest, Error, Identifier, Instance, ListedInstance, Provider, ProviderEntry,
-    ProviderId, ProviderType, ProxyCredentials, Tag, name_from_uid,
+    Checker, CreateRequest, Error, Identifier, Instance, ListedInstance, Placement, Provider,
+    ProviderEntry, ProviderId, ProviderType, ProxyCredentials, Tag, name_from_uid,
 };
 
 use crate::check::PodsChecker;
@@ -155,6 +155,17 @@ impl KubernetesProvider {
 
     async fn create_within(&self, req: &CreateRequest) -> Result<Instance, Error> {
         let config = &self.inner.config;
+        // One target, the namespace: `Require` of any other is a host this
+        // entry does not have; `Prefer` and `avoid` have no other choice.
+        if let Placement::Require(host) = &req.placement
+            && host != self.namespace()
+        {
+            return Err(Error::permanent(format!(
+                "kubernetes provider {} has no host {host} (its one target is namespace {})",
+                self.inner.name,
+                self.namespace()
+            )));
+        }
         let (_, image) = config.image_for(req.image.as_ref())?;
         let (_, resources) = config.machine_type_for(req.machine_type.as_ref())?;
         let name = name_from_uid(&req.owner_uid);
