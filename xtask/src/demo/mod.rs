@@ -5,7 +5,8 @@
 //!  guest image served) → the sandbox's node (controller-manager, scheduler,
 //!  kubelet, containerd) → the operator's image → kubectl apply -k deploy/
 //!  (an overlay: the image, the run's config) → the operator's pod → two
-//!  Proxies → live table → the Go original's validation table → delete → teardown
+//!  Proxies → live table → the Go original's validation table → delete →
+//!  a Proxy of the kubernetes entry as a Pod → teardown
 //! ```
 //!
 //! Each row is measured, printed at once and again in the final table;
@@ -20,6 +21,7 @@
 
 pub mod bench;
 mod pod;
+mod pods_row;
 mod prometheus_row;
 mod rows;
 
@@ -51,7 +53,7 @@ pub(crate) const TO_SERVING: Duration = Duration::from_secs(900);
 /// `cargo xtask demo [--keep]`.
 pub fn run_demo(keep: bool) -> Result<ExitCode> {
     on_sandbox(keep, "demo", Operator::Pod, |sandbox| {
-        Target::sandbox(sandbox, "egress-demo")
+        Target::sandbox(sandbox, "egress-demo").map(Target::with_pods)
     })
 }
 
@@ -151,6 +153,13 @@ fn suite(
     }
     let neighbour_before = w.virsh(&["vol-info", neighbour.as_str(), "--pool", &pool])?;
 
+    let pods = match w.target.pods_entry() {
+        Some(entry) => {
+            pods_row::install(&w, &deploy)?;
+            Some((entry, pods_row::Upstream::start()?))
+        }
+        None => None,
+    };
     w.start_operator()?;
     println!(
         "demo: operator running ({})",
@@ -196,6 +205,9 @@ fn suite(
         return Ok(report);
     }
     delete_row(&w, &mut report, &ours)?;
+    if let Some((entry, upstream)) = &pods {
+        pods_row::pods_row(&w, entry, upstream, &mut report)?;
+    }
     // Leave the host as it was: the planted neighbour, and our base when
     // this run made it.
     w.virsh(&["vol-delete", neighbour.as_str(), "--pool", &pool])?;

@@ -101,6 +101,7 @@ impl Target {
                 allowed: sandbox.guest_net.cidr(),
                 probe_target: sandbox.guest_net.upstream.to_string(),
                 destinations: Some(format!("{}/32", sandbox.guest_net.upstream.ip())),
+                pods: None,
             },
             base_volume: format!("base-{entry}.proxy-guest.qcow2"),
             entry,
@@ -166,6 +167,7 @@ impl Target {
                 allowed: allowed.to_owned(),
                 probe_target: flags.probe_target.clone(),
                 destinations: None,
+                pods: None,
             },
             base_volume: format!("base-{entry}.proxy-guest.qcow2"),
             entry,
@@ -208,6 +210,9 @@ struct ProviderConfig {
     /// `proxy.allowed_destinations` (the sandbox's upstream, an internal
     /// address).
     destinations: Option<String>,
+    /// A second entry, of type `kubernetes`: Pods of this image in the RBAC
+    /// sample's namespace, with the operator's in-cluster credentials.
+    pods: Option<String>,
 }
 
 impl ProviderConfig {
@@ -226,11 +231,40 @@ impl ProviderConfig {
                 Some(d) => format!("        allowed_destinations: [{d}]\n"),
                 None => String::new(),
             },
+        ) + &self.pods_entry()
+    }
+
+    /// The `kubernetes` entry, when the run has one.
+    fn pods_entry(&self) -> String {
+        use sandbox_kit::node::{POD_GATEWAY, POD_SUBNET};
+        let Some(image) = &self.pods else {
+            return String::new();
+        };
+        format!(
+            "  - name: {entry}-pods\n    type: kubernetes\n    kubernetes:\n      namespace: {ns}\n      images:\n        squid: {{reference: \"{image}\"}}\n      machine_types:\n        small: {{cpu: 100m, memory: 96MiB}}\n      proxy:\n        allowed_clients: [{POD_SUBNET}]\n        allowed_destinations: [{POD_GATEWAY}/32]\n        probe_target: \"{POD_GATEWAY}:{port}\"\n      defaults: {{machine_type: small, image: squid}}\n",
+            entry = self.entry,
+            ns = super::pods_row::POD_NAMESPACE,
+            port = super::pods_row::UPSTREAM_PORT,
         )
     }
 }
 
 impl Target {
+    /// This target with a `kubernetes` entry beside the kvm2 one (the
+    /// sandbox's node runs its Pods; the operator runs as a pod there).
+    pub fn with_pods(mut self) -> Target {
+        self.provider.pods = Some(sandbox_kit::squid_recipe::reference());
+        self
+    }
+
+    /// The `kubernetes` entry's name, when the run has one.
+    pub fn pods_entry(&self) -> Option<String> {
+        self.provider
+            .pods
+            .as_ref()
+            .map(|_| format!("{}-pods", self.provider.entry))
+    }
+
     /// The providers config, with the SSH files where they are on this
     /// machine.
     pub fn config_yaml(&self) -> String {
