@@ -25,11 +25,14 @@
 //! - **States** ([`pod_state`]): Pending → `Provisioning`, Running and
 //!   ready with an IP → `Running`, an image that cannot be pulled or a
 //!   crash loop → `Failed`, being deleted → `Stopped`.
+//! - **Events** ([`events`]): a watch on the entry's Pods reports a Pod
+//!   turning ready, failing, being deleted or vanishing, so the operator
+//!   looks again at once rather than at its next poll.
 //! - **Errors** ([`errors`]): 404 → `NotFound`, a quota → `QuotaExceeded`,
 //!   refused or invalid → `Permanent`, conflicts, overload and no answer →
 //!   `Transient`.
 //!
-//! The provider needs, in its namespace: `pods` get, list, create, delete
+//! The provider needs, in its namespace: `pods` get, list, watch, create, delete
 //! and `secrets` get, create, update, delete (docs/kubernetes-provider.md).
 //!
 //! # Example
@@ -61,6 +64,7 @@
 pub mod check;
 mod client;
 pub mod errors;
+pub mod events;
 pub mod labels;
 pub mod manifest;
 pub mod pod_state;

@@ -448,6 +448,13 @@ impl Provider for KubernetesProvider {
     fn checker(&self) -> Option<&dyn Checker> {
         Some(&self.inner.checker)
     }
+
+    fn instance_events(&self) -> Option<provider_api::InstanceEvents> {
+        Some(Box::new(crate::events::PodEvents::new(
+            self.inner.name.clone(),
+            self.inner.config.clone(),
+        )))
+    }
 }
 
 /// Registers the `kubernetes` type's constructor.

@@ -3,4 +3,5 @@
 //! ownership rules. Needs `cargo xtask test` (the sandbox with its node).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod events;
 mod pods;

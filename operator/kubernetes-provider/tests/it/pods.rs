@@ -11,13 +11,13 @@ use provider_api::{
 use testkit::pods::{PodsNamespace, Upstream, connect_status, providers_yaml, require_node};
 use testkit::{Descriptor, kubectl::kubectl, names};
 
-fn provider(ns: &PodsNamespace, extra_proxy: &str) -> KubernetesProvider {
+pub(crate) fn provider(ns: &PodsNamespace, extra_proxy: &str) -> KubernetesProvider {
     let yaml = providers_yaml("pods", ns, extra_proxy);
     let config = ProvidersConfig::from_yaml_str(&yaml).unwrap();
     KubernetesProvider::new(&config.providers[0]).unwrap()
 }
 
-fn request(uid: &OwnerUid) -> CreateRequest {
+pub(crate) fn request(uid: &OwnerUid) -> CreateRequest {
     let mut req = CreateRequest::new(
         uid.clone(),
         ObjectName::parse("proxy-a").unwrap(),
@@ -30,7 +30,7 @@ fn request(uid: &OwnerUid) -> CreateRequest {
     req
 }
 
-fn uid() -> OwnerUid {
+pub(crate) fn uid() -> OwnerUid {
     OwnerUid::parse(&format!("{}-uid", names::random_hex())).unwrap()
 }
 
