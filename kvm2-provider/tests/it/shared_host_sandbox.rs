@@ -498,13 +498,14 @@ async fn a_start_short_of_memory_is_quota_exceeded() {
         .images([image])
         .machine_type(1, "256GiB", "1GiB")
         .render();
-    let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap();
-    assert_ne!(
-        overcommit.trim(),
-        "1",
-        "the kernel grants every mapping (vm.overcommit_memory=1, as the kubelet of \
-         `cargo xtask sandbox node` sets it): no start can fail for want of memory"
-    );
+    // With vm.overcommit_memory=1 (what the kubelet of `cargo xtask sandbox
+    // node`, which `cargo xtask test` starts, sets) the kernel grants every
+    // mapping and no start can fail for want of memory: the kernel's
+    // default heuristic is restored for this test, and the node's value
+    // after it (`sandbox down` restores the machine's own in any case).
+    let _heuristic = Overcommit::heuristic();
+    let overcommit = std::fs::read_to_string(OVERCOMMIT).unwrap();
+    assert_ne!(overcommit.trim(), "1", "the kernel grants every mapping");
     let mut options = env.options();
     options.capacity_check = false;
     let provider = env.provider(&yaml, options);
@@ -587,4 +588,29 @@ async fn a_host_that_failed_to_dial_is_tried_last_during_its_cool_down() {
     assert_eq!(hole.accepted(), 1, "cooling down: not dialled again");
     provider.delete(&first.id).await.unwrap();
     provider.delete(&second.id).await.unwrap();
+}
+
+const OVERCOMMIT: &str = "/proc/sys/vm/overcommit_memory";
+
+/// vm.overcommit_memory at 0 (the kernel's heuristic) while it lives, the
+/// value before it afterwards.
+struct Overcommit(Option<String>);
+
+impl Overcommit {
+    fn heuristic() -> Overcommit {
+        let before = std::fs::read_to_string(OVERCOMMIT).unwrap();
+        if before.trim() == "0" {
+            return Overcommit(None);
+        }
+        std::fs::write(OVERCOMMIT, "0").unwrap();
+        Overcommit(Some(before))
+    }
+}
+
+impl Drop for Overcommit {
+    fn drop(&mut self) {
+        if let Some(before) = &self.0 {
+            let _ = std::fs::write(OVERCOMMIT, before.trim());
+        }
+    }
 }

@@ -79,7 +79,7 @@ fn cloud_init_schema_is_a_real_check() {
 fn squid_parses_the_rendered_configuration() {
     let dir = tempfile::tempdir().unwrap();
     let conf = squid_conf(&render(&settings(), None).unwrap());
-    assert!(conf.starts_with("# Written by the kvm2 provider"), "{conf}");
+    assert!(conf.starts_with("# Written by egress-proxies"), "{conf}");
     assert!(conf.contains("http_port 3128\n"), "{conf}");
     let path = dir.path().join("squid.conf");
     std::fs::write(&path, &conf).unwrap();
