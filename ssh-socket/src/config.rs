@@ -23,10 +23,11 @@ pub struct SshConfig {
     pub port: u16,
     /// User to log in as.
     pub user: String,
-    /// Private key file (OpenSSH, PKCS#1, PKCS#8 or SEC1 PEM; ed25519,
-    /// ecdsa or RSA; RSA signs with rsa-sha2-512/256).
-    pub key_path: PathBuf,
-    /// Passphrase for an encrypted key file.
+    /// Where the private key comes from: a file (OpenSSH, PKCS#1, PKCS#8
+    /// or SEC1 PEM; ed25519, ecdsa or RSA; RSA signs with
+    /// rsa-sha2-512/256), key text in memory, or an ssh-agent.
+    pub key: KeySource,
+    /// Passphrase for an encrypted key (file or memory).
     pub key_passphrase: Option<Passphrase>,
     /// How the server's host key is checked.
     pub host_keys: HostKeyPolicy,
@@ -39,6 +40,91 @@ pub struct SshConfig {
     pub connect_timeout: Duration,
     /// Liveness checking of the established link.
     pub keepalive: Keepalive,
+    /// Jump hosts (bastions) the dial passes through, in order: the first
+    /// is reached over TCP, each next one — and at last `host` — through a
+    /// `direct-tcpip` channel of the one before (OpenSSH's `ProxyJump`).
+    /// Empty: `host` is reached directly.
+    pub jumps: Vec<JumpHost>,
+}
+
+/// A jump host (bastion): an SSH server the dial logs in to only to have
+/// it open a TCP connection onwards. Its key and known_hosts files are
+/// read on every dial, like the target's.
+///
+/// `Debug` never prints the passphrase.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct JumpHost {
+    /// Host name or address of the bastion's SSH server (as the hop before
+    /// it, or this machine for the first, resolves it).
+    pub host: String,
+    /// Its TCP port (default 22).
+    pub port: u16,
+    /// User to log in as.
+    pub user: String,
+    /// Where its private key comes from.
+    pub key: KeySource,
+    /// Passphrase for an encrypted key.
+    pub key_passphrase: Option<Passphrase>,
+    /// How the bastion's host key is checked.
+    pub host_keys: HostKeyPolicy,
+}
+
+impl JumpHost {
+    /// A jump host on port 22.
+    pub fn new(
+        host: impl Into<String>,
+        user: impl Into<String>,
+        key_path: impl Into<PathBuf>,
+        host_keys: HostKeyPolicy,
+    ) -> Self {
+        Self {
+            host: host.into(),
+            port: 22,
+            user: user.into(),
+            key: KeySource::File(key_path.into()),
+            key_passphrase: None,
+            host_keys,
+        }
+    }
+
+    /// Sets [`JumpHost::port`].
+    #[must_use]
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Sets [`JumpHost::key`].
+    #[must_use]
+    pub fn with_key(mut self, key: KeySource) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Sets [`JumpHost::key_passphrase`].
+    #[must_use]
+    pub fn with_key_passphrase(mut self, passphrase: Passphrase) -> Self {
+        self.key_passphrase = Some(passphrase);
+        self
+    }
+
+    /// The hop as a config of its own (for the dial's stages: its host,
+    /// credentials and host keys, the target's timers).
+    pub(crate) fn as_hop(&self, target: &SshConfig) -> SshConfig {
+        SshConfig {
+            host: self.host.clone(),
+            port: self.port,
+            user: self.user.clone(),
+            key: self.key.clone(),
+            key_passphrase: self.key_passphrase.clone(),
+            host_keys: self.host_keys.clone(),
+            remote_socket: String::new(),
+            connect_timeout: target.connect_timeout,
+            keepalive: target.keepalive,
+            jumps: Vec::new(),
+        }
+    }
 }
 
 impl SshConfig {
@@ -55,13 +141,22 @@ impl SshConfig {
             host: host.into(),
             port: 22,
             user: user.into(),
-            key_path: key_path.into(),
+            key: KeySource::File(key_path.into()),
             key_passphrase: None,
             host_keys,
             remote_socket: remote_socket.into(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             keepalive: Keepalive::default(),
+            jumps: Vec::new(),
         }
+    }
+
+    /// Appends a jump host to [`SshConfig::jumps`] (dialled after those
+    /// already listed).
+    #[must_use]
+    pub fn with_jump(mut self, jump: JumpHost) -> Self {
+        self.jumps.push(jump);
+        self
     }
 
     /// Sets [`SshConfig::port`].
@@ -97,6 +192,69 @@ impl SshConfig {
     pub fn with_key_passphrase(mut self, passphrase: Passphrase) -> Self {
         self.key_passphrase = Some(passphrase);
         self
+    }
+
+    /// Sets [`SshConfig::key`] (the constructor's path is a
+    /// [`KeySource::File`]).
+    #[must_use]
+    pub fn with_key(mut self, key: KeySource) -> Self {
+        self.key = key;
+        self
+    }
+}
+
+/// Where a dial's private key comes from.
+///
+/// `Debug` never shows key text.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum KeySource {
+    /// A key file, read on every dial.
+    File(PathBuf),
+    /// Key text held by the caller (e.g. fetched from a secret store): the
+    /// same formats as a file. Errors about it name `(key in memory)`.
+    Memory(KeyText),
+    /// An ssh-agent listening on this unix socket (e.g. `$SSH_AUTH_SOCK`):
+    /// each identity it holds is offered in turn; the private keys never
+    /// leave the agent.
+    Agent(PathBuf),
+}
+
+impl fmt::Debug for KeySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File(path) => f.debug_tuple("File").field(path).finish(),
+            Self::Memory(_) => f.write_str("Memory(<redacted>)"),
+            Self::Agent(path) => f.debug_tuple("Agent").field(path).finish(),
+        }
+    }
+}
+
+impl KeySource {
+    /// The agent named by `$SSH_AUTH_SOCK`, if set.
+    pub fn agent_from_env() -> Option<Self> {
+        std::env::var_os("SSH_AUTH_SOCK").map(|p| Self::Agent(PathBuf::from(p)))
+    }
+}
+
+/// Private key text. `Debug` never shows it, and there is no `Display`.
+#[derive(Clone)]
+pub struct KeyText(String);
+
+impl KeyText {
+    /// Wraps key text.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for KeyText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyText(<redacted>)")
     }
 }
 

@@ -15,13 +15,22 @@ use crate::files;
 use crate::handler::{ClientHandler, HostCheck, Refusal};
 use crate::known_hosts;
 use crate::link::Link;
-use crate::private_key;
+use crate::private_key::{self, Credentials};
+use russh::keys::agent::AgentIdentity;
 use crate::socket::SshSocket;
 use crate::supervisor::Supervisor;
-use crate::tcp::{self, KillSwitch, LastReceive, Watched};
+use crate::tcp::{self, KillSwitch, LastReceive, Transport, Watched};
 
-/// Connects to `config.host`, authenticates with the key file, and opens a
-/// `direct-streamlocal` channel to `config.remote_socket`.
+/// Connects to `config.host` (through `config.jumps`, if any),
+/// authenticates with the key file, and opens a `direct-streamlocal`
+/// channel to `config.remote_socket`.
+///
+/// Through jump hosts, each hop's session runs inside a `direct-tcpip`
+/// channel of the one before, all over the one TCP connection to the first
+/// hop: the socket's watchdog listens to the innermost session, so a frozen
+/// bastion or a frozen target alike ends the link, and teardown resets that
+/// one TCP connection, which ends every session at once (invariant 1 holds
+/// through any number of hops). Errors name the hop that failed.
 ///
 /// The key file and the known_hosts file are read anew on every call.
 /// With [`HostKeyPolicy::InsecureIgnoreHostKey`] a warning is logged on
@@ -47,7 +56,7 @@ use crate::tcp::{self, KillSwitch, LastReceive, Watched};
 /// # Panics
 /// Must be called within a tokio runtime (it spawns the connection's tasks).
 pub async fn dial(config: &SshConfig) -> Result<SshSocket, Error> {
-    let stage = AtomicU8::new(0);
+    let stage = Progress::default();
     match tokio::time::timeout(config.connect_timeout, dial_stages(config, None, &stage)).await {
         Ok(result) => result,
         Err(_) => Err(timeout_error(config, &stage)),
@@ -66,7 +75,7 @@ pub async fn dial(config: &SshConfig) -> Result<SshSocket, Error> {
 /// # Panics
 /// As [`dial`]: must be called within a tokio runtime.
 pub async fn dial_over(config: &SshConfig, tcp: TcpStream) -> Result<SshSocket, Error> {
-    let stage = AtomicU8::new(0);
+    let stage = Progress::default();
     let fut = dial_stages(config, Some(tcp), &stage);
     match tokio::time::timeout(config.connect_timeout, fut).await {
         Ok(result) => result,
@@ -82,16 +91,31 @@ const STAGES: [Stage; 5] = [
     Stage::ChannelOpen,
 ];
 
-fn enter(stage: &AtomicU8, s: Stage) {
-    let index = STAGES.iter().position(|x| *x == s).unwrap_or(0);
-    stage.store(u8::try_from(index).unwrap_or(0), Ordering::Relaxed);
+/// How far a dial got: the stage, and the hop (0 = the first jump host,
+/// `jumps.len()` = the target) — what a timeout names.
+#[derive(Default)]
+struct Progress {
+    stage: AtomicU8,
+    hop: AtomicU8,
 }
 
-fn timeout_error(config: &SshConfig, stage: &AtomicU8) -> Error {
-    let index = usize::from(stage.load(Ordering::Relaxed));
+fn enter(progress: &Progress, s: Stage) {
+    let index = STAGES.iter().position(|x| *x == s).unwrap_or(0);
+    progress
+        .stage
+        .store(u8::try_from(index).unwrap_or(0), Ordering::Relaxed);
+}
+
+fn timeout_error(config: &SshConfig, progress: &Progress) -> Error {
+    let index = usize::from(progress.stage.load(Ordering::Relaxed));
+    let hop = usize::from(progress.hop.load(Ordering::Relaxed));
+    let (host, port) = match config.jumps.get(hop) {
+        Some(jump) => (jump.host.clone(), jump.port),
+        None => (config.host.clone(), config.port),
+    };
     Error::Timeout {
-        host: config.host.clone(),
-        port: config.port,
+        host,
+        port,
         timeout: config.connect_timeout,
         stage: STAGES.get(index).copied().unwrap_or(Stage::Files),
     }
@@ -100,35 +124,71 @@ fn timeout_error(config: &SshConfig, stage: &AtomicU8) -> Error {
 async fn dial_stages(
     config: &SshConfig,
     tcp: Option<TcpStream>,
-    stage: &AtomicU8,
+    stage: &Progress,
 ) -> Result<SshSocket, Error> {
-    let (host, port) = (config.host.as_str(), config.port);
+    // Every hop's config, the target last.
+    let mut hops: Vec<SshConfig> = config.jumps.iter().map(|j| j.as_hop(config)).collect();
+    hops.push(config.clone());
 
     enter(stage, Stage::Files);
-    let key = private_key::load(&config.key_path, config.key_passphrase.as_ref()).await?;
-    let host_check = host_check(config).await?;
+    let mut credentials = Vec::with_capacity(hops.len());
+    for hop in &hops {
+        let key = private_key::load(&hop.key, hop.key_passphrase.as_ref()).await?;
+        credentials.push((key, host_check(hop).await?));
+    }
 
     enter(stage, Stage::TcpConnect);
+    // `hops` holds at least the target.
+    let first = hops.first().unwrap_or(config);
     let stream = match tcp {
         Some(stream) => stream,
-        None => tcp::connect(host, port).await?,
+        None => tcp::connect(&first.host, first.port).await?,
     };
     // From here on, leaving this function by any path (error, timeout,
-    // cancellation) resets the connection, which ends russh's session task.
+    // cancellation) resets the connection, which ends every hop's session
+    // task.
     let kill = KillSwitch::new(&stream).map_err(|source| Error::TcpConnect {
-        host: host.to_owned(),
-        port,
+        host: first.host.clone(),
+        port: first.port,
         source,
     })?;
 
-    enter(stage, Stage::Handshake);
+    // Each hop's session death marks the link dead too (its handler's
+    // drop), so a bastion that hangs up ends the socket.
     let link = Link::new();
-    let last_receive = LastReceive::new();
-    let watched = Watched::new(stream, Arc::clone(&last_receive));
-    let mut handle = handshake(config, watched, host_check, Arc::clone(&link)).await?;
-
-    enter(stage, Stage::Auth);
-    authenticate(config, &mut handle, key).await?;
+    let mut transport: Box<dyn Transport> = Box::new(stream);
+    let mut outer = Vec::with_capacity(config.jumps.len());
+    let mut credentials = credentials.into_iter();
+    let mut target = None;
+    for (i, hop) in hops.iter().enumerate() {
+        stage.hop.store(u8::try_from(i).unwrap_or(u8::MAX), Ordering::Relaxed);
+        let Some((key, host_check)) = credentials.next() else {
+            break;
+        };
+        enter(stage, Stage::Handshake);
+        let last_receive = LastReceive::new();
+        let watched = Watched::new(transport, Arc::clone(&last_receive));
+        let mut session = handshake(hop, watched, host_check, Arc::clone(&link)).await?;
+        enter(stage, Stage::Auth);
+        authenticate(hop, &mut session, key).await?;
+        match hops.get(i + 1) {
+            Some(next) => {
+                enter(stage, Stage::ChannelOpen);
+                transport = Box::new(open_forward(hop, &session, next).await?.into_stream());
+                outer.push(session);
+            }
+            None => {
+                target = Some((session, last_receive));
+                break;
+            }
+        }
+    }
+    let Some((handle, last_receive)) = target else {
+        // `hops` ends with the target, which the loop always reaches.
+        return Err(Error::SessionEnded {
+            detail: "no session to the target".to_owned(),
+        });
+    };
 
     enter(stage, Stage::ChannelOpen);
     let channel = open_channel(config, &handle).await?;
@@ -137,6 +197,7 @@ async fn dial_stages(
     let supervisor = Supervisor {
         link,
         handle,
+        jumps: outer,
         kill,
         last_receive,
         dead_after: config.keepalive.dead_after(),
@@ -207,7 +268,7 @@ async fn handshake(
             return Err(take_refusal().unwrap_or_else(|| Error::Handshake {
                 host: config.host.clone(),
                 port: config.port,
-                source,
+                source: source.into(),
             }));
         }
     };
@@ -217,36 +278,60 @@ async fn handshake(
     }
 }
 
-/// Public key authentication with `key` (RSA keys sign with the best hash
-/// the server accepts).
+/// Public key authentication with `credentials`: the key, or each of the
+/// agent's keys in turn until one is accepted (RSA keys sign with the best
+/// hash the server accepts).
 async fn authenticate(
     config: &SshConfig,
     handle: &mut Handle<ClientHandler>,
-    key: Arc<russh::keys::PrivateKey>,
+    credentials: Credentials,
 ) -> Result<(), Error> {
     let (host, port) = (config.host.as_str(), config.port);
-    let interrupted = |source| Error::AuthInterrupted {
+    let interrupted = |source: russh::Error| Error::AuthInterrupted {
         host: host.to_owned(),
         port,
-        source,
+        source: source.into(),
     };
-    let hash = if key.algorithm().is_rsa() {
-        // Waits (at most 1 s) for the server's signature algorithms; `None`
-        // would mean SHA-1 `ssh-rsa`, which modern servers refuse.
-        handle
-            .best_supported_rsa_hash()
-            .await
-            .map_err(interrupted)?
-            .flatten()
-            .or(Some(russh::keys::HashAlg::Sha512))
-    } else {
-        None
+    let accepted = match credentials {
+        Credentials::Key(key) => {
+            let hash = rsa_hash(handle, key.algorithm().is_rsa())
+                .await
+                .map_err(interrupted)?;
+            handle
+                .authenticate_publickey(config.user.clone(), PrivateKeyWithHashAlg::new(key, hash))
+                .await
+                .map_err(interrupted)?
+                .success()
+        }
+        Credentials::Agent {
+            path,
+            mut client,
+            identities,
+        } => {
+            let mut accepted = false;
+            for identity in identities {
+                let AgentIdentity::PublicKey { key, .. } = identity else {
+                    continue;
+                };
+                let hash = rsa_hash(handle, key.algorithm().is_rsa())
+                    .await
+                    .map_err(interrupted)?;
+                let auth = handle
+                    .authenticate_publickey_with(config.user.clone(), key, hash, &mut client)
+                    .await
+                    .map_err(|e| Error::AgentUnavailable {
+                        path: path.clone(),
+                        reason: format!("signing failed: {e}"),
+                    })?;
+                if auth.success() {
+                    accepted = true;
+                    break;
+                }
+            }
+            accepted
+        }
     };
-    let auth = handle
-        .authenticate_publickey(config.user.clone(), PrivateKeyWithHashAlg::new(key, hash))
-        .await
-        .map_err(interrupted)?;
-    if auth.success() {
+    if accepted {
         Ok(())
     } else if handle.is_closed() {
         Err(interrupted(russh::Error::Disconnect))
@@ -257,6 +342,52 @@ async fn authenticate(
             user: config.user.clone(),
         })
     }
+}
+
+/// The hash an RSA key signs with: the best the server accepts (waiting
+/// at most 1 s for its list); `None` for other keys. SHA-1 `ssh-rsa` is
+/// never chosen: modern servers refuse it.
+async fn rsa_hash(
+    handle: &Handle<ClientHandler>,
+    is_rsa: bool,
+) -> Result<Option<russh::keys::HashAlg>, russh::Error> {
+    if !is_rsa {
+        return Ok(None);
+    }
+    Ok(handle
+        .best_supported_rsa_hash()
+        .await?
+        .flatten()
+        .or(Some(russh::keys::HashAlg::Sha512)))
+}
+
+/// Asks jump host `hop` to open a TCP connection to `next` (a
+/// `direct-tcpip` channel), which the next hop's session runs over.
+async fn open_forward(
+    hop: &SshConfig,
+    session: &Handle<ClientHandler>,
+    next: &SshConfig,
+) -> Result<Channel<Msg>, Error> {
+    session
+        .channel_open_direct_tcpip(next.host.clone(), u32::from(next.port), "127.0.0.1", 0)
+        .await
+        .map_err(|source| match source {
+            russh::Error::ChannelOpenFailure(reason) => Error::JumpRefused {
+                host: hop.host.clone(),
+                port: hop.port,
+                to: format!("{}:{}", next.host, next.port),
+                prohibited: matches!(
+                    reason,
+                    russh::ChannelOpenFailure::AdministrativelyProhibited
+                ),
+                reason: format!("{reason:?}"),
+            },
+            source => Error::ChannelOpen {
+                host: hop.host.clone(),
+                port: hop.port,
+                source: source.into(),
+            },
+        })
 }
 
 /// Opens the `direct-streamlocal` channel to the remote socket.
@@ -281,7 +412,7 @@ async fn open_channel(
             source => Error::ChannelOpen {
                 host: host.to_owned(),
                 port,
-                source,
+                source: source.into(),
             },
         })
 }

@@ -4,6 +4,32 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// A failure of the SSH implementation underneath, carried as the source
+/// of [`Error::Handshake`], [`Error::AuthInterrupted`] and
+/// [`Error::ChannelOpen`]. Opaque on purpose: the implementation's own
+/// error type is not part of this crate's API, so upgrading it never
+/// breaks a caller. Its `Display` says what happened.
+#[derive(Debug)]
+pub struct SshError(russh::Error);
+
+impl std::fmt::Display for SshError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for SshError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.0)
+    }
+}
+
+impl From<russh::Error> for SshError {
+    fn from(e: russh::Error) -> Self {
+        SshError(e)
+    }
+}
+
 /// The stage a dial had reached; named by [`Error::Timeout`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -82,6 +108,17 @@ pub enum Error {
         /// What the parser said (never any key material).
         reason: String,
     },
+    /// The ssh-agent could not be used: its socket refused or is missing,
+    /// it holds no keys, or it failed to sign.
+    ///
+    /// Permanent: start the agent or add a key (`ssh-add`).
+    #[error("ssh-agent at {path}: {reason}")]
+    AgentUnavailable {
+        /// The agent's socket.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// The known_hosts file exists but could not be read (unreadable,
     /// larger than 16 MiB, not UTF-8 text).
     ///
@@ -131,9 +168,9 @@ pub enum Error {
         host: String,
         /// The port.
         port: u16,
-        /// russh's error.
+        /// The SSH implementation's error.
         #[source]
-        source: russh::Error,
+        source: SshError,
     },
     /// The server's host key is not in the known_hosts file (or the file
     /// does not exist).
@@ -227,9 +264,9 @@ pub enum Error {
         host: String,
         /// The port.
         port: u16,
-        /// russh's error.
+        /// The SSH implementation's error.
         #[source]
-        source: russh::Error,
+        source: SshError,
     },
     /// The server refused to open the `direct-streamlocal` channel: the
     /// remote socket does not exist or refuses connections, or the server
@@ -249,6 +286,26 @@ pub enum Error {
         /// The server's reason.
         reason: String,
     },
+    /// A jump host refused to open the TCP connection onwards (its
+    /// `direct-tcpip` channel): sshd forbids TCP forwarding
+    /// (`AllowTcpForwarding`, `PermitOpen`) — `prohibited` — or could not
+    /// connect to the next hop.
+    ///
+    /// Permanent when prohibited (the bastion's configuration must
+    /// change), transient otherwise (the next hop may come back).
+    #[error("jump host {host}:{port} refused to connect to {to}: {reason}")]
+    JumpRefused {
+        /// The jump host's name.
+        host: String,
+        /// Its port.
+        port: u16,
+        /// The next hop, `host:port`.
+        to: String,
+        /// Whether the bastion forbids it (administratively prohibited).
+        prohibited: bool,
+        /// The server's reason.
+        reason: String,
+    },
     /// The session failed after authentication, while opening the channel.
     ///
     /// Transient.
@@ -258,9 +315,9 @@ pub enum Error {
         host: String,
         /// The port.
         port: u16,
-        /// russh's error.
+        /// The SSH implementation's error.
         #[source]
-        source: russh::Error,
+        source: SshError,
     },
     /// The dial did not finish within the configured connect timeout.
     ///
@@ -312,12 +369,17 @@ impl Error {
             Self::KeyFileUnreadable { .. }
                 | Self::KeyEncrypted { .. }
                 | Self::KeyInvalid { .. }
+                | Self::AgentUnavailable { .. }
                 | Self::KnownHostsUnreadable { .. }
                 | Self::HostKeyUnknown { .. }
                 | Self::HostKeyChanged { .. }
                 | Self::HostKeyRevoked { .. }
                 | Self::HostKeyCertAuthorityUnsupported { .. }
                 | Self::AuthRejected { .. }
+                | Self::JumpRefused {
+                    prohibited: true,
+                    ..
+                }
         )
     }
 
@@ -358,6 +420,7 @@ impl Error {
             | Self::KeyEncrypted { .. }
             | Self::KeyInvalid { .. }
             | Self::KnownHostsUnreadable { .. } => Stage::Files,
+            Self::AgentUnavailable { .. } => Stage::Auth,
             Self::Resolve { .. } | Self::TcpConnect { .. } => Stage::TcpConnect,
             Self::Handshake { .. }
             | Self::HostKeyUnknown { .. }
@@ -365,7 +428,9 @@ impl Error {
             | Self::HostKeyRevoked { .. }
             | Self::HostKeyCertAuthorityUnsupported { .. } => Stage::Handshake,
             Self::AuthRejected { .. } | Self::AuthInterrupted { .. } => Stage::Auth,
-            Self::ChannelOpenRefused { .. } | Self::ChannelOpen { .. } => Stage::ChannelOpen,
+            Self::ChannelOpenRefused { .. }
+            | Self::ChannelOpen { .. }
+            | Self::JumpRefused { .. } => Stage::ChannelOpen,
             Self::Timeout { stage, .. } => *stage,
             Self::Closed | Self::PeerSilent { .. } | Self::SessionEnded { .. } => {
                 Stage::Established
@@ -439,17 +504,17 @@ mod tests {
             Error::Handshake {
                 host: "h".into(),
                 port: 22,
-                source: russh::Error::Disconnect,
+                source: russh::Error::Disconnect.into(),
             },
             Error::AuthInterrupted {
                 host: "h".into(),
                 port: 22,
-                source: russh::Error::Disconnect,
+                source: russh::Error::Disconnect.into(),
             },
             Error::ChannelOpen {
                 host: "h".into(),
                 port: 22,
-                source: russh::Error::Disconnect,
+                source: russh::Error::Disconnect.into(),
             },
         ];
         for e in errors {

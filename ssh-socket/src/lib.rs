@@ -1,8 +1,10 @@
 //! Reach a remote unix socket (libvirt's, by default) over SSH.
 //!
-//! [`dial`] connects to an SSH server with russh, verifies its host key
-//! against an OpenSSH known_hosts file, authenticates with a private key
-//! read from disk on every dial, and opens a `direct-streamlocal` channel
+//! [`dial`] connects to an SSH server with russh (directly, or through
+//! jump hosts: [`JumpHost`]), verifies its host key against an OpenSSH
+//! known_hosts file, authenticates with a private key read from disk on
+//! every dial, held in memory or kept by an ssh-agent ([`KeySource`]), and
+//! opens a `direct-streamlocal` channel
 //! (what `ssh -L local.sock:remote.sock` uses) to a unix socket on that
 //! host. The result, [`SshSocket`], is an `AsyncRead + AsyncWrite` byte
 //! stream to hand to a protocol client.
@@ -28,9 +30,8 @@
 //!   for [`Keepalive::dead_after`] (15 s by default) ends the socket.
 //!
 //! What it deliberately does not do: reconnect (the caller owns retries and
-//! pooling), know anything about libvirt, accept host certificates
-//! (`@cert-authority` trust is refused with its own error), or use an SSH
-//! agent.
+//! pooling), know anything about libvirt, or accept host certificates
+//! (`@cert-authority` trust is refused with its own error).
 //!
 //! # Example
 //! Forward a remote unix socket and talk over it (any protocol client over
@@ -93,9 +94,12 @@ mod socket;
 mod supervisor;
 mod tcp;
 
-pub use config::{DEFAULT_CONNECT_TIMEOUT, HostKeyPolicy, Keepalive, Passphrase, SshConfig};
+pub use config::{
+    DEFAULT_CONNECT_TIMEOUT, HostKeyPolicy, JumpHost, KeySource, KeyText, Keepalive, Passphrase,
+    SshConfig,
+};
 pub use dial::{dial, dial_over};
-pub use error::{Error, Stage};
+pub use error::{Error, SshError, Stage};
 pub use link::Closer;
 pub use socket::SshSocket;
 

@@ -1,28 +1,77 @@
-//! Reading the private key file (on every dial).
+//! The dial's credentials: the private key read from its file (on every
+//! dial) or from memory, or an ssh-agent's identities.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use russh::keys::PrivateKey;
+use russh::keys::agent::AgentIdentity;
+use russh::keys::agent::client::AgentClient;
 
-use crate::config::Passphrase;
+use crate::config::{KeySource, Passphrase};
 use crate::error::Error;
 use crate::files;
 
-/// Reads and decodes the private key at `path`.
+/// What a dial authenticates with.
+pub(crate) enum Credentials {
+    /// One private key.
+    Key(Arc<PrivateKey>),
+    /// An agent and the public keys it offers (never empty).
+    Agent {
+        /// The agent's socket (for errors).
+        path: PathBuf,
+        /// The open connection to it.
+        client: AgentClient<tokio::net::UnixStream>,
+        /// Its identities, in its order.
+        identities: Vec<AgentIdentity>,
+    },
+}
+
+/// How an in-memory key is named in errors.
+pub(crate) const IN_MEMORY: &str = "(key in memory)";
+
+/// The credentials of `source`.
 ///
-/// Errors name the file and the parser's complaint, never key material.
+/// Errors name the file (or `(key in memory)`, or the agent's socket) and
+/// the parser's complaint, never key material.
 pub(crate) async fn load(
-    path: &Path,
+    source: &KeySource,
     passphrase: Option<&Passphrase>,
-) -> Result<Arc<PrivateKey>, Error> {
-    let text = files::read_text(path, files::MAX_KEY_FILE)
-        .await
-        .map_err(|source| Error::KeyFileUnreadable {
-            path: path.to_owned(),
-            source,
-        })?;
-    decode(&text, path, passphrase).map(Arc::new)
+) -> Result<Credentials, Error> {
+    match source {
+        KeySource::File(path) => {
+            let text = files::read_text(path, files::MAX_KEY_FILE)
+                .await
+                .map_err(|source| Error::KeyFileUnreadable {
+                    path: path.clone(),
+                    source,
+                })?;
+            decode(&text, path, passphrase).map(|k| Credentials::Key(Arc::new(k)))
+        }
+        KeySource::Memory(text) => decode(text.expose(), Path::new(IN_MEMORY), passphrase)
+            .map(|k| Credentials::Key(Arc::new(k))),
+        KeySource::Agent(path) => {
+            let unavailable = |reason: String| Error::AgentUnavailable {
+                path: path.clone(),
+                reason,
+            };
+            let mut client = AgentClient::connect_uds(path)
+                .await
+                .map_err(|e| unavailable(format!("cannot connect: {e}")))?;
+            let identities = client
+                .request_identities()
+                .await
+                .map_err(|e| unavailable(format!("cannot list its keys: {e}")))?;
+            if identities.is_empty() {
+                return Err(unavailable("it holds no keys (ssh-add one)".to_owned()));
+            }
+            Ok(Credentials::Agent {
+                path: path.clone(),
+                client,
+                identities,
+            })
+        }
+    }
 }
 
 fn decode(text: &str, path: &Path, passphrase: Option<&Passphrase>) -> Result<PrivateKey, Error> {
@@ -54,10 +103,11 @@ mod tests {
     #[test]
     fn garbage_is_invalid_and_the_error_does_not_echo_the_file() {
         let secret = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LXNlY3JldA==\n-----END OPENSSH PRIVATE KEY-----\n";
-        let e = decode(secret, Path::new("/k"), None).unwrap_err();
+        let e = decode(secret, Path::new(IN_MEMORY), None).unwrap_err();
         assert!(matches!(e, Error::KeyInvalid { .. }), "{e:?}");
         let text = format!("{e} {e:?}");
         assert!(!text.contains("c2VjcmV0"), "{text}");
         assert!(e.is_permanent());
+        assert!(text.contains("(key in memory)"), "{text}");
     }
 }

@@ -20,6 +20,9 @@ pub(crate) const POLITE_DISCONNECT: Duration = Duration::from_millis(250);
 pub(crate) struct Supervisor {
     pub(crate) link: Arc<Link>,
     pub(crate) handle: Handle<ClientHandler>,
+    /// The jump hosts' sessions the link runs through (outermost first):
+    /// kept alive with it, ended by the same TCP reset.
+    pub(crate) jumps: Vec<Handle<ClientHandler>>,
     pub(crate) kill: KillSwitch,
     pub(crate) last_receive: Arc<LastReceive>,
     pub(crate) dead_after: Duration,
@@ -32,6 +35,7 @@ impl Supervisor {
         let Self {
             link,
             handle,
+            jumps,
             mut kill,
             last_receive,
             dead_after,
@@ -64,6 +68,7 @@ impl Supervisor {
             let _ = tokio::time::timeout(POLITE_DISCONNECT, session_ended.cancelled()).await;
         }
         drop(handle);
+        drop(jumps);
         link.torn_down_token().cancel();
     }
 }

@@ -128,17 +128,28 @@ impl LastReceive {
     }
 }
 
-/// The TCP stream handed to russh, recording every successful read.
-#[derive(Debug)]
+/// What an SSH session runs over: the TCP connection, or a `direct-tcpip`
+/// channel of a jump host's session.
+pub(crate) trait Transport: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Transport for T {}
+
+/// The stream handed to russh, recording every successful read.
 pub(crate) struct Watched {
-    stream: TcpStream,
+    stream: Box<dyn Transport>,
     last_receive: Arc<LastReceive>,
 }
 
+impl std::fmt::Debug for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watched").finish_non_exhaustive()
+    }
+}
+
 impl Watched {
-    pub(crate) fn new(stream: TcpStream, last_receive: Arc<LastReceive>) -> Self {
+    pub(crate) fn new(stream: impl Transport + 'static, last_receive: Arc<LastReceive>) -> Self {
         Self {
-            stream,
+            stream: Box::new(stream),
             last_receive,
         }
     }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use libvirt_rpc::Config as RpcConfig;
 use provider_api::config::Kvm2Config;
 use provider_api::{Error as ApiError, Identifier};
-use ssh_socket::{HostKeyPolicy, SshConfig};
+use ssh_socket::{HostKeyPolicy, JumpHost, SshConfig};
 use tokio::sync::Mutex;
 
 use super::connection::{Connection, DialTarget};
@@ -98,7 +98,7 @@ impl HostTable {
                     Some(socket) => socket.as_path().display().to_string(),
                     None => options.remote_socket.clone(),
                 };
-                let ssh = SshConfig::new(
+                let mut ssh = SshConfig::new(
                     host.address.to_string(),
                     config.ssh.user.as_str(),
                     config.ssh.key_file.as_path(),
@@ -107,6 +107,18 @@ impl HostTable {
                 )
                 .with_port(host.port)
                 .with_connect_timeout(options.dial_budget);
+                for jump in &host.jump {
+                    let user = jump.user.as_ref().unwrap_or(&config.ssh.user);
+                    ssh = ssh.with_jump(
+                        JumpHost::new(
+                            jump.address.to_string(),
+                            user.as_str(),
+                            config.ssh.key_file.as_path(),
+                            host_keys.clone(),
+                        )
+                        .with_port(jump.port),
+                    );
+                }
                 Slot {
                     target: DialTarget {
                         host: host.name.clone(),

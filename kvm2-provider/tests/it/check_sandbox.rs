@@ -125,3 +125,44 @@ async fn only_status(table: HostTable) -> TargetStatus {
     assert_eq!(statuses.len(), 1, "{statuses:?}");
     statuses.into_iter().next().unwrap()
 }
+
+/// A host reached only through a bastion (`hosts[i].jump`): the sandbox's
+/// host2 (its sshd in a network namespace) through an sshd of the test's
+/// own on 127.0.0.1, the entry's key accepted by both and both host keys
+/// in the entry's known_hosts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_behind_a_bastion_is_reached_through_it() {
+    let _turn = crate::placement_sandbox::HOST2.lock().await;
+    let sandbox = Descriptor::require();
+    let bastion = testkit::sshd::OwnSshd::start("");
+    let entry_key = testkit::sshd::public_key(&sandbox.ssh.key_path);
+    let mut authorized = std::fs::read_to_string(&bastion.authorized_keys).unwrap();
+    authorized.push_str(&format!("{entry_key}\n"));
+    std::fs::write(&bastion.authorized_keys, authorized).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let known_hosts = dir.path().join("known_hosts");
+    let text = std::fs::read_to_string(&sandbox.ssh.known_hosts_path).unwrap()
+        + &std::fs::read_to_string(&bastion.known_hosts).unwrap();
+    std::fs::write(&known_hosts, text).unwrap();
+
+    let host2 = Host::hypervisor(&sandbox, &sandbox.hosts[1]).with_jump(
+        "127.0.0.1",
+        bastion.port,
+        &bastion.user,
+    );
+    let config = providers(&sandbox)
+        .hosts([host2])
+        .known_hosts(&known_hosts)
+        .kvm2();
+    assert_eq!(config.hosts[0].jump.len(), 1);
+    let table = HostTable::new(&config, &options(&sandbox, &sandbox.libvirt.qemu_uri)).unwrap();
+    let checker = HostChecker::new(Arc::new(table));
+    let statuses = checker.check(Duration::from_secs(15)).await;
+    assert!(statuses[0].reachable, "{statuses:?}");
+    assert!(statuses[0].version.is_some(), "{statuses:?}");
+
+    // The bastion gone: the host is unreachable, and the reason says so.
+    drop(bastion);
+    let statuses = checker.check(Duration::from_secs(15)).await;
+    assert_eq!(statuses[0].reason, CheckReason::ConnectFailed, "{statuses:?}");
+}

@@ -135,7 +135,27 @@ pub struct Kvm2Host {
     /// Memory kept free for the host itself: a new VM must fit in what the
     /// host can give minus this (default 0).
     pub reserved_memory: ByteSize,
+    /// Jump hosts (bastions) the provider dials through to reach the host,
+    /// in order (OpenSSH's `ProxyJump`); empty: the host is dialled
+    /// directly. Each logs in with the entry's `ssh` key and checks its
+    /// host key against the entry's known_hosts.
+    pub jump: Vec<Kvm2Jump>,
 }
+
+/// `kvm2.hosts[i].jump[j]`: one bastion on the way to a host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Kvm2Jump {
+    /// Where its sshd listens (as the hop before it resolves the name).
+    pub address: HostAddress,
+    /// sshd's port (default 22).
+    pub port: u16,
+    /// The user to log in as (default: the entry's `ssh.user`).
+    pub user: Option<SshUser>,
+}
+
+/// The most jump hosts on the way to one host.
+pub const MAX_JUMPS: usize = 8;
 
 /// The most `kvm2.hosts[i].max_instances` takes.
 pub const MAX_INSTANCES_MAX: u32 = 100_000;

@@ -13,6 +13,7 @@
 //!       hosts:                   # at least one; names unique
 //!         - {name: host1, address: 192.168.1.10, port: 22, bridge: br0, pool: default}
 //!           # socket: /var/run/libvirt/libvirt-sock   (optional, libvirtd's socket on the host)
+//!           # jump: [{address: bastion.example.com, port: 22, user: jump}]   (optional bastions, in order)
 //!       images:                  # at least one; keys are identifiers
 //!         debian-12:
 //!           url: https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2
@@ -65,7 +66,7 @@ use std::path::Path;
 pub use kubernetes::{KubernetesConfig, POD_MEMORY_MAX, POD_MEMORY_MIN, PodImage, PodResources};
 pub use kvm2::{
     DEFAULT_PROBE_TARGET, DEFAULT_PROXY_PORT, DISK_MAX, DISK_MIN, DomainType, Firmware,
-    ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host, Kvm2Image, Kvm2Ssh, MAX_INSTANCES_MAX,
+    ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host, Kvm2Image, Kvm2Jump, Kvm2Ssh, MAX_INSTANCES_MAX, MAX_JUMPS,
     MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings, VCPUS_MAX, VCPUS_MIN,
 };
 pub use values::{

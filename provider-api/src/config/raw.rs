@@ -89,6 +89,16 @@ pub(crate) struct RawHost {
     pub socket: Option<String>,
     pub max_instances: Option<i64>,
     pub reserved_memory: Option<String>,
+    pub jump: Option<Vec<RawJump>>,
+}
+
+/// `kvm2.hosts[i].jump[j]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawJump {
+    pub address: Option<String>,
+    pub port: Option<i64>,
+    pub user: Option<String>,
 }
 
 /// `kvm2.images.<key>`.

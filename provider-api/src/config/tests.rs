@@ -1337,3 +1337,40 @@ fn rule_kubernetes_required_fields() {
         ]
     );
 }
+
+#[test]
+fn a_host_may_be_reached_through_jump_hosts() {
+    let y = edit(
+        &base(),
+        "pool: default",
+        "pool: default\njump:\n  - {address: bastion.example.com}\n  - {address: 10.0.0.2, port: 2222, user: jump}",
+    );
+    let c = ok(&y);
+    let host = &c.providers[0].kvm2().unwrap().hosts[0];
+    assert_eq!(host.jump.len(), 2);
+    assert_eq!(host.jump[0].address.to_string(), "bastion.example.com");
+    assert_eq!((host.jump[0].port, host.jump[0].user.is_none()), (22, true));
+    assert_eq!(host.jump[1].port, 2222);
+    assert_eq!(host.jump[1].user.as_ref().unwrap().as_str(), "jump");
+    let bad = edit(
+        &base(),
+        "pool: default",
+        "pool: default\njump:\n  - {address: \"bad host\", port: 0}",
+    );
+    assert_eq!(
+        issues(&bad),
+        [
+            format!(
+                "providers[0].kvm2.hosts[0].jump[0].address: {}; got \"bad host\"",
+                HostAddress::RULE
+            ),
+            "providers[0].kvm2.hosts[0].jump[0].port: must be between 1 and 65535; got 0".to_owned(),
+        ]
+    );
+    let many = (0..9).map(|i| format!("\n  - {{address: 10.0.0.{i}}}")).collect::<String>();
+    let y = edit(&base(), "pool: default", &format!("pool: default\njump:{many}"));
+    assert_eq!(
+        one_issue(&y),
+        "providers[0].kvm2.hosts[0].jump: must list at most 8 jump hosts; got 9"
+    );
+}

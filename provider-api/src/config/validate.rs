@@ -5,11 +5,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::kubernetes::{KubernetesConfig, POD_MEMORY_MAX, POD_MEMORY_MIN, PodImage, PodResources};
 use super::kvm2::{
     DISK_MAX, DISK_MIN, DomainType, Firmware, ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host,
-    Kvm2Image, Kvm2Ssh, MAX_INSTANCES_MAX, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings,
+    Kvm2Image, Kvm2Jump, Kvm2Ssh, MAX_INSTANCES_MAX, MAX_JUMPS, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings,
     VCPUS_MAX, VCPUS_MIN,
 };
 use super::raw::{
-    Entries, RawConfig, RawDefaults, RawHost, RawKubernetes, RawKvm2, RawMachineType,
+    Entries, RawConfig, RawDefaults, RawHost, RawJump, RawKubernetes, RawKvm2, RawMachineType,
     RawPodResources, RawProvider, RawProxy, RawSsh,
 };
 use super::values::{
@@ -586,6 +586,21 @@ fn host(v: &mut Validator, path: &str, raw: &RawHost) -> Option<Kvm2Host> {
             MEMORY_MAX,
         ),
     };
+    let jpath = format!("{path}.jump");
+    let jump = match &raw.jump {
+        None => Some(Vec::new()),
+        Some(list) if list.len() > MAX_JUMPS => {
+            v.push(&jpath, format!("must list at most {MAX_JUMPS} jump hosts; got {}", list.len()));
+            None
+        }
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .map(|(j, raw)| jump_host(v, &format!("{jpath}[{j}]"), raw))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect(),
+    };
     Some(Kvm2Host {
         name: name?,
         address: address?,
@@ -595,6 +610,26 @@ fn host(v: &mut Validator, path: &str, raw: &RawHost) -> Option<Kvm2Host> {
         socket: socket?,
         max_instances: max_instances?,
         reserved_memory: reserved_memory?,
+        jump: jump?,
+    })
+}
+
+fn jump_host(v: &mut Validator, path: &str, raw: &RawJump) -> Option<Kvm2Jump> {
+    let address = v.field(&format!("{path}.address"), &raw.address, HostAddress::parse);
+    let port = match raw.port {
+        None => Some(DEFAULT_SSH_PORT),
+        Some(p) => v
+            .ranged(&format!("{path}.port"), p, 1, i64::from(u16::MAX))
+            .and_then(|p| u16::try_from(p).ok()),
+    };
+    let user = match &raw.user {
+        None => Some(None),
+        Some(u) => v.parsed(&format!("{path}.user"), u, SshUser::parse).map(Some),
+    };
+    Some(Kvm2Jump {
+        address: address?,
+        port: port?,
+        user: user?,
     })
 }
 

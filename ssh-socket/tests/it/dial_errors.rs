@@ -211,7 +211,7 @@ async fn key_not_in_authorized_keys_is_rejected_permanently() {
     let key = f.dir.path().join("stranger");
     keygen(&key, "ed25519", "");
     let mut c = f.config(&kh);
-    c.key_path = key;
+    c.key = ssh_socket::KeySource::File(key);
     let e = f.fail(&c, 1).await;
     assert!(matches!(e, Error::AuthRejected { .. }), "{e:?}");
     assert_eq!(e.stage(), Stage::Auth);
@@ -224,7 +224,7 @@ async fn encrypted_key_without_passphrase_fails_before_connecting() {
     let key = f.dir.path().join("encrypted");
     keygen(&key, "ed25519", "correct horse");
     let mut c = f.config(&kh);
-    c.key_path = key.clone();
+    c.key = ssh_socket::KeySource::File(key.clone());
     let e = f.fail(&c, 0).await;
     assert!(matches!(e, Error::KeyEncrypted { .. }), "{e:?}");
     assert!(e.is_permanent());
@@ -240,7 +240,7 @@ async fn missing_key_file_fails_before_connecting() {
     let f = Fixture::new().await;
     let kh = f.known_hosts(&f.trusting());
     let mut c = f.config(&kh);
-    c.key_path = f.dir.path().join("no-such-key");
+    c.key = ssh_socket::KeySource::File(f.dir.path().join("no-such-key"));
     let e = f.fail(&c, 0).await;
     assert!(matches!(e, Error::KeyFileUnreadable { .. }), "{e:?}");
     assert!(e.is_permanent());
@@ -276,7 +276,7 @@ async fn refused_tcp_connection_is_transient() {
     // The key is read before connecting: use a real one.
     let d = testkit::Descriptor::require();
     let mut c = c.with_port(port);
-    c.key_path = d.ssh.key_path.clone();
+    c.key = ssh_socket::KeySource::File(d.ssh.key_path.clone());
     let t = Instant::now();
     let e = ssh_socket::dial(&c).await.unwrap_err();
     assert!(t.elapsed() < BOUND);
@@ -380,7 +380,7 @@ async fn ecdsa_rsa_and_encrypted_keys_authenticate() {
     std::fs::write(&sshd.authorized_keys, authorized).unwrap();
     for (path, pass) in keys {
         let mut c = own_config(&sshd, &server.path);
-        c.key_path = path;
+        c.key = ssh_socket::KeySource::File(path);
         if !pass.is_empty() {
             c = c.with_key_passphrase(ssh_socket::Passphrase::new(pass));
         }
@@ -408,7 +408,7 @@ async fn rotated_key_file_is_used_by_the_next_dial() {
     let stale = sshd.dir.path().join("stale");
     keygen(&stale, "ed25519", "");
     let mut c = config.clone();
-    c.key_path = stale;
+    c.key = ssh_socket::KeySource::File(stale);
     let e = ssh_socket::dial(&c).await.unwrap_err();
     assert!(matches!(e, Error::AuthRejected { .. }), "{e:?}");
 }

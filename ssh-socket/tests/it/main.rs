@@ -5,6 +5,8 @@
 mod dial_errors;
 mod forward;
 mod host_key_order;
+mod jumps;
+mod keys;
 mod libvirt;
 mod package;
 mod support;

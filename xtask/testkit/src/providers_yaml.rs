@@ -52,6 +52,8 @@ pub struct Host {
     pub max_instances: Option<u32>,
     /// `reserved_memory` (e.g. `1TiB`), when set.
     pub reserved_memory: Option<String>,
+    /// `jump`: bastions `(address, port, user)`, in order.
+    pub jump: Vec<(String, u16, String)>,
 }
 
 impl Host {
@@ -67,6 +69,7 @@ impl Host {
             socket: None,
             max_instances: None,
             reserved_memory: None,
+            jump: Vec::new(),
         }
     }
 
@@ -83,6 +86,7 @@ impl Host {
             socket: Some(host.remote_socket.clone()),
             max_instances: None,
             reserved_memory: None,
+            jump: Vec::new(),
         }
     }
 
@@ -99,6 +103,7 @@ impl Host {
             socket: None,
             max_instances: None,
             reserved_memory: None,
+            jump: Vec::new(),
         }
     }
 
@@ -128,6 +133,13 @@ impl Host {
         }
     }
 
+    /// The same host reached through one more jump host `address:port`,
+    /// logging in there as `user`.
+    pub fn with_jump(mut self, address: &str, port: u16, user: &str) -> Host {
+        self.jump.push((address.to_owned(), port, user.to_owned()));
+        self
+    }
+
     /// The same host with `socket: path`.
     pub fn with_socket(self, path: &Path) -> Host {
         Host {
@@ -146,6 +158,7 @@ impl Host {
             socket,
             max_instances,
             reserved_memory,
+            jump,
         } = self;
         let _ = writeln!(out, "        - name: {name}");
         let _ = writeln!(out, "          address: {address}");
@@ -160,6 +173,15 @@ impl Host {
         }
         if let Some(size) = reserved_memory {
             let _ = writeln!(out, "          reserved_memory: {size}");
+        }
+        if !jump.is_empty() {
+            let _ = writeln!(out, "          jump:");
+            for (address, port, user) in jump {
+                let _ = writeln!(
+                    out,
+                    "            - {{address: {address}, port: {port}, user: {user}}}"
+                );
+            }
         }
     }
 }

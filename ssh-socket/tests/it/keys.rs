@@ -1,0 +1,118 @@
+//! Keys from memory and from a real ssh-agent (OpenSSH's), against the
+//! sandbox's sshd.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ssh_socket::{Error, KeySource, KeyText};
+use testkit::Descriptor;
+use testkit::sshd::new_key;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::{UnixServer, sandbox_config};
+
+/// One round trip through a dialled socket.
+async fn ping(mut socket: ssh_socket::SshSocket) {
+    socket.write_all(b"ping").await.unwrap();
+    let mut got = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(10), socket.read_exact(&mut got))
+        .await
+        .expect("echo in time")
+        .unwrap();
+    assert_eq!(&got, b"ping");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_held_in_memory_dials_and_is_never_shown() {
+    let d = Descriptor::require();
+    let server = UnixServer::echo();
+    let text = std::fs::read_to_string(&d.ssh.key_path).unwrap();
+    let config = sandbox_config(&server.path).with_key(KeySource::Memory(KeyText::new(text.clone())));
+    assert!(!format!("{config:?}").contains(text.lines().nth(1).unwrap()));
+    ping(ssh_socket::dial(&config).await.expect("dial with the key in memory")).await;
+
+    let garbage = "-----BEGIN OPENSSH PRIVATE KEY-----\nbm90IGEga2V5\n-----END OPENSSH PRIVATE KEY-----\n";
+    let config = sandbox_config(&server.path).with_key(KeySource::Memory(KeyText::new(garbage)));
+    let err = ssh_socket::dial(&config).await.unwrap_err();
+    assert!(matches!(err, Error::KeyInvalid { .. }), "{err:?}");
+    assert!(err.to_string().contains("(key in memory)"), "{err}");
+    assert!(!format!("{err} {err:?}").contains("bm90IGEga2V5"));
+}
+
+/// OpenSSH's ssh-agent on a socket of its own; killed on drop.
+struct Agent {
+    _dir: tempfile::TempDir,
+    socket: PathBuf,
+    child: Child,
+}
+
+impl Agent {
+    fn start() -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("agent.sock");
+        let child = Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while !socket.exists() {
+            assert!(started.elapsed() < Duration::from_secs(10), "ssh-agent did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Agent {
+            _dir: dir,
+            socket,
+            child,
+        }
+    }
+
+    fn add(&self, key: &Path) {
+        let status = Command::new("ssh-add")
+            .arg(key)
+            .env("SSH_AUTH_SOCK", &self.socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "ssh-add {}", key.display());
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_keys_are_offered_in_turn() {
+    let d = Descriptor::require();
+    let server = UnixServer::echo();
+    let agent = Agent::start();
+
+    // Empty: a typed, permanent error naming the agent.
+    let config = sandbox_config(&server.path).with_key(KeySource::Agent(agent.socket.clone()));
+    let err = ssh_socket::dial(&config).await.unwrap_err();
+    assert!(matches!(err, Error::AgentUnavailable { .. }), "{err:?}");
+    assert!(err.is_permanent() && err.to_string().contains("holds no keys"), "{err}");
+
+    // A key the server does not accept first, then the right one.
+    let dir = tempfile::tempdir().unwrap();
+    let stranger = new_key(dir.path(), "stranger");
+    agent.add(&stranger);
+    let err = ssh_socket::dial(&config).await.unwrap_err();
+    assert!(err.is_auth(), "only the stranger's key: {err:?}");
+    agent.add(&d.ssh.key_path);
+    ping(ssh_socket::dial(&config).await.expect("the agent's second key")).await;
+
+    // No agent there.
+    let config = sandbox_config(&server.path).with_key(KeySource::Agent(dir.path().join("none.sock")));
+    let err = ssh_socket::dial(&config).await.unwrap_err();
+    assert!(matches!(err, Error::AgentUnavailable { .. }), "{err:?}");
+}
