@@ -16,10 +16,10 @@ use crate::handler::{ClientHandler, HostCheck, Refusal};
 use crate::known_hosts;
 use crate::link::Link;
 use crate::private_key::{self, Credentials};
-use russh::keys::agent::AgentIdentity;
 use crate::socket::SshSocket;
 use crate::supervisor::Supervisor;
 use crate::tcp::{self, KillSwitch, LastReceive, Transport, Watched};
+use russh::keys::agent::AgentIdentity;
 
 /// Connects to `config.host` (through `config.jumps`, if any),
 /// authenticates with the key file, and opens a `direct-streamlocal`
@@ -161,7 +161,9 @@ async fn dial_stages(
     let mut credentials = credentials.into_iter();
     let mut target = None;
     for (i, hop) in hops.iter().enumerate() {
-        stage.hop.store(u8::try_from(i).unwrap_or(u8::MAX), Ordering::Relaxed);
+        stage
+            .hop
+            .store(u8::try_from(i).unwrap_or(u8::MAX), Ordering::Relaxed);
         let Some((key, host_check)) = credentials.next() else {
             break;
         };

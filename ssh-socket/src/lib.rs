@@ -95,7 +95,7 @@ mod supervisor;
 mod tcp;
 
 pub use config::{
-    DEFAULT_CONNECT_TIMEOUT, HostKeyPolicy, JumpHost, KeySource, KeyText, Keepalive, Passphrase,
+    DEFAULT_CONNECT_TIMEOUT, HostKeyPolicy, JumpHost, Keepalive, KeySource, KeyText, Passphrase,
     SshConfig,
 };
 pub use dial::{dial, dial_over};

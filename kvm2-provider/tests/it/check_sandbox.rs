@@ -164,5 +164,9 @@ async fn a_host_behind_a_bastion_is_reached_through_it() {
     // The bastion gone: the host is unreachable, and the reason says so.
     drop(bastion);
     let statuses = checker.check(Duration::from_secs(15)).await;
-    assert_eq!(statuses[0].reason, CheckReason::ConnectFailed, "{statuses:?}");
+    assert_eq!(
+        statuses[0].reason,
+        CheckReason::ConnectFailed,
+        "{statuses:?}"
+    );
 }

@@ -66,8 +66,9 @@ use std::path::Path;
 pub use kubernetes::{KubernetesConfig, POD_MEMORY_MAX, POD_MEMORY_MIN, PodImage, PodResources};
 pub use kvm2::{
     DEFAULT_PROBE_TARGET, DEFAULT_PROXY_PORT, DISK_MAX, DISK_MIN, DomainType, Firmware,
-    ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host, Kvm2Image, Kvm2Jump, Kvm2Ssh, MAX_INSTANCES_MAX, MAX_JUMPS,
-    MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings, VCPUS_MAX, VCPUS_MIN,
+    ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host, Kvm2Image, Kvm2Jump, Kvm2Ssh,
+    MAX_INSTANCES_MAX, MAX_JUMPS, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings, VCPUS_MAX,
+    VCPUS_MIN,
 };
 pub use values::{
     AbsolutePath, BridgeName, ByteSize, Cidr, HostAddress, HostPort, HttpUrl, ImageReference,

@@ -1364,11 +1364,18 @@ fn a_host_may_be_reached_through_jump_hosts() {
                 "providers[0].kvm2.hosts[0].jump[0].address: {}; got \"bad host\"",
                 HostAddress::RULE
             ),
-            "providers[0].kvm2.hosts[0].jump[0].port: must be between 1 and 65535; got 0".to_owned(),
+            "providers[0].kvm2.hosts[0].jump[0].port: must be between 1 and 65535; got 0"
+                .to_owned(),
         ]
     );
-    let many = (0..9).map(|i| format!("\n  - {{address: 10.0.0.{i}}}")).collect::<String>();
-    let y = edit(&base(), "pool: default", &format!("pool: default\njump:{many}"));
+    let many = (0..9)
+        .map(|i| format!("\n  - {{address: 10.0.0.{i}}}"))
+        .collect::<String>();
+    let y = edit(
+        &base(),
+        "pool: default",
+        &format!("pool: default\njump:{many}"),
+    );
     assert_eq!(
         one_issue(&y),
         "providers[0].kvm2.hosts[0].jump: must list at most 8 jump hosts; got 9"

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::kubernetes::{KubernetesConfig, POD_MEMORY_MAX, POD_MEMORY_MIN, PodImage, PodResources};
 use super::kvm2::{
     DISK_MAX, DISK_MIN, DomainType, Firmware, ImageFormat, Kvm2Config, Kvm2Defaults, Kvm2Host,
-    Kvm2Image, Kvm2Jump, Kvm2Ssh, MAX_INSTANCES_MAX, MAX_JUMPS, MEMORY_MAX, MEMORY_MIN, MachineType, ProxySettings,
-    VCPUS_MAX, VCPUS_MIN,
+    Kvm2Image, Kvm2Jump, Kvm2Ssh, MAX_INSTANCES_MAX, MAX_JUMPS, MEMORY_MAX, MEMORY_MIN,
+    MachineType, ProxySettings, VCPUS_MAX, VCPUS_MIN,
 };
 use super::raw::{
     Entries, RawConfig, RawDefaults, RawHost, RawJump, RawKubernetes, RawKvm2, RawMachineType,
@@ -590,7 +590,13 @@ fn host(v: &mut Validator, path: &str, raw: &RawHost) -> Option<Kvm2Host> {
     let jump = match &raw.jump {
         None => Some(Vec::new()),
         Some(list) if list.len() > MAX_JUMPS => {
-            v.push(&jpath, format!("must list at most {MAX_JUMPS} jump hosts; got {}", list.len()));
+            v.push(
+                &jpath,
+                format!(
+                    "must list at most {MAX_JUMPS} jump hosts; got {}",
+                    list.len()
+                ),
+            );
             None
         }
         Some(list) => list
@@ -624,7 +630,9 @@ fn jump_host(v: &mut Validator, path: &str, raw: &RawJump) -> Option<Kvm2Jump> {
     };
     let user = match &raw.user {
         None => Some(None),
-        Some(u) => v.parsed(&format!("{path}.user"), u, SshUser::parse).map(Some),
+        Some(u) => v
+            .parsed(&format!("{path}.user"), u, SshUser::parse)
+            .map(Some),
     };
     Some(Kvm2Jump {
         address: address?,

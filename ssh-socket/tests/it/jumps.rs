@@ -96,7 +96,9 @@ async fn a_frozen_bastion_ends_the_link_in_bounded_time() {
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", relay.port()))
         .await
         .unwrap();
-    let socket = ssh_socket::dial_over(&config, tcp).await.expect("through the relay");
+    let socket = ssh_socket::dial_over(&config, tcp)
+        .await
+        .expect("through the relay");
     let closer = socket.closer();
     relay.freeze();
     let frozen = Instant::now();
@@ -106,7 +108,10 @@ async fn a_frozen_bastion_ends_the_link_in_bounded_time() {
         .expect("torn down within dead_after + 3 s");
     let reason = closer.close_reason().unwrap();
     assert!(reason.is_closed(), "{reason:?}");
-    eprintln!("frozen bastion: link ended after {:?} ({reason})", frozen.elapsed());
+    eprintln!(
+        "frozen bastion: link ended after {:?} ({reason})",
+        frozen.elapsed()
+    );
     let t = Instant::now();
     drop(socket);
     assert!(t.elapsed() < Duration::from_millis(100));

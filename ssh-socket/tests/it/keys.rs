@@ -28,11 +28,18 @@ async fn a_key_held_in_memory_dials_and_is_never_shown() {
     let d = Descriptor::require();
     let server = UnixServer::echo();
     let text = std::fs::read_to_string(&d.ssh.key_path).unwrap();
-    let config = sandbox_config(&server.path).with_key(KeySource::Memory(KeyText::new(text.clone())));
+    let config =
+        sandbox_config(&server.path).with_key(KeySource::Memory(KeyText::new(text.clone())));
     assert!(!format!("{config:?}").contains(text.lines().nth(1).unwrap()));
-    ping(ssh_socket::dial(&config).await.expect("dial with the key in memory")).await;
+    ping(
+        ssh_socket::dial(&config)
+            .await
+            .expect("dial with the key in memory"),
+    )
+    .await;
 
-    let garbage = "-----BEGIN OPENSSH PRIVATE KEY-----\nbm90IGEga2V5\n-----END OPENSSH PRIVATE KEY-----\n";
+    let garbage =
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nbm90IGEga2V5\n-----END OPENSSH PRIVATE KEY-----\n";
     let config = sandbox_config(&server.path).with_key(KeySource::Memory(KeyText::new(garbage)));
     let err = ssh_socket::dial(&config).await.unwrap_err();
     assert!(matches!(err, Error::KeyInvalid { .. }), "{err:?}");
@@ -61,7 +68,10 @@ impl Agent {
             .unwrap();
         let started = Instant::now();
         while !socket.exists() {
-            assert!(started.elapsed() < Duration::from_secs(10), "ssh-agent did not start");
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "ssh-agent did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Agent {
@@ -100,7 +110,10 @@ async fn an_agents_keys_are_offered_in_turn() {
     let config = sandbox_config(&server.path).with_key(KeySource::Agent(agent.socket.clone()));
     let err = ssh_socket::dial(&config).await.unwrap_err();
     assert!(matches!(err, Error::AgentUnavailable { .. }), "{err:?}");
-    assert!(err.is_permanent() && err.to_string().contains("holds no keys"), "{err}");
+    assert!(
+        err.is_permanent() && err.to_string().contains("holds no keys"),
+        "{err}"
+    );
 
     // A key the server does not accept first, then the right one.
     let dir = tempfile::tempdir().unwrap();
@@ -109,10 +122,16 @@ async fn an_agents_keys_are_offered_in_turn() {
     let err = ssh_socket::dial(&config).await.unwrap_err();
     assert!(err.is_auth(), "only the stranger's key: {err:?}");
     agent.add(&d.ssh.key_path);
-    ping(ssh_socket::dial(&config).await.expect("the agent's second key")).await;
+    ping(
+        ssh_socket::dial(&config)
+            .await
+            .expect("the agent's second key"),
+    )
+    .await;
 
     // No agent there.
-    let config = sandbox_config(&server.path).with_key(KeySource::Agent(dir.path().join("none.sock")));
+    let config =
+        sandbox_config(&server.path).with_key(KeySource::Agent(dir.path().join("none.sock")));
     let err = ssh_socket::dial(&config).await.unwrap_err();
     assert!(matches!(err, Error::AgentUnavailable { .. }), "{err:?}");
 }
