@@ -264,9 +264,14 @@ impl fmt::Debug for KeyText {
 pub enum HostKeyPolicy {
     /// Check against an OpenSSH known_hosts file: plain and hashed (`|1|`)
     /// entries, `[host]:port` for ports other than 22, wildcards and
-    /// negations; `@revoked` keys are refused; hosts trusted only through
-    /// `@cert-authority` are refused with
-    /// [`Error::HostKeyCertAuthorityUnsupported`](crate::Error::HostKeyCertAuthorityUnsupported).
+    /// negations; `@revoked` keys are refused; `@cert-authority` lines
+    /// trust the host certificates their authority signed (a host named by
+    /// one is asked for its certificate; a certificate is checked as
+    /// OpenSSH does, else
+    /// [`Error::HostCertificateRejected`](crate::Error::HostCertificateRejected));
+    /// a host trusted only through them that presents a plain key is
+    /// refused with
+    /// [`Error::HostKeyNotCertified`](crate::Error::HostKeyNotCertified).
     KnownHosts(PathBuf),
     /// Accept any host key. Insecure: a warning is logged on every dial.
     InsecureIgnoreHostKey,

@@ -43,7 +43,7 @@ use russh::keys::agent::AgentIdentity;
 /// ([`Error::KnownHostsUnreadable`]), TCP ([`Error::Resolve`],
 /// [`Error::TcpConnect`]), handshake ([`Error::Handshake`],
 /// [`Error::HostKeyUnknown`], [`Error::HostKeyChanged`],
-/// [`Error::HostKeyRevoked`], [`Error::HostKeyCertAuthorityUnsupported`]),
+/// [`Error::HostKeyRevoked`], [`Error::HostKeyNotCertified`]),
 /// authentication ([`Error::AuthRejected`], [`Error::AuthInterrupted`]),
 /// channel ([`Error::ChannelOpenRefused`], [`Error::ChannelOpen`]), and
 /// [`Error::Timeout`] when the whole dial exceeds
@@ -231,6 +231,7 @@ async fn host_check(config: &SshConfig) -> Result<HostCheck, Error> {
                 path: path.clone(),
                 text,
                 host_entry: known_hosts::host_entry(host, port),
+                host: host.to_ascii_lowercase(),
             })
         }
         HostKeyPolicy::InsecureIgnoreHostKey => {
@@ -256,8 +257,18 @@ async fn handshake(
     let refusal: Refusal = Arc::new(Mutex::new(None));
     let handler = ClientHandler::new(link, host_check, Arc::clone(&refusal));
     let offered = host_key_order(&handler);
-    let handshake =
-        russh::client::connect_stream(russh_config(config, offered), stream, handler).await;
+    // A host an `@cert-authority` line names is asked for its certificate
+    // first (the same algorithms, as certificates); others never are.
+    let certificates = match handler.known_hosts() {
+        Some((text, host_entry)) if known_hosts::has_authority(text, host_entry) => offered.clone(),
+        _ => Vec::new(),
+    };
+    let handshake = russh::client::connect_stream(
+        russh_config(config, offered, certificates),
+        stream,
+        handler,
+    )
+    .await;
     let take_refusal = || {
         refusal
             .lock()
@@ -431,10 +442,12 @@ fn host_key_order(handler: &ClientHandler) -> Vec<russh::keys::Algorithm> {
 }
 
 /// russh's settings for one dial, offering host key algorithms in the
-/// order `host_keys`.
+/// order `host_keys`, and the certificate variants of `certificates`
+/// ahead of them.
 fn russh_config(
     config: &SshConfig,
     host_keys: Vec<russh::keys::Algorithm>,
+    certificates: Vec<russh::keys::Algorithm>,
 ) -> Arc<russh::client::Config> {
     let keepalive = config.keepalive;
     Arc::new(russh::client::Config {
@@ -455,6 +468,7 @@ fn russh_config(
                 russh::cipher::AES_128_CTR,
             ]),
             key: std::borrow::Cow::Owned(host_keys),
+            host_key_certificates: std::borrow::Cow::Owned(certificates),
             ..russh::Preferred::DEFAULT
         },
         ..Default::default()

@@ -226,20 +226,36 @@ pub enum Error {
         line: usize,
     },
     /// The only known_hosts entries for this host are `@cert-authority`
-    /// lines; host certificates are not supported by this crate.
+    /// lines, and the server presented a plain key, no certificate.
     ///
-    /// Permanent: list the host's plain key in known_hosts.
+    /// Permanent: give the host a certificate (sshd's `HostCertificate`)
+    /// or list its own key in known_hosts.
     #[error(
-        "host {host_entry} is trusted only through @cert-authority ({known_hosts} line {line}); \
-         host certificates are not supported: add the host's own key to known_hosts"
+        "host {host_entry} is trusted only through @cert-authority ({known_hosts} line {line}) \
+         but presented no certificate: give it one (sshd's HostCertificate) or list its own key"
     )]
-    HostKeyCertAuthorityUnsupported {
+    HostKeyNotCertified {
         /// The name looked up.
         host_entry: String,
         /// The known_hosts file.
         known_hosts: PathBuf,
         /// The 1-based line of the `@cert-authority` entry.
         line: usize,
+    },
+    /// The server presented a host certificate that known_hosts does not
+    /// let through: not signed by an authority an `@cert-authority` line
+    /// lists for the host, its authority or key `@revoked`, outside its
+    /// validity window, or not naming the host among its principals.
+    ///
+    /// Permanent: reissue the certificate or fix known_hosts.
+    #[error("host {host_entry}'s certificate is refused ({known_hosts}): {reason}")]
+    HostCertificateRejected {
+        /// The name looked up.
+        host_entry: String,
+        /// The known_hosts file.
+        known_hosts: PathBuf,
+        /// Why.
+        reason: String,
     },
     /// The server rejected the user or the key.
     ///
@@ -374,7 +390,8 @@ impl Error {
                 | Self::HostKeyUnknown { .. }
                 | Self::HostKeyChanged { .. }
                 | Self::HostKeyRevoked { .. }
-                | Self::HostKeyCertAuthorityUnsupported { .. }
+                | Self::HostKeyNotCertified { .. }
+                | Self::HostCertificateRejected { .. }
                 | Self::AuthRejected { .. }
                 | Self::JumpRefused {
                     prohibited: true,
@@ -390,7 +407,8 @@ impl Error {
             Self::HostKeyUnknown { .. }
                 | Self::HostKeyChanged { .. }
                 | Self::HostKeyRevoked { .. }
-                | Self::HostKeyCertAuthorityUnsupported { .. }
+                | Self::HostKeyNotCertified { .. }
+                | Self::HostCertificateRejected { .. }
         )
     }
 
@@ -426,7 +444,8 @@ impl Error {
             | Self::HostKeyUnknown { .. }
             | Self::HostKeyChanged { .. }
             | Self::HostKeyRevoked { .. }
-            | Self::HostKeyCertAuthorityUnsupported { .. } => Stage::Handshake,
+            | Self::HostKeyNotCertified { .. }
+                | Self::HostCertificateRejected { .. } => Stage::Handshake,
             Self::AuthRejected { .. } | Self::AuthInterrupted { .. } => Stage::Auth,
             Self::ChannelOpenRefused { .. }
             | Self::ChannelOpen { .. }

@@ -8,7 +8,7 @@ use russh::client::{DisconnectReason, Handler};
 use russh::keys::PublicKeyOrCertificate;
 
 use crate::error::Error;
-use crate::known_hosts::{self, Verdict};
+use crate::known_hosts::{self, CertVerdict, Verdict};
 use crate::link::{Link, Reason};
 
 /// What the handler checks host keys against.
@@ -19,6 +19,8 @@ pub(crate) enum HostCheck {
         path: PathBuf,
         text: Option<String>,
         host_entry: String,
+        /// The name dialled (what a host certificate's principal must be).
+        host: String,
     },
     /// Accept anything (the warning was logged by the dial).
     Insecure,
@@ -76,19 +78,27 @@ impl Handler for ClientHandler {
             path,
             text,
             host_entry,
+            host,
         } = &self.host_check
         else {
             return Ok(true);
         };
         let key = match server_key {
             PublicKeyOrCertificate::PublicKey { key, .. } => key,
-            // Never negotiated: no certificate algorithms are offered.
-            PublicKeyOrCertificate::Certificate(_) => {
-                return self.refuse(Error::HostKeyCertAuthorityUnsupported {
-                    host_entry: host_entry.clone(),
-                    known_hosts: path.clone(),
-                    line: 0,
-                });
+            // Offered only when an `@cert-authority` line names the host.
+            PublicKeyOrCertificate::Certificate(cert) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let text = text.as_deref().unwrap_or_default();
+                return match known_hosts::verify_certificate(text, host_entry, host, cert, now) {
+                    CertVerdict::Trusted => Ok(true),
+                    CertVerdict::Refused(reason) => self.refuse(Error::HostCertificateRejected {
+                        host_entry: host_entry.clone(),
+                        known_hosts: path.clone(),
+                        reason,
+                    }),
+                };
             }
         };
         let fingerprint = known_hosts::fingerprint(key);
@@ -128,7 +138,7 @@ impl Handler for ClientHandler {
                 known_hosts: path.clone(),
                 line,
             },
-            Verdict::CertAuthorityOnly { line } => Error::HostKeyCertAuthorityUnsupported {
+            Verdict::CertAuthorityOnly { line } => Error::HostKeyNotCertified {
                 host_entry: host_entry.clone(),
                 known_hosts: path.clone(),
                 line,

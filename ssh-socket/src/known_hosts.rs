@@ -4,10 +4,13 @@
 //! Supported: plain host lists with `*`/`?` wildcards and `!` negations,
 //! hashed `|1|salt|hash` names, `[host]:port` names for ports other than 22,
 //! `@revoked` (a revoked key is refused even if another line trusts it) and
-//! `@cert-authority` (host certificates are not supported: a host trusted
-//! only through a CA line is refused with its own verdict, never treated as
-//! merely unknown). Lines that do not parse are skipped, as OpenSSH does.
+//! `@cert-authority` (a host certificate signed by a listed authority is
+//! trusted: [`verify_certificate`]; a host trusted only through a CA line
+//! that presents a plain key is refused with its own verdict, never treated
+//! as merely unknown). Lines that do not parse are skipped, as OpenSSH does.
 
+use russh::keys::ssh_key::Certificate;
+use russh::keys::ssh_key::certificate::CertType;
 use russh::keys::ssh_key::known_hosts::{HostPatterns, Marker};
 use russh::keys::{Algorithm, HashAlg, PublicKey};
 
@@ -97,6 +100,94 @@ pub(crate) fn verify(text: &str, host_entry: &str, key: &PublicKey) -> Verdict {
     } else {
         Verdict::Unknown { other_algorithms }
     }
+}
+
+/// What the known_hosts file says about a host certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CertVerdict {
+    /// Signed by an authority listed for this host, valid now, for this
+    /// host name.
+    Trusted,
+    /// Refused, and why (for the error message; no key material).
+    Refused(String),
+}
+
+/// Checks a host certificate for `host` (the name dialled, as its
+/// principal must read) and `host_entry` (how known_hosts lists it)
+/// against a known_hosts file's text, at `now` (seconds since 1970), as
+/// OpenSSH does: a host certificate, signed by a key an `@cert-authority`
+/// line lists for the host, neither that key nor the certificate's own key
+/// `@revoked`, within its validity window, naming `host` among its
+/// principals (a certificate naming none is refused), with no critical
+/// option (none is defined for hosts).
+pub(crate) fn verify_certificate(
+    text: &str,
+    host_entry: &str,
+    host: &str,
+    cert: &Certificate,
+    now: u64,
+) -> CertVerdict {
+    let refused = |why: &str| CertVerdict::Refused(why.to_owned());
+    let mut authorities = Vec::new();
+    for entry in text.lines().filter_map(parse_line) {
+        if !entry.matches(host_entry) {
+            continue;
+        }
+        match entry.marker {
+            Some(Marker::Revoked) => {
+                if entry.key.key_data() == cert.signature_key() {
+                    return refused("its signing authority's key is @revoked");
+                }
+                if entry.key.key_data() == cert.public_key() {
+                    return refused("the host's key is @revoked");
+                }
+            }
+            Some(Marker::CertAuthority) => {
+                authorities.push(entry.key.fingerprint(HashAlg::Sha256));
+            }
+            None => {}
+        }
+    }
+    if authorities.is_empty() {
+        return refused("no @cert-authority line lists an authority for this host");
+    }
+    if cert.cert_type() != CertType::Host {
+        return refused("it is a user certificate, not a host certificate");
+    }
+    let signer = cert.signature_key().fingerprint(HashAlg::Sha256);
+    if !authorities.contains(&signer) {
+        return refused("it is not signed by an authority known_hosts lists for this host");
+    }
+    if cert.validate_at(now, &authorities).is_err() {
+        let window = if now < cert.valid_after() {
+            "it is not valid yet"
+        } else if now >= cert.valid_before() {
+            "it has expired"
+        } else {
+            "its signature does not verify"
+        };
+        return refused(window);
+    }
+    let principals = cert.valid_principals();
+    if !principals.iter().any(|p| p.eq_ignore_ascii_case(host)) {
+        return CertVerdict::Refused(if principals.is_empty() {
+            "it names no host (no principals)".to_owned()
+        } else {
+            format!("it is for {} only, not {host}", principals.join(", "))
+        });
+    }
+    if !cert.critical_options().is_empty() {
+        return refused("it carries critical options, which no host certificate may");
+    }
+    CertVerdict::Trusted
+}
+
+/// Whether an `@cert-authority` line names `host_entry`: the dial then asks
+/// the server for its certificate first.
+pub(crate) fn has_authority(text: &str, host_entry: &str) -> bool {
+    text.lines()
+        .filter_map(parse_line)
+        .any(|e| e.marker == Some(Marker::CertAuthority) && e.matches(host_entry))
 }
 
 /// The host key algorithms to offer, most preferred first: `offered` in

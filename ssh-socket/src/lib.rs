@@ -29,9 +29,11 @@
 //! - **Dead links are detected**: keepalives are always on; a server silent
 //!   for [`Keepalive::dead_after`] (15 s by default) ends the socket.
 //!
+//! Host keys are checked against an OpenSSH known_hosts file, host
+//! certificates through its `@cert-authority` lines.
+//!
 //! What it deliberately does not do: reconnect (the caller owns retries and
-//! pooling), know anything about libvirt, or accept host certificates
-//! (`@cert-authority` trust is refused with its own error).
+//! pooling) or know anything about libvirt.
 //!
 //! # Example
 //! Forward a remote unix socket and talk over it (any protocol client over

@@ -182,15 +182,15 @@ async fn revoked_host_key_is_refused() {
 }
 
 #[tokio::test]
-async fn cert_authority_only_is_refused_with_a_clear_message() {
+async fn cert_authority_only_and_no_certificate_is_refused_with_a_clear_message() {
     let f = Fixture::new().await;
     let kh = f.known_hosts(&format!("@cert-authority * {}\n", f.host_key));
     let e = f.fail(&f.config(&kh), 1).await;
     assert!(
-        matches!(e, Error::HostKeyCertAuthorityUnsupported { line: 1, .. }),
+        matches!(e, Error::HostKeyNotCertified { line: 1, .. }),
         "{e:?}"
     );
-    assert!(e.to_string().contains("not supported"), "{e}");
+    assert!(e.to_string().contains("presented no certificate"), "{e}");
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 
 mod dial_errors;
 mod forward;
+mod host_certs;
 mod host_key_order;
 mod jumps;
 mod keys;

@@ -98,14 +98,51 @@ impl Drop for OwnSshd {
     }
 }
 
+/// What [`OwnSshd::start_certified`] signs with.
+struct HostCert<'a> {
+    ca: &'a Path,
+    principals: &'a str,
+    validity: &'a str,
+}
+
 impl OwnSshd {
     /// Starts an sshd with a fresh ed25519 host key and client key, local
     /// TCP and stream-local forwarding allowed, and `extra_config` lines
     /// (which may override `AllowStreamLocalForwarding`).
     pub fn start(extra_config: &str) -> Self {
+        Self::start_with(extra_config, None)
+    }
+
+    /// [`start`](Self::start), its host key certified by the CA key
+    /// `ca` (a private key file) for `principals` (comma-separated) over
+    /// `validity` (ssh-keygen's `-V`, e.g. `-5m:+1h`), served as sshd's
+    /// `HostCertificate`.
+    pub fn start_certified(extra_config: &str, ca: &Path, principals: &str, validity: &str) -> Self {
+        Self::start_with(extra_config, Some(HostCert { ca, principals, validity }))
+    }
+
+    fn start_with(extra_config: &str, cert: Option<HostCert<'_>>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let host_key = dir.path().join("host_ed25519");
         keygen(&host_key, "ed25519", "");
+        let certificate = match cert {
+            Some(c) => {
+                let out = Command::new("ssh-keygen")
+                    .args(["-q", "-s"])
+                    .arg(c.ca)
+                    .args(["-I", "egress-test-host", "-h", "-n", c.principals, "-V", c.validity])
+                    .arg(host_key.with_extension("pub"))
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "ssh-keygen -s failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                format!("HostCertificate {}\n", dir.path().join("host_ed25519-cert.pub").display())
+            }
+            None => String::new(),
+        };
         let client_key = new_key(dir.path(), "client_ed25519");
         let authorized_keys = dir.path().join("authorized_keys");
         std::fs::write(&authorized_keys, format!("{}\n", public_key(&client_key))).unwrap();
@@ -124,7 +161,7 @@ impl OwnSshd {
                  AuthorizedKeysFile {ak}\nStrictModes no\nUsePAM no\n\
                  PermitRootLogin prohibit-password\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nAllowTcpForwarding local\n\
-                 LogLevel ERROR\n{extra}\n",
+                 LogLevel ERROR\n{certificate}{extra}\n",
                 hk = host_key.display(),
                 pid = dir.path().join("sshd.pid").display(),
                 ak = authorized_keys.display(),
