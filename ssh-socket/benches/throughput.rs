@@ -1,12 +1,15 @@
 //! 256 MiB through a forwarded unix socket into a sink on the sandbox host:
 //! ssh-socket against OpenSSH's own `ssh -N -L local.sock:remote.sock`, in
-//! the same run. Prints throughput, the ratio, and client-side CPU time per
-//! GiB for both.
+//! the same run — directly, and through a jump host (an sshd of the
+//! bench's own: ssh-socket's `JumpHost` against OpenSSH's `ProxyJump`,
+//! written out as the `ssh -W` ProxyCommand it stands for so both use the
+//! same keys and known_hosts, the same cipher on both hops). Prints
+//! throughput, the ratio, and client-side CPU time per GiB for both.
 //!
 //! CPU accounting: the sink runs on a thread of its own whose CPU time is
 //! subtracted. For ssh-socket, the client side is this process (the SSH
-//! client). For OpenSSH it is the `ssh` process plus this process feeding
-//! the local socket. sshd's side is the same program in both runs and is
+//! client). For OpenSSH it is the `ssh` process (and, through the jump
+//! host, its `ssh -W` child) plus this process feeding the local socket. sshd's side is the same program in both runs and is
 //! not counted.
 //!
 //! Run with `cargo xtask bench ssh-socket`.
@@ -20,7 +23,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ssh_socket::{HostKeyPolicy, SshConfig};
+use ssh_socket::{HostKeyPolicy, JumpHost, SshConfig};
+use testkit::sshd::OwnSshd;
 use tokio::io::AsyncWriteExt;
 
 const TOTAL: u64 = 256 * 1024 * 1024;
@@ -125,11 +129,24 @@ async fn run_openssh(
     done: &mpsc::Receiver<(u64, Duration)>,
     sink_cpu0: Duration,
     cipher: Option<&str>,
+    jump: Option<&OwnSshd>,
 ) -> (Run, Duration) {
     let _ = std::fs::remove_file(local);
     let mut command = Command::new("ssh");
     if let Some(cipher) = cipher {
         command.args(["-c", cipher]);
+    }
+    if let Some(bastion) = jump {
+        // What `-J` runs, with the bastion's own key and known_hosts.
+        command.arg("-o").arg(format!(
+            "ProxyCommand=ssh -c {} -o BatchMode=yes -o StrictHostKeyChecking=yes \
+             -o UserKnownHostsFile={} -i {} -p {} -W %h:%p {}@127.0.0.1",
+            cipher.unwrap_or(GCM),
+            bastion.known_hosts.display(),
+            bastion.client_key.display(),
+            bastion.port,
+            bastion.user
+        ));
     }
     let mut child = command
         .args([
@@ -171,14 +188,22 @@ async fn run_openssh(
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     let ssh_stat = format!("/proc/{}/stat", child.id());
-    let ssh0 = cpu_of(&ssh_stat);
+    // The ProxyCommand's `ssh -W`, a child of ssh.
+    let proxy_stat = std::fs::read_to_string(format!(
+        "/proc/{0}/task/{0}/children",
+        child.id()
+    ))
+    .ok()
+    .and_then(|c| c.split_whitespace().next().map(|p| format!("/proc/{p}/stat")));
+    let proxy_cpu = || proxy_stat.as_deref().map_or(Duration::ZERO, cpu_of);
+    let ssh0 = cpu_of(&ssh_stat) + proxy_cpu();
     let cpu0 = cpu_of("/proc/self/stat");
     let t = Instant::now();
     let stream = feed(stream).await;
     let sink_cpu = tokio::task::block_in_place(|| wait_sink(done));
     let elapsed = t.elapsed();
     let cpu = cpu_of("/proc/self/stat").saturating_sub(cpu0);
-    let ssh_cpu = cpu_of(&ssh_stat).saturating_sub(ssh0);
+    let ssh_cpu = (cpu_of(&ssh_stat) + proxy_cpu()).saturating_sub(ssh0);
     drop(stream);
     let _ = child.kill();
     let _ = child.wait();
@@ -235,7 +260,7 @@ fn main() {
             );
             ours.push(r);
             for (cipher, runs) in [(None, &mut theirs), (Some(GCM), &mut theirs_gcm)] {
-                let (r, s) = run_openssh(&d, &remote, &local, &done, sink_cpu, cipher).await;
+                let (r, s) = run_openssh(&d, &remote, &local, &done, sink_cpu, cipher, None).await;
                 sink_cpu = s;
                 println!(
                     "round {round}: openssh {:<11} {:.3} GiB/s, ssh CPU {:?} + feeder CPU {:?}",
@@ -270,5 +295,55 @@ fn main() {
                 cpu_per_gib(&ours).as_secs_f64() / cpu_per_gib(theirs).as_secs_f64().max(1e-9)
             );
         }
+
+        // Through a jump host: the bastion lets the sandbox key in too.
+        let bastion = OwnSshd::start("");
+        let jumped = config.clone().with_jump(
+            JumpHost::new(
+                "127.0.0.1",
+                bastion.user.clone(),
+                bastion.client_key.clone(),
+                HostKeyPolicy::KnownHosts(bastion.known_hosts.clone()),
+            )
+            .with_port(bastion.port),
+        );
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for round in 0..ROUNDS {
+            let (r, s) = run_ours(&jumped, &done, sink_cpu).await;
+            sink_cpu = s;
+            println!(
+                "round {round}: ssh-socket via jump  {:.3} GiB/s, client CPU {:?}",
+                gib_per_s(&r),
+                r.client_cpu
+            );
+            ours.push(r);
+            let (r, s) =
+                run_openssh(&d, &remote, &local, &done, sink_cpu, Some(GCM), Some(&bastion)).await;
+            sink_cpu = s;
+            println!(
+                "round {round}: openssh via jump     {:.3} GiB/s, ssh CPU {:?} + feeder CPU {:?}",
+                gib_per_s(&r),
+                r.ssh_cpu,
+                r.client_cpu
+            );
+            theirs.push(r);
+        }
+        let (ours, theirs) = (median(ours), median(theirs));
+        println!("--- the same through a jump host, aes256-gcm on both hops (median of {ROUNDS}) ---");
+        println!(
+            "ssh-socket (JumpHost):       {:.3} GiB/s; client CPU per GiB {:?}",
+            gib_per_s(&ours),
+            cpu_per_gib(&ours)
+        );
+        println!(
+            "openssh (ProxyJump, ssh -W): {:.3} GiB/s; client CPU per GiB {:?}",
+            gib_per_s(&theirs),
+            cpu_per_gib(&theirs)
+        );
+        println!(
+            "ratio ssh-socket / openssh through a jump host: throughput {:.2}x, CPU per GiB {:.2}x",
+            gib_per_s(&ours) / gib_per_s(&theirs),
+            cpu_per_gib(&ours).as_secs_f64() / cpu_per_gib(&theirs).as_secs_f64().max(1e-9)
+        );
     });
 }
