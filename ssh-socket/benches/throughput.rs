@@ -189,12 +189,13 @@ async fn run_openssh(
     };
     let ssh_stat = format!("/proc/{}/stat", child.id());
     // The ProxyCommand's `ssh -W`, a child of ssh.
-    let proxy_stat = std::fs::read_to_string(format!(
-        "/proc/{0}/task/{0}/children",
-        child.id()
-    ))
-    .ok()
-    .and_then(|c| c.split_whitespace().next().map(|p| format!("/proc/{p}/stat")));
+    let proxy_stat = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+        .ok()
+        .and_then(|c| {
+            c.split_whitespace()
+                .next()
+                .map(|p| format!("/proc/{p}/stat"))
+        });
     let proxy_cpu = || proxy_stat.as_deref().map_or(Duration::ZERO, cpu_of);
     let ssh0 = cpu_of(&ssh_stat) + proxy_cpu();
     let cpu0 = cpu_of("/proc/self/stat");

@@ -263,12 +263,9 @@ async fn handshake(
         Some((text, host_entry)) if known_hosts::has_authority(text, host_entry) => offered.clone(),
         _ => Vec::new(),
     };
-    let handshake = russh::client::connect_stream(
-        russh_config(config, offered, certificates),
-        stream,
-        handler,
-    )
-    .await;
+    let handshake =
+        russh::client::connect_stream(russh_config(config, offered, certificates), stream, handler)
+            .await;
     let take_refusal = || {
         refusal
             .lock()

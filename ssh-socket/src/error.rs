@@ -445,7 +445,7 @@ impl Error {
             | Self::HostKeyChanged { .. }
             | Self::HostKeyRevoked { .. }
             | Self::HostKeyNotCertified { .. }
-                | Self::HostCertificateRejected { .. } => Stage::Handshake,
+            | Self::HostCertificateRejected { .. } => Stage::Handshake,
             Self::AuthRejected { .. } | Self::AuthInterrupted { .. } => Stage::Auth,
             Self::ChannelOpenRefused { .. }
             | Self::ChannelOpen { .. }

@@ -41,31 +41,48 @@ async fn a_host_certified_by_a_listed_authority_dials_and_every_flaw_is_refused(
     let server = UnixServer::echo();
     let good = OwnSshd::start_certified("", &ca, "127.0.0.1", "-5m:+1h");
     let authority = |sshd: &OwnSshd, key: &Path| {
-        format!("@cert-authority [127.0.0.1]:{} {}", sshd.port, public_key(key))
+        format!(
+            "@cert-authority [127.0.0.1]:{} {}",
+            sshd.port,
+            public_key(key)
+        )
     };
 
     // Only the authority is listed (no plain key): the certificate is
     // what lets the host in; a wildcard pattern works as well.
     let only_ca = known_hosts(dir.path(), "kh-ca", &[authority(&good, &ca)]);
-    dial(&good, &server, &only_ca).await.expect("a certified host");
+    dial(&good, &server, &only_ca)
+        .await
+        .expect("a certified host");
     let wildcard = known_hosts(
         dir.path(),
         "kh-wild",
         &[format!("@cert-authority * {}", public_key(&ca))],
     );
-    dial(&good, &server, &wildcard).await.expect("a certified host, any name");
+    dial(&good, &server, &wildcard)
+        .await
+        .expect("a certified host, any name");
 
     // Signed by an authority not listed for it.
     let other = known_hosts(dir.path(), "kh-other", &[authority(&good, &other_ca)]);
-    rejected(dial(&good, &server, &other).await, "not signed by an authority");
+    rejected(
+        dial(&good, &server, &other).await,
+        "not signed by an authority",
+    );
 
     // The authority revoked, or the host's own key.
     let revoked_ca = known_hosts(
         dir.path(),
         "kh-revoked-ca",
-        &[authority(&good, &ca), format!("@revoked * {}", public_key(&ca))],
+        &[
+            authority(&good, &ca),
+            format!("@revoked * {}", public_key(&ca)),
+        ],
     );
-    rejected(dial(&good, &server, &revoked_ca).await, "authority's key is @revoked");
+    rejected(
+        dial(&good, &server, &revoked_ca).await,
+        "authority's key is @revoked",
+    );
     let revoked_host = known_hosts(
         dir.path(),
         "kh-revoked-host",
@@ -74,12 +91,18 @@ async fn a_host_certified_by_a_listed_authority_dials_and_every_flaw_is_refused(
             format!("@revoked [127.0.0.1]:{} {}", good.port, good.host_pub),
         ],
     );
-    rejected(dial(&good, &server, &revoked_host).await, "host's key is @revoked");
+    rejected(
+        dial(&good, &server, &revoked_host).await,
+        "host's key is @revoked",
+    );
 
     // For another name; expired; not valid yet.
     let elsewhere = OwnSshd::start_certified("", &ca, "db-1.example.org", "-5m:+1h");
     let kh = known_hosts(dir.path(), "kh-else", &[authority(&elsewhere, &ca)]);
-    rejected(dial(&elsewhere, &server, &kh).await, "db-1.example.org only, not 127.0.0.1");
+    rejected(
+        dial(&elsewhere, &server, &kh).await,
+        "db-1.example.org only, not 127.0.0.1",
+    );
     let expired = OwnSshd::start_certified("", &ca, "127.0.0.1", "20200101:20200102");
     let kh = known_hosts(dir.path(), "kh-expired", &[authority(&expired, &ca)]);
     rejected(dial(&expired, &server, &kh).await, "expired");
@@ -91,5 +114,8 @@ async fn a_host_certified_by_a_listed_authority_dials_and_every_flaw_is_refused(
     let plain = OwnSshd::start("");
     let kh = known_hosts(dir.path(), "kh-plain", &[authority(&plain, &ca)]);
     let err = dial(&plain, &server, &kh).await.unwrap_err();
-    assert!(matches!(err, Error::HostKeyNotCertified { line: 1, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::HostKeyNotCertified { line: 1, .. }),
+        "{err:?}"
+    );
 }

@@ -117,8 +117,20 @@ impl OwnSshd {
     /// `ca` (a private key file) for `principals` (comma-separated) over
     /// `validity` (ssh-keygen's `-V`, e.g. `-5m:+1h`), served as sshd's
     /// `HostCertificate`.
-    pub fn start_certified(extra_config: &str, ca: &Path, principals: &str, validity: &str) -> Self {
-        Self::start_with(extra_config, Some(HostCert { ca, principals, validity }))
+    pub fn start_certified(
+        extra_config: &str,
+        ca: &Path,
+        principals: &str,
+        validity: &str,
+    ) -> Self {
+        Self::start_with(
+            extra_config,
+            Some(HostCert {
+                ca,
+                principals,
+                validity,
+            }),
+        )
     }
 
     fn start_with(extra_config: &str, cert: Option<HostCert<'_>>) -> Self {
@@ -130,7 +142,15 @@ impl OwnSshd {
                 let out = Command::new("ssh-keygen")
                     .args(["-q", "-s"])
                     .arg(c.ca)
-                    .args(["-I", "egress-test-host", "-h", "-n", c.principals, "-V", c.validity])
+                    .args([
+                        "-I",
+                        "egress-test-host",
+                        "-h",
+                        "-n",
+                        c.principals,
+                        "-V",
+                        c.validity,
+                    ])
                     .arg(host_key.with_extension("pub"))
                     .output()
                     .unwrap();
@@ -139,7 +159,10 @@ impl OwnSshd {
                     "ssh-keygen -s failed: {}",
                     String::from_utf8_lossy(&out.stderr)
                 );
-                format!("HostCertificate {}\n", dir.path().join("host_ed25519-cert.pub").display())
+                format!(
+                    "HostCertificate {}\n",
+                    dir.path().join("host_ed25519-cert.pub").display()
+                )
             }
             None => String::new(),
         };
