@@ -161,25 +161,6 @@ mod tests {
     }
 
     #[test]
-    fn allowed_destinations_come_before_the_internal_deny() {
-        let s = settings().with_allowed_destinations(vec![Cidr::parse("10.213.7.9/32").unwrap()]);
-        let doc = render(&s, None).unwrap();
-        let rules: Vec<&str> = squid_conf(&doc).iter().map(|l| l.trim()).collect();
-        let acl = rules
-            .iter()
-            .position(|l| *l == "acl allowed_destinations dst 10.213.7.9/32");
-        let allow = rules
-            .iter()
-            .position(|l| *l == "http_access allow allowed_destinations");
-        let deny = rules.iter().position(|l| *l == "http_access deny internal");
-        let not_clients = rules.iter().position(|l| *l == "http_access deny !clients");
-        assert!(
-            acl.is_some() && not_clients < allow && allow < deny,
-            "{rules:#?}"
-        );
-    }
-
-    #[test]
     fn rejects_unusable_settings() {
         let mut s = settings();
         s.port = 0;

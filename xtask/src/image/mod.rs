@@ -5,6 +5,7 @@
 //! xtask guest-image`).
 
 pub mod guest;
+pub mod mmdebstrap;
 pub mod oci;
 pub mod operator;
 pub mod squid;

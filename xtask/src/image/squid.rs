@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use sandbox_kit::guest_recipe::{DPKG_EXCLUDES, DPKG_INCLUDES, MIRRORS, SUITE};
 use sandbox_kit::squid_recipe::{self, ARCHIVE_FILE, CACHE_ROOT, PACKAGES, REMOVE, VARIANT};
 
 use super::oci::{self, Config, Layer};
-use crate::util::{cmd, read};
+use crate::image::mmdebstrap;
+use crate::util::read;
 
 /// `cargo xtask squid-image`: prints `<reference>  <archive>`.
 pub fn run() -> Result<()> {
@@ -63,23 +63,7 @@ fn build_in(work: &Path, key: &str) -> Result<()> {
     let tree = work.join("tree");
     let out = work.join("out");
     std::fs::create_dir_all(&out)?;
-    let mut c = cmd(
-        "mmdebstrap",
-        [
-            "--mode=root",
-            &format!("--variant={VARIANT}"),
-            "--skip=chroot/mount",
-        ],
-    );
-    for p in DPKG_EXCLUDES {
-        c.arg(format!("--dpkgopt=path-exclude={p}"));
-    }
-    for p in DPKG_INCLUDES {
-        c.arg(format!("--dpkgopt=path-include={p}"));
-    }
-    c.arg(format!("--include={}", PACKAGES.join(",")));
-    c.arg(SUITE).arg(&tree).args(MIRRORS);
-    c.env("DEBIAN_FRONTEND", "noninteractive");
+    let c = mmdebstrap::command(VARIANT, PACKAGES, &tree);
     read(c).context("mmdebstrap failed")?;
     for p in REMOVE {
         let path = tree.join(p);
