@@ -3,56 +3,24 @@
 //! list --all` does, without OpenSSH or libvirt's C library.
 //!
 //! ```text
-//! cargo run -p libvirt-rpc --example connect_ssh -- \
+//! cargo run -p libvirt-rpc --features ssh --example connect_ssh -- \
 //!     'qemu+ssh://root@host.example.org/system?keyfile=/home/me/.ssh/id_ed25519'
 //! ```
 //!
-//! libvirt-rpc has no SSH client of its own (`Client::connect_uri` answers
-//! `Error::UnsupportedTransport` for SSH URIs); this is how the two crates
-//! compose. The workspace's `ssh-socket` dials with the URI's user, host,
-//! port, `keyfile` (default `~/.ssh/id_ed25519`) and `known_hosts`
-//! (default `~/.ssh/known_hosts`; the host must be in it) parameters and
-//! forwards the daemon socket `Uri::remote_socket` names (the `socket`
-//! parameter, else `/var/run/libvirt/libvirt-sock`); `Client::connect`
-//! then speaks libvirt through it and opens `Uri::name`.
+//! With the `ssh` feature, `Client::connect_uri` dials SSH URIs itself:
+//! the URI's user (else `$USER`), host and port; its `keyfile` (else the
+//! ssh-agent of `$SSH_AUTH_SOCK`, else `~/.ssh/id_ed25519`, `id_ecdsa`,
+//! `id_rsa`); its `known_hosts` (else `~/.ssh/known_hosts`; the host must
+//! be in it); and it forwards the daemon socket `Uri::remote_socket`
+//! names (`socket=`, else `/var/run/libvirt/libvirt-sock`). A `jump=`
+//! argument after the URI (`user@bastion:port,key=/path`) goes through a
+//! bastion first, as `ssh -J` does, checked against the same known_hosts.
 
 use std::error::Error;
 use std::io::Write;
-use std::path::PathBuf;
 
-use libvirt_rpc::{Client, Config, ListDomainsFlags, OpenFlags, Uri};
-use ssh_socket::{HostKeyPolicy, SshConfig};
-
-/// `ssh-socket`'s settings for an SSH URI.
-pub fn ssh_config(uri: &Uri, flags: OpenFlags) -> Result<SshConfig, Box<dyn Error>> {
-    let home = || {
-        std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .ok_or("HOME is not set")
-    };
-    let user = match uri.user() {
-        Some(user) => user.to_owned(),
-        None => std::env::var("USER").map_err(|_| "no user in the URI and USER is not set")?,
-    };
-    let key = match uri.keyfile() {
-        Some(key) => key.to_owned(),
-        None => home()?.join(".ssh/id_ed25519"),
-    };
-    let known_hosts = match uri.param("known_hosts") {
-        Some(path) => PathBuf::from(path),
-        None => home()?.join(".ssh/known_hosts"),
-    };
-    let socket = uri.remote_socket(flags)?;
-    let socket = socket.to_str().ok_or("the socket path is not UTF-8")?;
-    Ok(SshConfig::new(
-        uri.host().unwrap_or("localhost"),
-        user,
-        key,
-        HostKeyPolicy::KnownHosts(known_hosts),
-        socket,
-    )
-    .with_port(uri.port_or_default().unwrap_or(22)))
-}
+use libvirt_rpc::ssh_socket::{HostKeyPolicy, JumpHost};
+use libvirt_rpc::{Client, ConnectOptions, ListDomainsFlags, Uri};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
@@ -61,22 +29,43 @@ async fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("connect_ssh: {}", chain(e.as_ref()));
+            if let Some(e) = e.downcast_ref::<libvirt_rpc::Error>() {
+                if !e.is_transient() {
+                    eprintln!("connect_ssh: this will fail again until the setup is fixed");
+                }
+            }
             std::process::ExitCode::FAILURE
         }
     }
 }
 
-/// Connects through SSH to the host of the `qemu+ssh://` URI in `args` and
-/// writes its name, libvirt's version and one line per domain to `out`.
+/// Connects through SSH to the host of the `qemu+ssh://` URI in `args`
+/// (optionally through the `jump=` bastion) and writes its name, libvirt's
+/// version and one line per domain to `out`.
 pub async fn run(args: &[String], out: &mut dyn Write) -> Result<(), Box<dyn Error>> {
-    let [uri] = args else {
-        return Err("usage: connect_ssh 'qemu+ssh://user@host/system?keyfile=...'".into());
+    const USAGE: &str = "usage: connect_ssh 'qemu+ssh://user@host/system?keyfile=...' [jump=user@host:port,key=/path]";
+    let (uri, jump) = match args {
+        [uri] => (uri, None),
+        [uri, jump] => (uri, Some(jump_host(jump).ok_or(USAGE)?)),
+        _ => return Err(USAGE.into()),
     };
     let uri: Uri = uri.parse()?;
-    let flags = OpenFlags::empty();
-    let socket = ssh_socket::dial(&ssh_config(&uri, flags)?).await?;
-    let ssh = socket.closer();
-    let client = Client::connect(socket, &uri.name(), flags, Config::default()).await?;
+    let mut options = ConnectOptions::new();
+    if let Some(jump) = jump {
+        let known_hosts = uri
+            .param("known_hosts")
+            .ok_or("jump= needs known_hosts= in the URI")?;
+        options = options.ssh_jump(
+            JumpHost::new(
+                jump.host,
+                jump.user,
+                jump.key,
+                HostKeyPolicy::KnownHosts(known_hosts.into()),
+            )
+            .with_port(jump.port),
+        );
+    }
+    let client = Client::connect_uri(&uri, &options).await?;
     writeln!(
         out,
         "{} runs libvirt {}",
@@ -89,11 +78,29 @@ pub async fn run(args: &[String], out: &mut dyn Write) -> Result<(), Box<dyn Err
     {
         writeln!(out, "{:<24} {:>4}", dom.name, dom.id)?;
     }
+    // Ends the SSH session too, at once (it never blocks).
     client.close().await;
-    // Closing the client drops the SSH socket; this ends the SSH session
-    // at once too (it never blocks).
-    ssh.close();
     Ok(())
+}
+
+/// A `jump=user@host:port,key=/path` argument.
+struct Jump {
+    user: String,
+    host: String,
+    port: u16,
+    key: String,
+}
+
+fn jump_host(arg: &str) -> Option<Jump> {
+    let (login, key) = arg.strip_prefix("jump=")?.split_once(",key=")?;
+    let (user, address) = login.split_once('@')?;
+    let (host, port) = address.rsplit_once(':')?;
+    Some(Jump {
+        user: user.to_owned(),
+        host: host.to_owned(),
+        port: port.parse().ok()?,
+        key: key.to_owned(),
+    })
 }
 
 /// An error and its sources, each said once (every layer's message is its

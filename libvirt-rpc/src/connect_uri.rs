@@ -8,17 +8,22 @@ use crate::client::Client;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::flags::OpenFlags;
+use crate::ssh_route::SshRoute;
 use crate::uri::{Transport, Uri};
 
 /// How [`Client::connect_uri`] connects: open flags, the client's
-/// [`Config`], and (feature `tls`) TLS credentials to use instead of the
-/// files the URI points at.
+/// [`Config`], (feature `tls`) TLS credentials to use instead of the files
+/// the URI points at, and (feature `ssh`) an SSH key and jump hosts.
 #[derive(Debug, Clone, Default)]
 pub struct ConnectOptions {
     flags: OpenFlags,
-    config: Config,
+    pub(crate) config: Config,
     #[cfg(feature = "tls")]
     tls: Option<crate::tls::TlsCredentials>,
+    #[cfg(feature = "ssh")]
+    pub(crate) ssh_key: Option<ssh_socket::KeySource>,
+    #[cfg(feature = "ssh")]
+    pub(crate) ssh_jumps: Vec<ssh_socket::JumpHost>,
 }
 
 impl ConnectOptions {
@@ -36,7 +41,7 @@ impl ConnectOptions {
     }
 
     /// The client's configuration (its call timeout also bounds the TCP
-    /// connect and each TLS step).
+    /// connect, each TLS step and the SSH dial).
     #[must_use]
     pub fn config(mut self, config: Config) -> Self {
         self.config = config;
@@ -50,6 +55,28 @@ impl ConnectOptions {
     #[must_use]
     pub fn tls_credentials(mut self, credentials: crate::tls::TlsCredentials) -> Self {
         self.tls = Some(credentials);
+        self
+    }
+
+    /// (Feature `ssh`.) The key for SSH URIs, instead of the URI's
+    /// `keyfile`, the ssh-agent or the default key files: a file, key text
+    /// held in memory (e.g. from a secret store) or an agent's socket.
+    #[cfg(feature = "ssh")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ssh")))]
+    #[must_use]
+    pub fn ssh_key(mut self, key: ssh_socket::KeySource) -> Self {
+        self.ssh_key = Some(key);
+        self
+    }
+
+    /// (Feature `ssh`.) Reach an SSH URI's host through this bastion
+    /// (`ssh -J`); call again for a chain, the first call's host dialled
+    /// first.
+    #[cfg(feature = "ssh")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ssh")))]
+    #[must_use]
+    pub fn ssh_jump(mut self, jump: ssh_socket::JumpHost) -> Self {
+        self.ssh_jumps.push(jump);
         self
     }
 }
@@ -75,6 +102,8 @@ pub(crate) enum Route {
         /// Port to dial.
         port: u16,
     },
+    /// SSH, the daemon's unix socket forwarded.
+    Ssh(SshRoute),
 }
 
 /// A remote URI without a host means this host (libvirt's rule).
@@ -84,10 +113,10 @@ impl Route {
     /// The route for `uri`.
     ///
     /// # Errors
-    /// [`Error::UnsupportedTransport`] for SSH (compose it: see
-    /// [`Client::connect_uri`]) and `ext`;
+    /// [`Error::UnsupportedTransport`] for `ext`;
     /// [`Error::UnsupportedParameter`] for parameters asking for what this
-    /// crate does not do (`auth=sasl...`, `no_verify=1`).
+    /// crate does not do (`auth=sasl...`, `no_verify=1`, and the SSH ones
+    /// [`SshRoute::for_uri`] lists).
     pub(crate) fn for_uri(uri: &Uri) -> Result<Self> {
         // No let chains: the MSRV is 1.85.
         if let Some(auth) = uri.param("auth") {
@@ -123,12 +152,8 @@ impl Route {
                     port: port(Transport::Tls),
                 })
             }
-            t @ (Transport::Ssh | Transport::Libssh | Transport::Libssh2) => {
-                Err(Error::UnsupportedTransport {
-                    transport: t,
-                    reason: "dial SSH yourself (the workspace's ssh-socket forwards \
-                             Uri::remote_socket) and pass the stream to Client::connect",
-                })
+            Transport::Ssh | Transport::Libssh | Transport::Libssh2 => {
+                SshRoute::for_uri(uri).map(Self::Ssh)
             }
             t => Err(Error::UnsupportedTransport {
                 transport: t,
@@ -143,8 +168,9 @@ impl Client {
     /// unix socket (`qemu:///system`, `qemu:///session`, `test:///default`,
     /// `+unix` with `socket=`; the socket chosen by
     /// [`Uri::daemon_socket`], modular daemons included), plain TCP
-    /// (`+tcp`, port 16509), or TLS (`+tls`, or a URI with a host and no
-    /// transport; port 16514; feature `tls`), then opens [`Uri::name`].
+    /// (`+tcp`, port 16509), TLS (`+tls`, or a URI with a host and no
+    /// transport; port 16514; feature `tls`), or SSH (`+ssh`, `+libssh`,
+    /// `+libssh2`; port 22; feature `ssh`), then opens [`Uri::name`].
     ///
     /// For `+tls` the credentials are those of
     /// `ConnectOptions::tls_credentials`, else the files of
@@ -152,11 +178,17 @@ impl Client {
     /// parameter, `~/.pki/libvirt` for non-root users, `/etc/pki`); the
     /// daemon's certificate must name the URI's host.
     ///
-    /// SSH URIs (`+ssh`, `+libssh`, `+libssh2`) are not dialled here: this
-    /// crate has no SSH client. Dial with one — the workspace's
-    /// `ssh-socket` forwards the socket [`Uri::remote_socket`] names — and
-    /// pass the stream to [`Client::connect`] with [`Uri::name`]; the
-    /// `connect_ssh` example does exactly that.
+    /// For SSH URIs the daemon's socket ([`Uri::remote_socket`]: `socket=`,
+    /// else libvirtd's, which modular hosts serve too) is forwarded by the
+    /// SSH server itself (no remote command or helper runs), through
+    /// [`ssh_socket`]. The login: the URI's user, else `$USER`; the key of
+    /// `ConnectOptions::ssh_key`, else `keyfile=`, else (or in the order
+    /// `sshauth=agent,privkey` gives) the ssh-agent of `$SSH_AUTH_SOCK`,
+    /// then the first of `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa`; the
+    /// host key must be in `known_hosts=`, else `~/.ssh/known_hosts`
+    /// (plain, hashed, `[host]:port` and `@cert-authority` lines). Jump
+    /// hosts come from `ConnectOptions::ssh_jump`. Closing the client
+    /// ends the SSH session without blocking.
     ///
     /// ```no_run
     /// use libvirt_rpc::{Client, ConnectOptions, Uri};
@@ -169,11 +201,18 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// [`Error::UnsupportedTransport`] for SSH and `ext` URIs, and for TLS
-    /// without the `tls` feature; [`Error::UnsupportedParameter`] for
-    /// `auth=sasl...` and `no_verify=1`; [`Error::Uri`] when no local
-    /// daemon socket is found; otherwise as [`Client::connect_unix`],
-    /// [`Client::connect_tcp`] or `Client::connect_tls`.
+    /// [`Error::UnsupportedTransport`] for `ext` URIs, for TLS without the
+    /// `tls` feature and SSH without the `ssh` feature;
+    /// [`Error::UnsupportedParameter`] for `auth=sasl...`, `no_verify=1`,
+    /// and for SSH `command=`, `netcat=`, `proxy=` other than `auto`,
+    /// `known_hosts_verify=` other than `normal`, an `sshauth=` without
+    /// `agent` or `privkey`; [`Error::Uri`] when no local daemon socket
+    /// is found (or, for SSH, `mode=direct` or a session URI without
+    /// `socket=`); `Error::SshSetup` when no user, key or known_hosts file
+    /// can be found, `Error::Ssh` when the dial fails
+    /// ([`Error::is_transient`] tells a retry from a fix); otherwise as
+    /// [`Client::connect_unix`], [`Client::connect_tcp`] or
+    /// `Client::connect_tls`.
     ///
     /// # Cancel safety
     /// As [`Client::connect`].
@@ -213,6 +252,17 @@ impl Client {
             Route::Tls { .. } => Err(Error::UnsupportedTransport {
                 transport: Transport::Tls,
                 reason: "built without the `tls` feature",
+            }),
+            #[cfg(feature = "ssh")]
+            Route::Ssh(route) => {
+                let socket = uri.remote_socket(flags)?;
+                let stream = crate::ssh::dial(&route, &socket, options).await?;
+                Self::connect(stream, &uri.name(), flags, config).await
+            }
+            #[cfg(not(feature = "ssh"))]
+            Route::Ssh(_) => Err(Error::UnsupportedTransport {
+                transport: uri.transport(),
+                reason: "built without the `ssh` feature",
             }),
         }
     }

@@ -174,15 +174,31 @@ pub enum Error {
         /// The bound that passed.
         after: Duration,
     },
+    /// (Feature `ssh`.) An SSH URI's login cannot be set up: no user (in
+    /// the URI or `$USER`), no key (no `keyfile=`, no agent, no default
+    /// key file), no known_hosts file to name. Not transient.
+    #[cfg(feature = "ssh")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ssh")))]
+    #[error("cannot set up SSH to the libvirt host: {reason}")]
+    SshSetup {
+        /// What is missing.
+        reason: String,
+    },
+    /// (Feature `ssh`.) The SSH dial failed: its stage, host and cause are
+    /// in the source ([`ssh_socket::Error`]). Transient unless the SSH
+    /// error is permanent (host key, authentication, key file).
+    #[cfg(feature = "ssh")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ssh")))]
+    #[error("cannot reach the libvirt daemon over SSH")]
+    Ssh(#[source] Box<ssh_socket::Error>),
     /// A URI could not be used: a local daemon's socket not found, or
     /// (from `"...".parse::<Uri>()?` in code returning this type) the URI
     /// malformed.
     #[error("unusable libvirt URI")]
     Uri(#[from] crate::uri::UriError),
     /// [`Client::connect_uri`](crate::Client::connect_uri) does not dial
-    /// this transport (SSH: dial it yourself and use
-    /// [`Client::connect`](crate::Client::connect); `ext`; TLS without the
-    /// `tls` feature).
+    /// this transport (`ext`; TLS without the `tls` feature, SSH without
+    /// the `ssh` feature).
     #[error("libvirt transport {} is not dialled by this crate: {reason}", transport.as_str())]
     UnsupportedTransport {
         /// The URI's transport.
@@ -191,7 +207,7 @@ pub enum Error {
         reason: &'static str,
     },
     /// A URI parameter asks for something this crate does not do
-    /// (`auth=sasl...`, `no_verify=1`).
+    /// (`auth=sasl...`, `no_verify=1`, SSH's `command=`...).
     #[error("libvirt URI parameter {name}={value:?} is not supported: {reason}")]
     UnsupportedParameter {
         /// The parameter.
@@ -251,7 +267,8 @@ impl Error {
     /// True when retrying (on a fresh connection for [`Error::Disconnected`])
     /// may succeed: the link died or the deadline passed (with feature
     /// `tls`: a TLS step timed out, or the link failed during the
-    /// handshake). The daemon's own
+    /// handshake; with feature `ssh`: an SSH dial failed for a reason
+    /// other than keys and authentication). The daemon's own
     /// errors, codec errors and source/sink failures are not transient.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -260,6 +277,8 @@ impl Error {
             Self::TlsTimeout { .. } => true,
             #[cfg(feature = "tls")]
             Self::TlsHandshake { reason, .. } => !crate::tls::is_tls_level(reason),
+            #[cfg(feature = "ssh")]
+            Self::Ssh(e) => !e.is_permanent(),
             _ => false,
         }
     }

@@ -38,8 +38,7 @@
 //! telling the name to open and, for local URIs, which daemon socket to
 //! dial (modular `virtqemud-sock` or monolithic `libvirt-sock`, system or
 //! per-user), by libvirt's own rules; [`Client::connect_uri`] connects by
-//! one (unix socket, TCP, or TLS with feature `tls`; SSH URIs are composed
-//! by the caller, see there).
+//! one (unix socket, TCP, TLS with feature `tls`, SSH with feature `ssh`).
 //!
 //! With feature `tls` it opens TLS connections to libvirtd's TLS port
 //! (`Client::connect_tls`: rustls with the ring provider, the daemon's
@@ -47,9 +46,9 @@
 //! confirmation byte libvirtd sends after accepting it; `TlsCredentials`,
 //! `PkiPaths` for libvirt's default file locations).
 //!
-//! What it deliberately does not do: open SSH channels (bring your own
-//! stream; [`Client::connect_unix`] and [`Client::connect_tcp`] open unix
-//! and plain TCP sockets), start daemons,
+//! What it deliberately does not do: run external commands for a
+//! connection (`+ext`, SSH's `command=`; any `AsyncRead + AsyncWrite`
+//! stream can be given to [`Client::connect`]), start daemons,
 //! SASL authentication (a clear [`Error::UnsupportedAuth`]; polkit is
 //! supported, see [`AuthType`]), file-descriptor passing, sparse streams.
 //! A dead [`Client`] stays dead; [`Reconnecting`] (opt-in) redials with
@@ -95,13 +94,18 @@
 //! - `tls` (off by default): `Client::connect_tls`, `TlsCredentials`,
 //!   `TlsStream`, `PkiPaths`, and the `Error::Tls*` variants. Adds rustls
 //!   (ring provider, no aws-lc) through tokio-rustls.
+//! - `ssh` (off by default): SSH URIs in [`Client::connect_uri`]
+//!   (`qemu+ssh://`, `+libssh`, `+libssh2`), `ConnectOptions::ssh_key` and
+//!   `ssh_jump`, `Error::SshSetup`/`Error::Ssh`, and the `ssh_socket`
+//!   re-export. Adds the `ssh-socket` crate (russh with ring); needs Rust
+//!   1.89.
 //!
 //! # Examples
 //! `examples/` holds user tasks, each documented at its top and run
 //! against a real daemon by the crate's tests: `list_domains`,
 //! `upload_volume` (with progress), `watch_events` (lifecycle),
-//! `connect_tls` (feature `tls`), and in the repository `connect_ssh`
-//! (a `qemu+ssh://` URI through the workspace's `ssh-socket`).
+//! `connect_tls` (feature `tls`), `connect_ssh` (feature `ssh`: a
+//! `qemu+ssh://` URI, optionally through a bastion).
 //! `cargo run --example list_domains -- qemu:///system`.
 //!
 //! # Performance
@@ -183,6 +187,9 @@ pub mod procedures {}
 mod reconnect;
 #[cfg(test)]
 mod remote_tests;
+#[cfg(feature = "ssh")]
+mod ssh;
+mod ssh_route;
 pub mod stream;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
@@ -228,6 +235,13 @@ pub use uri::{SYSTEM_SOCKET, SocketMode, Transport, Uri, UriError};
 /// without a dependency of your own. [`xdr_struct!`]'s expansion names it
 /// through this path.
 pub use bytes;
+/// (Feature `ssh`.) The SSH client SSH URIs are dialled with: its
+/// [`KeySource`](ssh_socket::KeySource) and
+/// [`JumpHost`](ssh_socket::JumpHost) go to
+/// [`ConnectOptions`], its errors come inside [`Error::Ssh`].
+#[cfg(feature = "ssh")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ssh")))]
+pub use ssh_socket;
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

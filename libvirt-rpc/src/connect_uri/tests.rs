@@ -74,19 +74,22 @@ fn tls_is_explicit_or_implied_by_a_host() {
 }
 
 #[test]
-fn ssh_transports_are_composed_by_the_caller() {
-    for (text, transport) in [
-        ("qemu+ssh://root@h/system", Transport::Ssh),
-        ("qemu+libssh://root@h/system", Transport::Libssh),
-        ("qemu+libssh2://root@h/system", Transport::Libssh2),
+fn ssh_transports_route_to_ssh() {
+    for text in [
+        "qemu+ssh://root@h/system",
+        "qemu+libssh://root@h/system",
+        "qemu+libssh2://root@h/system",
     ] {
-        let e = route(text).unwrap_err();
-        assert!(
-            matches!(e, Error::UnsupportedTransport { transport: t, .. } if t == transport),
-            "{text}: {e:?}"
-        );
-        assert!(e.to_string().contains("Client::connect"), "{e}");
+        let Route::Ssh(r) = route(text).unwrap() else {
+            panic!("{text}")
+        };
+        assert_eq!((r.host.as_str(), r.port), ("h", 22), "{text}");
     }
+    // SASL is refused before the SSH parameters are read.
+    assert!(matches!(
+        route("qemu+ssh://h/system?auth=sasl"),
+        Err(Error::UnsupportedParameter { name: "auth", .. })
+    ));
 }
 
 #[test]
@@ -140,11 +143,30 @@ fn tls_without_verification_is_refused() {
 
 #[tokio::test]
 async fn unsupported_routes_fail_before_any_io() {
-    let uri = Uri::parse("qemu+ssh://root@192.0.2.1/system").unwrap();
-    let e = Client::connect_uri(&uri, &ConnectOptions::new())
+    // 192.0.2.1 (TEST-NET-1) would not answer: these fail at once.
+    for (text, refused) in [
+        ("qemu+ext:///system?command=/bin/true", None),
+        (
+            "qemu+ssh://root@192.0.2.1/system?command=/bin/ssh",
+            Some("command"),
+        ),
+        ("qemu+ssh://root@192.0.2.1/system?mode=direct", None),
+    ] {
+        let uri = Uri::parse(text).unwrap();
+        let e = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            Client::connect_uri(&uri, &ConnectOptions::new()),
+        )
         .await
+        .unwrap_or_else(|_| panic!("{text} dialled"))
         .unwrap_err();
-    assert!(matches!(e, Error::UnsupportedTransport { .. }), "{e:?}");
+        match (refused, &e) {
+            (Some(name), Error::UnsupportedParameter { name: n, .. }) => assert_eq!(*n, name),
+            (None, Error::UnsupportedTransport { .. } | Error::Uri(_)) => {}
+            _ => panic!("{text}: {e:?}"),
+        }
+        assert!(!e.is_transient(), "{text}: {e:?}");
+    }
 }
 
 #[tokio::test]

@@ -132,10 +132,41 @@ async fn connect_ssh_example_refuses_an_unknown_host_key() {
     let e = bounded("connect_ssh", connect_ssh::run(&[uri], &mut Vec::new()))
         .await
         .unwrap_err();
-    let ssh = e
-        .downcast_ref::<ssh_socket::Error>()
-        .unwrap_or_else(|| panic!("an ssh-socket error: {e}"));
-    assert!(ssh.is_permanent(), "{ssh:?}");
+    let e = e
+        .downcast_ref::<libvirt_rpc::Error>()
+        .unwrap_or_else(|| panic!("a libvirt-rpc error: {e}"));
+    assert!(
+        matches!(e, libvirt_rpc::Error::Ssh(ssh) if ssh.is_permanent()),
+        "{e:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_ssh_example_goes_through_a_bastion() {
+    let daemon = PrivateLibvirtd::start();
+    let target = OwnSshd::start("");
+    let bastion = OwnSshd::start("");
+    // One known_hosts file for both hosts, as a user has.
+    let known_hosts = target.dir.path().join("both_known_hosts");
+    let both = format!(
+        "{}{}",
+        std::fs::read_to_string(&target.known_hosts).unwrap(),
+        std::fs::read_to_string(&bastion.known_hosts).unwrap()
+    );
+    std::fs::write(&known_hosts, both).unwrap();
+    let uri = ssh_uri(&target, &daemon, &known_hosts);
+    let jump = format!(
+        "jump={}@127.0.0.1:{},key={}",
+        bastion.user,
+        bastion.port,
+        bastion.client_key.display()
+    );
+    let mut out = Vec::new();
+    bounded("connect_ssh", connect_ssh::run(&[uri, jump], &mut out))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", daemon.log()));
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.lines().any(|l| l.starts_with("test ")), "{out}");
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ mod polkit;
 mod procedures;
 mod reconnect;
 mod smoke;
+mod ssh;
 mod streams;
 mod support;
 mod sweep;

@@ -27,8 +27,8 @@ fn packaged_crate_holds_the_library_and_no_workspace_only_target() {
             "{left_out} in {files:?}"
         );
     }
-    // The user examples ship, except the one that needs the workspace's
-    // `ssh-socket`; the internal probes live in `xtask/libvirt-rpc-probes`.
+    // The user examples ship (`connect_ssh` with the `ssh` feature); the
+    // internal probes live in `xtask/libvirt-rpc-probes`.
     let examples: Vec<&str> = files
         .iter()
         .filter(|f| f.starts_with("examples/"))
@@ -37,6 +37,7 @@ fn packaged_crate_holds_the_library_and_no_workspace_only_target() {
     assert_eq!(
         examples,
         [
+            "examples/connect_ssh.rs",
             "examples/connect_tls.rs",
             "examples/list_domains.rs",
             "examples/reconnect.rs",
@@ -49,11 +50,20 @@ fn packaged_crate_holds_the_library_and_no_workspace_only_target() {
 
 #[test]
 fn packaged_crate_builds_and_passes_its_tests_on_its_own() {
-    let unpacked = Unpacked::new(CRATE, env!("CARGO_PKG_VERSION"));
+    // Feature `ssh` needs `ssh-socket`, unpublished here: packaged in the
+    // same run and taken from its package, as from crates.io once
+    // published.
+    let unpacked = Unpacked::with_dependencies(CRATE, env!("CARGO_PKG_VERSION"), &["ssh-socket"]);
     let manifest = unpacked.manifest();
-    for workspace_only in ["sandbox-kit", "testkit", "ssh-socket"] {
+    for workspace_only in ["sandbox-kit", "testkit"] {
         assert!(!manifest.contains(workspace_only), "{manifest}");
     }
+    // `ssh-socket` only as the optional dependency of feature `ssh`, by
+    // version.
+    let ssh = section(&manifest, "[dependencies.ssh-socket]");
+    assert!(ssh.contains("optional = true"), "{ssh}");
+    assert!(ssh.contains("version = \"0.1.0\""), "{ssh}");
+    assert!(!ssh.contains("path"), "{ssh}");
     // Users get the library's tokio features, not the workspace's.
     let tokio = section(&manifest, "[dependencies.tokio]");
     assert!(tokio.contains("\"rt\""), "{tokio}");
@@ -62,7 +72,7 @@ fn packaged_crate_builds_and_passes_its_tests_on_its_own() {
     // plays the daemon with the `testing` feature, and
     // `tests/decode_allocation.rs`), the examples (built) and the doctests
     // (the README's example and the `testing` module's among them), with
-    // every feature (`testing`, `tls`), so a feature's code also builds and
+    // every feature (`testing`, `tls`, `ssh`), so a feature's code also builds and
     // passes its unit tests outside the workspace.
     let out = unpacked.cargo(&["test", "--quiet", "--all-features"]);
     let suites = out.matches("test result: ok").count();
@@ -85,6 +95,7 @@ fn packaged_crate_builds_and_passes_its_tests_on_its_own() {
         "tests/offline/main.rs",
         "tests/decode_allocation.rs",
         "examples/list_domains.rs",
+        "examples/connect_ssh.rs",
     ] {
         assert!(
             unpacked.root().join(packaged).is_file(),

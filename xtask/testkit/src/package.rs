@@ -66,6 +66,9 @@ pub fn listing(crate_name: &str) -> Vec<String> {
 pub struct Unpacked {
     _dir: tempfile::TempDir,
     root: PathBuf,
+    /// `--config` arguments pointing crates.io's name of each packaged
+    /// workspace dependency at its unpacked copy.
+    patches: Vec<String>,
 }
 
 impl Unpacked {
@@ -73,27 +76,56 @@ impl Unpacked {
     /// the packaged crate builds alone) and unpacks it into a temporary
     /// directory, where cargo cannot find the workspace.
     pub fn new(crate_name: &str, version: &str) -> Self {
-        cargo(
-            &workspace_root(),
-            &["package", "-p", crate_name, "--allow-dirty"],
-        );
-        let file = target_dir().join(format!("package/{crate_name}-{version}.crate"));
-        assert!(file.is_file(), "{} was not written", file.display());
+        Self::with_dependencies(crate_name, version, &[])
+    }
+
+    /// As [`Unpacked::new`] for a crate depending on the (unpublished)
+    /// workspace crates `dependencies` of the same version: they are
+    /// packaged in the same `cargo package` run, first, as a publish would
+    /// go (cargo verifies `crate_name` against their packages), and the
+    /// unpacked crate's cargo runs take them from their unpacked copies
+    /// (`[patch.crates-io]`), as it would take them from crates.io.
+    pub fn with_dependencies(crate_name: &str, version: &str, dependencies: &[&str]) -> Self {
+        let mut args = vec!["package"];
+        for name in dependencies.iter().chain([&crate_name]) {
+            args.extend(["-p", name]);
+        }
+        args.push("--allow-dirty");
+        cargo(&workspace_root(), &args);
         let dir = tempfile::tempdir().unwrap();
-        // Fresh modification times (`-m`): cargo's fingerprints hold paths
-        // relative to the package, so sources carrying the old times would
-        // let it reuse test binaries built in an earlier run's directory,
-        // whose `CARGO_MANIFEST_DIR` is gone.
-        let status = Command::new("tar")
-            .arg("-xzmf")
-            .arg(&file)
-            .arg("-C")
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "tar -xzmf {}", file.display());
-        let root = dir.path().join(format!("{crate_name}-{version}"));
-        Self { _dir: dir, root }
+        let unpack = |name: &str| {
+            let file = target_dir().join(format!("package/{name}-{version}.crate"));
+            assert!(file.is_file(), "{} was not written", file.display());
+            // Fresh modification times (`-m`): cargo's fingerprints hold
+            // paths relative to the package, so sources carrying the old
+            // times would let it reuse test binaries built in an earlier
+            // run's directory, whose `CARGO_MANIFEST_DIR` is gone.
+            let status = Command::new("tar")
+                .arg("-xzmf")
+                .arg(&file)
+                .arg("-C")
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(status.success(), "tar -xzmf {}", file.display());
+            dir.path().join(format!("{name}-{version}"))
+        };
+        let patches = dependencies
+            .iter()
+            .map(|name| {
+                let path = unpack(name);
+                format!(
+                    "patch.crates-io.{name}.path={:?}",
+                    path.display().to_string()
+                )
+            })
+            .collect();
+        let root = unpack(crate_name);
+        Self {
+            _dir: dir,
+            root,
+            patches,
+        }
     }
 
     /// The unpacked crate's directory.
@@ -108,7 +140,12 @@ impl Unpacked {
 
     /// Runs cargo with `args` in the unpacked crate (see [`cargo`]).
     pub fn cargo(&self, args: &[&str]) -> String {
-        cargo(&self.root, args)
+        let mut all: Vec<&str> = Vec::new();
+        for patch in &self.patches {
+            all.extend(["--config", patch]);
+        }
+        all.extend(args);
+        cargo(&self.root, &all)
     }
 }
 
