@@ -9,8 +9,8 @@
 //!
 //! With the `ssh` feature, `Client::connect_uri` dials SSH URIs itself:
 //! the URI's user (else `$USER`), host and port; its `keyfile` (else the
-//! ssh-agent of `$SSH_AUTH_SOCK`, else `~/.ssh/id_ed25519`, `id_ecdsa`,
-//! `id_rsa`); its `known_hosts` (else `~/.ssh/known_hosts`; the host must
+//! ssh-agent of `$SSH_AUTH_SOCK`, else `~/.ssh/id_rsa`, `id_ecdsa`,
+//! `id_ed25519` in turn); its `known_hosts` (else `~/.ssh/known_hosts`; the host must
 //! be in it); and it forwards the daemon socket `Uri::remote_socket`
 //! names (`socket=`, else `/var/run/libvirt/libvirt-sock`). A `jump=`
 //! argument after the URI (`user@bastion:port,key=/path`) goes through a

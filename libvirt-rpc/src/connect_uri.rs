@@ -184,7 +184,7 @@ impl Client {
     /// [`ssh_socket`]. The login: the URI's user, else `$USER`; the key of
     /// `ConnectOptions::ssh_key`, else `keyfile=`, else (or in the order
     /// `sshauth=agent,privkey` gives) the ssh-agent of `$SSH_AUTH_SOCK`,
-    /// then the first of `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa`; the
+    /// then `~/.ssh/id_rsa`, `id_ecdsa`, `id_ed25519` in turn; the
     /// host key must be in `known_hosts=`, else `~/.ssh/known_hosts`
     /// (plain, hashed, `[host]:port` and `@cert-authority` lines). Jump
     /// hosts come from `ConnectOptions::ssh_jump`. Closing the client

@@ -31,13 +31,16 @@ pub(crate) enum LoginKey {
     Agent(PathBuf),
     /// A private key file.
     File(PathBuf),
+    /// The default key files that exist, tried in turn.
+    Files(Vec<PathBuf>),
 }
 
 impl SshRoute {
     /// The login on `machine`: the URI's user else `$USER` (`$LOGNAME`);
     /// the first usable method of [`SshRoute::auth`] (the agent when
     /// `$SSH_AUTH_SOCK` is set; the URI's key file, else the first of
-    /// `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa` that exists); the URI's
+    /// `~/.ssh/id_rsa`, `id_ecdsa`, `id_ed25519` that exist, tried in turn as
+    /// OpenSSH tries them); the URI's
     /// known_hosts else `~/.ssh/known_hosts`.
     ///
     /// With `key_given` (the caller brings its own key) no key is looked
@@ -65,13 +68,17 @@ impl SshRoute {
                     .var("SSH_AUTH_SOCK")
                     .map(|p| LoginKey::Agent(PathBuf::from(p))),
                 AuthMethod::Key(Some(file)) => Some(LoginKey::File(file.clone())),
-                AuthMethod::Key(None) => home.as_ref().and_then(|home| {
-                    DEFAULT_KEYS
-                        .iter()
-                        .map(|k| home.join(k))
-                        .find(|k| machine.exists(k))
-                        .map(LoginKey::File)
-                }),
+                AuthMethod::Key(None) => home
+                    .as_ref()
+                    .map(|home| {
+                        DEFAULT_KEYS
+                            .iter()
+                            .map(|k| home.join(k))
+                            .filter(|k| machine.exists(k))
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|found| !found.is_empty())
+                    .map(LoginKey::Files),
             };
             if key.is_some() {
                 break;
@@ -85,7 +92,7 @@ impl SshRoute {
                     .map(|m| match m {
                         AuthMethod::Agent => "an ssh-agent (SSH_AUTH_SOCK is not set)".to_owned(),
                         AuthMethod::Key(Some(f)) => f.display().to_string(),
-                        AuthMethod::Key(None) => "~/.ssh/id_ed25519, id_ecdsa, id_rsa".to_owned(),
+                        AuthMethod::Key(None) => "~/.ssh/id_rsa, id_ecdsa, id_ed25519".to_owned(),
                     })
                     .collect::<Vec<_>>()
                     .join(", ")
@@ -124,6 +131,7 @@ pub(crate) fn ssh_config(
         (Some(key), _) => key.clone(),
         (None, Some(LoginKey::Agent(path))) => KeySource::Agent(path),
         (None, Some(LoginKey::File(path))) => KeySource::File(path),
+        (None, Some(LoginKey::Files(paths))) => KeySource::Files(paths),
         // `login` looks for a key whenever none is given.
         (None, None) => {
             return Err(Error::SshSetup {

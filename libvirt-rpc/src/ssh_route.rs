@@ -12,15 +12,15 @@ use crate::uri::Uri;
 
 /// The private keys tried when the URI names none, in OpenSSH's order.
 #[cfg_attr(not(feature = "ssh"), allow(dead_code))]
-pub(crate) const DEFAULT_KEYS: [&str; 3] = [".ssh/id_ed25519", ".ssh/id_ecdsa", ".ssh/id_rsa"];
+pub(crate) const DEFAULT_KEYS: [&str; 3] = [".ssh/id_rsa", ".ssh/id_ecdsa", ".ssh/id_ed25519"];
 
 /// One way to authenticate, in the order a URI's `sshauth` lists them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AuthMethod {
     /// The ssh-agent of `$SSH_AUTH_SOCK`.
     Agent,
-    /// A key file: the URI's `keyfile`, else the first of
-    /// [`DEFAULT_KEYS`] that exists.
+    /// A key file: the URI's `keyfile`, else each of [`DEFAULT_KEYS`]
+    /// that exists, in turn.
     Key(Option<PathBuf>),
 }
 

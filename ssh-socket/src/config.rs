@@ -218,6 +218,12 @@ pub enum KeySource {
     /// each identity it holds is offered in turn; the private keys never
     /// leave the agent.
     Agent(PathBuf),
+    /// Key files tried in turn, as OpenSSH tries its `IdentityFile`s (or
+    /// its defaults): files that do not exist are skipped, and the dial
+    /// fails with [`Error::KeyFileUnreadable`](crate::Error::KeyFileUnreadable)
+    /// for the first when none exists; any other read or parse failure
+    /// fails the dial. Each is read on every dial.
+    Files(Vec<PathBuf>),
 }
 
 impl fmt::Debug for KeySource {
@@ -226,6 +232,7 @@ impl fmt::Debug for KeySource {
             Self::File(path) => f.debug_tuple("File").field(path).finish(),
             Self::Memory(_) => f.write_str("Memory(<redacted>)"),
             Self::Agent(path) => f.debug_tuple("Agent").field(path).finish(),
+            Self::Files(paths) => f.debug_tuple("Files").field(paths).finish(),
         }
     }
 }

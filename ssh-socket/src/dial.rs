@@ -288,8 +288,8 @@ async fn handshake(
     }
 }
 
-/// Public key authentication with `credentials`: the key, or each of the
-/// agent's keys in turn until one is accepted (RSA keys sign with the best
+/// Public key authentication with `credentials`: each key, or each of the
+/// agent's keys, in turn until one is accepted (RSA keys sign with the best
 /// hash the server accepts).
 async fn authenticate(
     config: &SshConfig,
@@ -303,15 +303,25 @@ async fn authenticate(
         source: source.into(),
     };
     let accepted = match credentials {
-        Credentials::Key(key) => {
-            let hash = rsa_hash(handle, key.algorithm().is_rsa())
-                .await
-                .map_err(interrupted)?;
-            handle
-                .authenticate_publickey(config.user.clone(), PrivateKeyWithHashAlg::new(key, hash))
-                .await
-                .map_err(interrupted)?
-                .success()
+        Credentials::Keys(keys) => {
+            let mut accepted = false;
+            for key in keys {
+                let hash = rsa_hash(handle, key.algorithm().is_rsa())
+                    .await
+                    .map_err(interrupted)?;
+                accepted = handle
+                    .authenticate_publickey(
+                        config.user.clone(),
+                        PrivateKeyWithHashAlg::new(key, hash),
+                    )
+                    .await
+                    .map_err(interrupted)?
+                    .success();
+                if accepted {
+                    break;
+                }
+            }
+            accepted
         }
         Credentials::Agent {
             path,

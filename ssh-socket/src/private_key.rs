@@ -14,8 +14,8 @@ use crate::files;
 
 /// What a dial authenticates with.
 pub(crate) enum Credentials {
-    /// One private key.
-    Key(Arc<PrivateKey>),
+    /// Private keys, offered in turn (never empty).
+    Keys(Vec<Arc<PrivateKey>>),
     /// An agent and the public keys it offers (never empty).
     Agent {
         /// The agent's socket (for errors).
@@ -46,10 +46,42 @@ pub(crate) async fn load(
                     path: path.clone(),
                     source,
                 })?;
-            decode(&text, path, passphrase).map(|k| Credentials::Key(Arc::new(k)))
+            decode(&text, path, passphrase).map(|k| Credentials::Keys(vec![Arc::new(k)]))
+        }
+        KeySource::Files(paths) => {
+            let mut keys = Vec::new();
+            let mut missing = None;
+            for path in paths {
+                match files::read_text(path, files::MAX_KEY_FILE).await {
+                    Ok(text) => keys.push(Arc::new(decode(&text, path, passphrase)?)),
+                    Err(source) if source.kind() == std::io::ErrorKind::NotFound => {
+                        missing.get_or_insert((path, source));
+                    }
+                    Err(source) => {
+                        return Err(Error::KeyFileUnreadable {
+                            path: path.clone(),
+                            source,
+                        });
+                    }
+                }
+            }
+            match (keys.is_empty(), missing) {
+                (false, _) => Ok(Credentials::Keys(keys)),
+                (true, Some((path, source))) => Err(Error::KeyFileUnreadable {
+                    path: path.clone(),
+                    source,
+                }),
+                (true, None) => Err(Error::KeyFileUnreadable {
+                    path: PathBuf::new(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "no key files given",
+                    ),
+                }),
+            }
         }
         KeySource::Memory(text) => decode(text.expose(), Path::new(IN_MEMORY), passphrase)
-            .map(|k| Credentials::Key(Arc::new(k))),
+            .map(|k| Credentials::Keys(vec![Arc::new(k)])),
         KeySource::Agent(path) => {
             let unavailable = |reason: String| Error::AgentUnavailable {
                 path: path.clone(),

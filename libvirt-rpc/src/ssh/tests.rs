@@ -61,15 +61,24 @@ fn without_a_keyfile_the_agent_comes_first_then_the_default_keys() {
     assert_eq!(l.known_hosts, PathBuf::from("/home/me/.ssh/known_hosts"));
     // sshauth=privkey skips the agent.
     let l = login("qemu+ssh://h/system?sshauth=privkey", &with_agent).unwrap();
-    assert_eq!(l.key, Some(LoginKey::File("/home/me/.ssh/id_rsa".into())));
-    // No agent: the first default key that exists, in OpenSSH's order.
+    assert_eq!(
+        l.key,
+        Some(LoginKey::Files(vec!["/home/me/.ssh/id_rsa".into()]))
+    );
+    // No agent: the default keys that exist, in OpenSSH's order.
     let no_agent = Machine {
         vars: &[HOME, ("LOGNAME", "me2")],
-        files: &["/home/me/.ssh/id_rsa", "/home/me/.ssh/id_ecdsa"],
+        files: &["/home/me/.ssh/id_ed25519", "/home/me/.ssh/id_rsa"],
     };
     let l = login("qemu+ssh://h/system", &no_agent).unwrap();
     assert_eq!(l.user, "me2");
-    assert_eq!(l.key, Some(LoginKey::File("/home/me/.ssh/id_ecdsa".into())));
+    assert_eq!(
+        l.key,
+        Some(LoginKey::Files(vec![
+            "/home/me/.ssh/id_rsa".into(),
+            "/home/me/.ssh/id_ed25519".into()
+        ]))
+    );
 }
 
 #[test]

@@ -47,6 +47,43 @@ async fn a_key_held_in_memory_dials_and_is_never_shown() {
     assert!(!format!("{err} {err:?}").contains("bm90IGEga2V5"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_files_are_tried_in_turn_and_missing_ones_skipped() {
+    let d = Descriptor::require();
+    let server = UnixServer::echo();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("id_missing");
+    // A real key the server does not know, then the one it does: the
+    // first is refused, the second accepted, as OpenSSH's IdentityFiles.
+    let stranger = new_key(dir.path(), "stranger");
+    let config = sandbox_config(&server.path).with_key(KeySource::Files(vec![
+        missing.clone(),
+        stranger.clone(),
+        d.ssh.key_path.clone(),
+    ]));
+    ping(ssh_socket::dial(&config).await.expect("the second key")).await;
+    // Only keys the server refuses: rejected, not a file error.
+    let config = sandbox_config(&server.path)
+        .with_key(KeySource::Files(vec![missing.clone(), stranger.clone()]));
+    let err = ssh_socket::dial(&config).await.unwrap_err();
+    assert!(matches!(err, Error::AuthRejected { .. }), "{err:?}");
+    // None exists: the first is named.
+    let config = sandbox_config(&server.path)
+        .with_key(KeySource::Files(vec![missing.clone(), dir.path().join("b")]));
+    let err = ssh_socket::dial(&config).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::KeyFileUnreadable { path, .. } if *path == missing),
+        "{err:?}"
+    );
+    // A file that exists but is no key fails the dial (a typo must show).
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, "not a key").unwrap();
+    let config = sandbox_config(&server.path)
+        .with_key(KeySource::Files(vec![garbage, d.ssh.key_path.clone()]));
+    let err = ssh_socket::dial(&config).await.unwrap_err();
+    assert!(matches!(err, Error::KeyInvalid { .. }), "{err:?}");
+}
+
 /// OpenSSH's ssh-agent on a socket of its own; killed on drop.
 struct Agent {
     _dir: tempfile::TempDir,
