@@ -24,6 +24,8 @@ pub struct ConnectOptions {
     pub(crate) ssh_key: Option<ssh_socket::KeySource>,
     #[cfg(feature = "ssh")]
     pub(crate) ssh_jumps: Vec<ssh_socket::JumpHost>,
+    #[cfg(feature = "ssh")]
+    pub(crate) ssh_user_config: Option<ssh_socket::UserConfig>,
 }
 
 impl ConnectOptions {
@@ -77,6 +79,20 @@ impl ConnectOptions {
     #[must_use]
     pub fn ssh_jump(mut self, jump: ssh_socket::JumpHost) -> Self {
         self.ssh_jumps.push(jump);
+        self
+    }
+
+    /// (Feature `ssh`.) Read SSH URIs' hosts as aliases of this OpenSSH
+    /// client config — `ssh_socket::UserConfig::load_default()` for the
+    /// user's `~/.ssh/config` — as libvirt's `ssh` transport does by
+    /// running OpenSSH: its `HostName`, `User`, `Port`, `IdentityFile`,
+    /// `ProxyJump` and `UserKnownHostsFile` apply, and what the URI or
+    /// these options name explicitly wins. Off unless called.
+    #[cfg(feature = "ssh")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ssh")))]
+    #[must_use]
+    pub fn ssh_user_config(mut self, config: ssh_socket::UserConfig) -> Self {
+        self.ssh_user_config = Some(config);
         self
     }
 }
@@ -187,8 +203,10 @@ impl Client {
     /// then `~/.ssh/id_rsa`, `id_ecdsa`, `id_ed25519` in turn; the
     /// host key must be in `known_hosts=`, else `~/.ssh/known_hosts`
     /// (plain, hashed, `[host]:port` and `@cert-authority` lines). Jump
-    /// hosts come from `ConnectOptions::ssh_jump`. Closing the client
-    /// ends the SSH session without blocking.
+    /// hosts come from `ConnectOptions::ssh_jump`. With
+    /// `ConnectOptions::ssh_user_config` the host is read as an alias of
+    /// that OpenSSH config first. Closing the client ends the SSH session
+    /// without blocking.
     ///
     /// ```no_run
     /// use libvirt_rpc::{Client, ConnectOptions, Uri};

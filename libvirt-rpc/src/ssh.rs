@@ -117,16 +117,20 @@ impl SshRoute {
 }
 
 /// `ssh-socket`'s settings for `route` reaching `socket` on its host,
-/// with `options`' key and jump hosts.
+/// with `options`' key and jump hosts (and, when given, the user's
+/// OpenSSH config underneath).
 pub(crate) fn ssh_config(
     route: &SshRoute,
     socket: &Path,
     options: &ConnectOptions,
 ) -> Result<SshConfig> {
-    let login = route.login(&RealHost, options.ssh_key.is_some())?;
     let socket = socket.to_str().ok_or_else(|| Error::SshSetup {
         reason: format!("the daemon's socket path {} is not UTF-8", socket.display()),
     })?;
+    if let Some(user_config) = &options.ssh_user_config {
+        return from_user_config(route, socket, options, user_config);
+    }
+    let login = route.login(&RealHost, options.ssh_key.is_some())?;
     let key = match (&options.ssh_key, login.key) {
         (Some(key), _) => key.clone(),
         (None, Some(LoginKey::Agent(path))) => KeySource::Agent(path),
@@ -151,6 +155,42 @@ pub(crate) fn ssh_config(
     .with_connect_timeout(options.config.call_timeout);
     for jump in &options.ssh_jumps {
         config = config.with_jump(jump.clone());
+    }
+    Ok(config)
+}
+
+/// The dial `ssh alias` would make for the URI's host as an alias of
+/// `user_config` (`HostName`, `User`, `Port`, `IdentityFile`,
+/// `ProxyJump`, `UserKnownHostsFile`), with what the URI and the options
+/// name explicitly winning — as libvirt's `ssh` transport passes `-l`,
+/// `-p`, `-i` and `UserKnownHostsFile` to OpenSSH.
+fn from_user_config(
+    route: &SshRoute,
+    socket: &str,
+    options: &ConnectOptions,
+    user_config: &ssh_socket::UserConfig,
+) -> Result<SshConfig> {
+    let mut config = user_config
+        .ssh_config_as(&route.host, route.user.as_deref(), socket)
+        .map_err(|e| Error::Ssh(Box::new(e)))?
+        .with_connect_timeout(options.config.call_timeout);
+    if route.port_given {
+        config.port = route.port;
+    }
+    let keyfile = route.auth.iter().find_map(|m| match m {
+        AuthMethod::Key(Some(file)) => Some(file.clone()),
+        _ => None,
+    });
+    if let Some(key) = options.ssh_key.clone() {
+        config.key = key;
+    } else if let Some(file) = keyfile {
+        config.key = KeySource::File(file);
+    }
+    if let Some(file) = &route.known_hosts {
+        config.host_keys = HostKeyPolicy::KnownHosts(file.clone());
+    }
+    if !options.ssh_jumps.is_empty() {
+        config.jumps.clone_from(&options.ssh_jumps);
     }
     Ok(config)
 }

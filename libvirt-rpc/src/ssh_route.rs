@@ -31,6 +31,8 @@ pub(crate) struct SshRoute {
     pub(crate) host: String,
     /// Port to dial (22 unless the URI names one).
     pub(crate) port: u16,
+    /// Whether the URI names the port (it then wins over `~/.ssh/config`).
+    pub(crate) port_given: bool,
     /// The URI's user, if any.
     pub(crate) user: Option<String>,
     /// How to authenticate, first usable wins.
@@ -105,6 +107,7 @@ impl SshRoute {
         Ok(Self {
             host: uri.host().unwrap_or("localhost").to_owned(),
             port: uri.port_or_default().unwrap_or(22),
+            port_given: uri.port().is_some(),
             user: uri.user().map(str::to_owned),
             auth,
             known_hosts: uri.param("known_hosts").map(PathBuf::from),

@@ -34,7 +34,7 @@ impl From<russh::Error> for SshError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Stage {
-    /// Reading the private key and known_hosts files.
+    /// Reading the private key, known_hosts and client config files.
     Files,
     /// Resolving the host name and opening the TCP connection.
     TcpConnect,
@@ -117,6 +117,21 @@ pub enum Error {
         /// The agent's socket.
         path: PathBuf,
         /// What went wrong.
+        reason: String,
+    },
+    /// An OpenSSH client config ([`UserConfig`](crate::UserConfig)) could
+    /// not be read or used: the file is unreadable, a line does not parse,
+    /// a value is invalid (`Port`, a `%` token), or it asks for what this
+    /// crate does not do (`ProxyCommand`).
+    ///
+    /// Permanent: the config must be fixed.
+    #[error("ssh config{}{}: {reason}", if path.as_os_str().is_empty() { String::new() } else { format!(" {}", path.display()) }, if *line > 0 { format!(" line {line}") } else { String::new() })]
+    UserConfig {
+        /// The file (empty when the problem is not in one).
+        path: PathBuf,
+        /// The 1-based line, 0 for the file as a whole.
+        line: usize,
+        /// What is wrong.
         reason: String,
     },
     /// The known_hosts file exists but could not be read (unreadable,
@@ -387,6 +402,7 @@ impl Error {
                 | Self::KeyInvalid { .. }
                 | Self::AgentUnavailable { .. }
                 | Self::KnownHostsUnreadable { .. }
+                | Self::UserConfig { .. }
                 | Self::HostKeyUnknown { .. }
                 | Self::HostKeyChanged { .. }
                 | Self::HostKeyRevoked { .. }
@@ -437,7 +453,8 @@ impl Error {
             Self::KeyFileUnreadable { .. }
             | Self::KeyEncrypted { .. }
             | Self::KeyInvalid { .. }
-            | Self::KnownHostsUnreadable { .. } => Stage::Files,
+            | Self::KnownHostsUnreadable { .. }
+            | Self::UserConfig { .. } => Stage::Files,
             Self::AgentUnavailable { .. } => Stage::Auth,
             Self::Resolve { .. } | Self::TcpConnect { .. } => Stage::TcpConnect,
             Self::Handshake { .. }

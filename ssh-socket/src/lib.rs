@@ -32,6 +32,11 @@
 //! Host keys are checked against an OpenSSH known_hosts file, host
 //! certificates through its `@cert-authority` lines.
 //!
+//! A user's OpenSSH client config (`~/.ssh/config`) is read only when asked
+//! for: [`UserConfig`] turns a host alias into the [`SshConfig`] `ssh
+//! alias` would dial (`HostName`, `User`, `Port`, `IdentityFile`,
+//! `ProxyJump`, `UserKnownHostsFile`, `Include`).
+//!
 //! What it deliberately does not do: reconnect (the caller owns retries and
 //! pooling) or know anything about libvirt.
 //!
@@ -95,6 +100,7 @@ mod private_key;
 mod socket;
 mod supervisor;
 mod tcp;
+mod user_config;
 
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, HostKeyPolicy, JumpHost, Keepalive, KeySource, KeyText, Passphrase,
@@ -104,6 +110,7 @@ pub use dial::{dial, dial_over};
 pub use error::{Error, SshError, Stage};
 pub use link::Closer;
 pub use socket::SshSocket;
+pub use user_config::{HostSettings, UserConfig};
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

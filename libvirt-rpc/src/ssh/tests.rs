@@ -141,3 +141,34 @@ fn the_config_carries_the_route_the_socket_and_the_options() {
     let c = ssh_config(&route, Path::new("/s"), &options).unwrap();
     assert!(matches!(&c.key, KeySource::Agent(p) if p == Path::new("/a")));
 }
+
+#[test]
+fn a_user_config_reads_the_host_as_an_alias_and_the_uri_wins() {
+    let user_config = ssh_socket::UserConfig::parse(
+        "Host hv1\n  HostName 10.0.0.1\n  User root\n  Port 2200\n  IdentityFile /k\n\
+           UserKnownHostsFile /kh1\n  ProxyJump ops@j\n",
+    )
+    .unwrap();
+    let options = ConnectOptions::new().ssh_user_config(user_config);
+    let config = |uri: &str| {
+        let route = SshRoute::for_uri(&Uri::parse(uri).unwrap()).unwrap();
+        ssh_config(&route, Path::new("/s"), &options).unwrap()
+    };
+    let c = config("qemu+ssh://hv1/system");
+    assert_eq!(
+        (c.host.as_str(), c.user.as_str(), c.port),
+        ("10.0.0.1", "root", 2200)
+    );
+    assert!(matches!(&c.key, KeySource::Files(f) if f == &[PathBuf::from("/k")]));
+    assert_eq!(c.host_keys, HostKeyPolicy::KnownHosts("/kh1".into()));
+    assert_eq!(c.jumps.len(), 1);
+    assert_eq!(c.jumps[0].user, "ops");
+    // What the URI names explicitly wins, as `ssh -l -p -i` would.
+    let c = config("qemu+ssh://admin@hv1:22/system?keyfile=/k2&known_hosts=/kh2");
+    assert_eq!(
+        (c.host.as_str(), c.user.as_str(), c.port),
+        ("10.0.0.1", "admin", 22)
+    );
+    assert!(matches!(&c.key, KeySource::File(f) if f == Path::new("/k2")));
+    assert_eq!(c.host_keys, HostKeyPolicy::KnownHosts("/kh2".into()));
+}

@@ -202,3 +202,52 @@ async fn the_sandbox_hypervisor_answers_a_qemu_ssh_uri() {
     assert_eq!(pool.name, d.pool.name);
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_config_alias_with_its_bastion_reaches_the_daemon() {
+    let daemon = ready_daemon().await;
+    let target = OwnSshd::start("");
+    let bastion = OwnSshd::start("");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config");
+    std::fs::write(
+        &file,
+        format!(
+            "Host hv1\n  HostName 127.0.0.1\n  Port {tp}\n  User {tu}\n  IdentityFile {tk}\n\
+               UserKnownHostsFile {tkh}\n  ProxyJump bastion\n\
+             Host bastion\n  HostName 127.0.0.1\n  Port {bp}\n  User {bu}\n  IdentityFile {bk}\n\
+               UserKnownHostsFile {bkh}\n",
+            tp = target.port,
+            tu = target.user,
+            tk = target.client_key.display(),
+            tkh = target.known_hosts.display(),
+            bp = bastion.port,
+            bu = bastion.user,
+            bk = bastion.client_key.display(),
+            bkh = bastion.known_hosts.display(),
+        ),
+    )
+    .unwrap();
+    // The URI names only the alias and the daemon's socket, as a user of
+    // `virsh -c qemu+ssh://hv1/system` with that ~/.ssh/config would.
+    let uri: Uri = format!(
+        "test+ssh://hv1/default?socket={}",
+        daemon.socket().display()
+    )
+    .parse()
+    .unwrap();
+    let options =
+        ConnectOptions::new().ssh_user_config(ssh_socket::UserConfig::load(&file).unwrap());
+    let c = connect(&uri, &options).await.unwrap();
+    support::assert_lists_test_domain(&c).await;
+    c.close().await;
+    // Without the config, the alias is a name nobody resolves: no config
+    // is read unless asked for.
+    let e = connect(
+        &uri,
+        &ConnectOptions::new().ssh_key(KeySource::File(target.client_key.clone())),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, Error::Ssh(_) | Error::SshSetup { .. }), "{e:?}");
+}

@@ -142,7 +142,10 @@ pub(crate) fn parse(
             }
             "include" => {
                 if depth >= MAX_DEPTH {
-                    return Err(fail(line, format!("Include nested deeper than {MAX_DEPTH}")));
+                    return Err(fail(
+                        line,
+                        format!("Include nested deeper than {MAX_DEPTH}"),
+                    ));
                 }
                 for arg in &args {
                     for path in include_paths(arg, files).map_err(|r| fail(line, r))? {

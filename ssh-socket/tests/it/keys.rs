@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use ssh_socket::{Error, KeySource, KeyText};
 use testkit::Descriptor;
-use testkit::sshd::new_key;
+use testkit::sshd::{OwnSshd, new_key};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{UnixServer, sandbox_config};
+use crate::support::{UnixServer, own_config, sandbox_config};
 
 /// One round trip through a dialled socket.
 async fn ping(mut socket: ssh_socket::SshSocket) {
@@ -47,30 +47,36 @@ async fn a_key_held_in_memory_dials_and_is_never_shown() {
     assert!(!format!("{err} {err:?}").contains("bm90IGEga2V5"));
 }
 
+/// Against an sshd of the test's own: the refused keys below count as
+/// failed logins, which OpenSSH's `PerSourcePenalties` holds against the
+/// source address every test shares when dialling the sandbox's sshd.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_files_are_tried_in_turn_and_missing_ones_skipped() {
-    let d = Descriptor::require();
+    let sshd = OwnSshd::start("");
     let server = UnixServer::echo();
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("id_missing");
+    let config =
+        |files: Vec<PathBuf>| own_config(&sshd, &server.path).with_key(KeySource::Files(files));
     // A real key the server does not know, then the one it does: the
     // first is refused, the second accepted, as OpenSSH's IdentityFiles.
     let stranger = new_key(dir.path(), "stranger");
-    let config = sandbox_config(&server.path).with_key(KeySource::Files(vec![
+    let dialled = ssh_socket::dial(&config(vec![
         missing.clone(),
         stranger.clone(),
-        d.ssh.key_path.clone(),
-    ]));
-    ping(ssh_socket::dial(&config).await.expect("the second key")).await;
+        sshd.client_key.clone(),
+    ]))
+    .await;
+    ping(dialled.expect("the second key")).await;
     // Only keys the server refuses: rejected, not a file error.
-    let config = sandbox_config(&server.path)
-        .with_key(KeySource::Files(vec![missing.clone(), stranger.clone()]));
-    let err = ssh_socket::dial(&config).await.unwrap_err();
+    let err = ssh_socket::dial(&config(vec![missing.clone(), stranger.clone()]))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::AuthRejected { .. }), "{err:?}");
     // None exists: the first is named.
-    let config = sandbox_config(&server.path)
-        .with_key(KeySource::Files(vec![missing.clone(), dir.path().join("b")]));
-    let err = ssh_socket::dial(&config).await.unwrap_err();
+    let err = ssh_socket::dial(&config(vec![missing.clone(), dir.path().join("b")]))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, Error::KeyFileUnreadable { path, .. } if *path == missing),
         "{err:?}"
@@ -78,9 +84,9 @@ async fn key_files_are_tried_in_turn_and_missing_ones_skipped() {
     // A file that exists but is no key fails the dial (a typo must show).
     let garbage = dir.path().join("garbage");
     std::fs::write(&garbage, "not a key").unwrap();
-    let config = sandbox_config(&server.path)
-        .with_key(KeySource::Files(vec![garbage, d.ssh.key_path.clone()]));
-    let err = ssh_socket::dial(&config).await.unwrap_err();
+    let err = ssh_socket::dial(&config(vec![garbage, sshd.client_key.clone()]))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::KeyInvalid { .. }), "{err:?}");
 }
 

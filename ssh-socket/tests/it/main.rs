@@ -12,3 +12,4 @@ mod libvirt;
 mod package;
 mod support;
 mod teardown;
+mod user_config;
