@@ -21,6 +21,7 @@ use std::error::Error;
 use std::io::Write;
 use std::process::ExitCode;
 
+use futures::StreamExt;
 use libvirt_rpc::{Client, ConnectOptions, Uri};
 
 #[tokio::main(flavor = "current_thread")]
@@ -54,7 +55,10 @@ pub async fn run(args: &[String], out: &mut dyn Write) -> Result<(), Box<dyn Err
     writeln!(out, "watching lifecycle events of {uri} (Ctrl-C to stop)")?;
     out.flush()?;
     let mut missed = 0;
-    while let Some(ev) = events.recv().await {
+    // A subscription is a `futures::Stream` (and has `recv` for those who
+    // do not use the trait): combinators such as `filter`, `take` or
+    // `select` apply.
+    while let Some(ev) = events.next().await {
         writeln!(
             out,
             "{:<20} {:<12} detail {}",

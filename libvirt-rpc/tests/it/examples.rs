@@ -40,6 +40,14 @@ mod connect_tls;
 #[path = "../../examples/connect_ssh.rs"]
 mod connect_ssh;
 
+#[allow(dead_code)] // its `main`
+#[path = "../../examples/domain_stats.rs"]
+mod domain_stats;
+
+#[allow(dead_code)] // its `main`
+#[path = "../../examples/clone_volume.rs"]
+mod clone_volume;
+
 /// The `connect_tls` example for `uri`, retrying while the daemon's port
 /// comes up; what it printed.
 async fn connect_tls_run(uri: &str) -> Result<String, Box<dyn std::error::Error>> {
@@ -310,6 +318,81 @@ async fn upload_volume_example_fails_on_a_missing_pool_without_touching_anything
         .downcast::<libvirt_rpc::Error>()
         .unwrap_or_else(|e| panic!("not a libvirt error: {e}"));
     assert!(e.is_not_found(), "{e:?}");
+}
+
+#[tokio::test]
+async fn domain_stats_example_reads_typed_parameters_by_their_names() {
+    let daemon = ready_daemon().await;
+    let mut out = Vec::new();
+    bounded(
+        "domain_stats",
+        domain_stats::run(&[private_uri(&daemon, "test:///default")], &mut out),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", daemon.log()));
+    let out = String::from_utf8(out).unwrap();
+    // The test driver's running domain: its state from `state.state` (an
+    // Int read through `to_u64`; the test driver reports only the state
+    // group), then every parameter.
+    let summary = out
+        .lines()
+        .find(|l| l.starts_with("test "))
+        .unwrap_or_default();
+    assert!(summary.contains("state=running (reason 0)"), "{out}");
+    assert!(out.lines().any(|l| l == "  state.state=1"), "{out}");
+    assert!(out.lines().any(|l| l == "  state.reason=0"), "{out}");
+}
+
+#[tokio::test]
+async fn clone_volume_example_copies_through_async_read_and_write() {
+    let daemon = PrivateLibvirtd::start();
+    let c = support::storage(&daemon).await;
+    let source = unique("lvrpc-example-src");
+    let data = testkit::bytes::pseudo_random((5 << 20) + 777, 16);
+    let pool = c.storage_pool_lookup_by_name(POOL).await.unwrap();
+    let xml = format!(
+        "<volume><name>{source}</name><capacity unit='bytes'>{}</capacity>\
+         <target><format type='raw'/></target></volume>",
+        data.len()
+    );
+    let vol = c
+        .storage_vol_create_xml(&pool, &xml, libvirt_rpc::StorageVolCreateFlags::empty())
+        .await
+        .unwrap();
+    c.storage_vol_upload(
+        &vol,
+        0,
+        data.len() as u64,
+        libvirt_rpc::StorageVolStreamFlags::empty(),
+        data.as_slice(),
+    )
+    .await
+    .unwrap();
+    c.close().await;
+    let copy = unique("lvrpc-example-copy");
+    let args = [
+        "--uri".to_owned(),
+        private_uri(&daemon, "storage:///system"),
+        POOL.to_owned(),
+        source.clone(),
+        copy.clone(),
+    ];
+    let mut out = Vec::new();
+    bounded("clone_volume", clone_volume::run(&args, &mut out))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", daemon.log()));
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.starts_with(&format!("copied {} bytes", data.len())),
+        "{out}"
+    );
+    assert!(std::fs::read(daemon.pool_dir().join(&copy)).unwrap() == data);
+    // The copy exists now: refused before any stream, nothing changed.
+    let e = bounded("clone_volume", clone_volume::run(&args, &mut Vec::new()))
+        .await
+        .unwrap_err();
+    assert!(e.downcast_ref::<libvirt_rpc::Error>().is_some(), "{e}");
+    assert!(std::fs::read(daemon.pool_dir().join(&copy)).unwrap() == data);
 }
 
 #[tokio::test]

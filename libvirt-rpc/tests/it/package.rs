@@ -37,8 +37,10 @@ fn packaged_crate_holds_the_library_and_no_workspace_only_target() {
     assert_eq!(
         examples,
         [
+            "examples/clone_volume.rs",
             "examples/connect_ssh.rs",
             "examples/connect_tls.rs",
+            "examples/domain_stats.rs",
             "examples/list_domains.rs",
             "examples/reconnect.rs",
             "examples/upload_volume.rs",
