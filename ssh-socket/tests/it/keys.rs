@@ -1,13 +1,12 @@
 //! Keys from memory and from a real ssh-agent (OpenSSH's), against the
 //! sandbox's sshd.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use ssh_socket::{Error, KeySource, KeyText};
 use testkit::Descriptor;
-use testkit::sshd::{OwnSshd, new_key};
+use testkit::sshd::{Agent, OwnSshd, new_key};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{UnixServer, own_config, sandbox_config};
@@ -88,59 +87,6 @@ async fn key_files_are_tried_in_turn_and_missing_ones_skipped() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::KeyInvalid { .. }), "{err:?}");
-}
-
-/// OpenSSH's ssh-agent on a socket of its own; killed on drop.
-struct Agent {
-    _dir: tempfile::TempDir,
-    socket: PathBuf,
-    child: Child,
-}
-
-impl Agent {
-    fn start() -> Agent {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("agent.sock");
-        let child = Command::new("ssh-agent")
-            .arg("-D")
-            .arg("-a")
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while !socket.exists() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "ssh-agent did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Agent {
-            _dir: dir,
-            socket,
-            child,
-        }
-    }
-
-    fn add(&self, key: &Path) {
-        let status = Command::new("ssh-add")
-            .arg(key)
-            .env("SSH_AUTH_SOCK", &self.socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "ssh-add {}", key.display());
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod dial_errors;
+mod examples;
 mod forward;
 mod host_certs;
 mod host_key_order;

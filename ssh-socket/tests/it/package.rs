@@ -14,6 +14,11 @@ fn packaged_crate_holds_the_library_its_readme_and_licence_only() {
     for needed in ["Cargo.toml", "README.md", "LICENSE", "src/lib.rs"] {
         assert!(files.iter().any(|f| f == needed), "{needed} in {files:?}");
     }
+    // The user example ships (it needs only the crate and tokio).
+    assert!(
+        files.iter().any(|f| f == "examples/forward.rs"),
+        "examples/forward.rs in {files:?}"
+    );
     for left_out in ["tests/", "benches/"] {
         assert!(
             !files.iter().any(|f| f.starts_with(left_out)),

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sandbox_kit::Descriptor;
 
@@ -218,5 +218,61 @@ impl OwnSshd {
             authorized_keys,
             child,
         }
+    }
+}
+
+/// OpenSSH's ssh-agent on a socket of its own; killed on drop.
+pub struct Agent {
+    _dir: tempfile::TempDir,
+    /// The agent's socket (what `SSH_AUTH_SOCK` would name).
+    pub socket: PathBuf,
+    child: Child,
+}
+
+impl Agent {
+    /// Starts an agent holding no key.
+    pub fn start() -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("agent.sock");
+        let child = Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while !socket.exists() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "ssh-agent did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Agent {
+            _dir: dir,
+            socket,
+            child,
+        }
+    }
+
+    /// Adds the private key file `key` (`ssh-add`).
+    pub fn add(&self, key: &Path) {
+        let status = Command::new("ssh-add")
+            .arg(key)
+            .env("SSH_AUTH_SOCK", &self.socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "ssh-add {}", key.display());
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
