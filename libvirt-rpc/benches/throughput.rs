@@ -2,7 +2,9 @@
 //! client, in the same run, against the sandbox daemon.
 //!
 //! - upload of 256 MiB into the sandbox's `dir` pool over the unix socket,
-//!   vs `virsh vol-upload`;
+//!   vs `virsh vol-upload`, and the daemon's own ceiling: an ideal client
+//!   that writes prebuilt stream packets in one `write_all` (no client can
+//!   be faster than it, so `1 / (virsh's share of it)` bounds any ratio);
 //! - call rate of a cheap procedure (`CONNECT_GET_LIB_VERSION`), sequential
 //!   and 16 concurrent callers on one connection, vs python3-libvirt (the C
 //!   client) with 16 threads on one connection;
@@ -130,6 +132,132 @@ fn mib_s(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / (1 << 20) as f64 / t.as_secs_f64()
 }
 
+/// libvirtd's ceiling for an upload: an "ideal client" that does no work
+/// per byte but hand prebuilt stream packets to the kernel. It speaks the
+/// protocol by hand (the crate's sans-IO `proto`): `AUTH_LIST`,
+/// `CONNECT_OPEN`, the pool and volume lookups, `STORAGE_VOL_UPLOAD`, then
+/// one `write_all` of every stream packet (built before the clock starts,
+/// from the file's bytes in memory) and the final empty packet, and waits
+/// for the daemon's confirmation — what no real client can beat.
+struct IdealUpload {
+    /// Every stream packet of the upload (serial [`IDEAL_UPLOAD_SERIAL`]),
+    /// the final empty one included.
+    packets: Vec<u8>,
+}
+
+const IDEAL_UPLOAD_SERIAL: u32 = 5;
+
+impl IdealUpload {
+    fn new(data: &[u8]) -> Self {
+        use libvirt_rpc::proto::packet::{self, Header, MessageType, Status};
+        let header = |status| {
+            Header::remote(
+                libvirt_rpc::proc_num::STORAGE_VOL_UPLOAD,
+                MessageType::Stream,
+                IDEAL_UPLOAD_SERIAL,
+                status,
+            )
+        };
+        let mut packets = Vec::with_capacity(data.len() + data.len() / 1000 + 64);
+        for chunk in data.chunks(packet::LEGACY_PAYLOAD_MAX) {
+            packets
+                .extend_from_slice(&packet::encode_raw(&header(Status::Continue), chunk).unwrap());
+        }
+        packets.extend_from_slice(&packet::encode_raw(&header(Status::Ok), &[]).unwrap());
+        Self { packets }
+    }
+
+    /// One upload into volume `vol` of `pool`, timed from connect to the
+    /// daemon's confirmation.
+    async fn run(&self, d: &Descriptor, pool: &str, vol: &str) -> Duration {
+        use libvirt_rpc::proc_num;
+        use libvirt_rpc::remote::{StoragePool, StorageVol};
+        use tokio::io::AsyncWriteExt;
+        let t0 = Instant::now();
+        let mut raw = RawLink {
+            socket: tokio::net::UnixStream::connect(&d.libvirt.socket)
+                .await
+                .unwrap(),
+            buf: bytes::BytesMut::new(),
+        };
+        let _: Vec<i32> = raw.call(proc_num::AUTH_LIST, 1, &()).await;
+        let _: () = raw
+            .call(
+                proc_num::CONNECT_OPEN,
+                2,
+                &(Some(d.libvirt.qemu_uri.as_str()), 0u32),
+            )
+            .await;
+        let p: StoragePool = raw
+            .call(proc_num::STORAGE_POOL_LOOKUP_BY_NAME, 3, &(pool,))
+            .await;
+        let v: StorageVol = raw
+            .call(proc_num::STORAGE_VOL_LOOKUP_BY_NAME, 4, &(&p, vol))
+            .await;
+        let _: () = raw
+            .call(
+                proc_num::STORAGE_VOL_UPLOAD,
+                IDEAL_UPLOAD_SERIAL,
+                &(&v, 0u64, UPLOAD, 0u32),
+            )
+            .await;
+        raw.socket.write_all(&self.packets).await.unwrap();
+        // The daemon's own empty stream packet confirms the upload.
+        loop {
+            let p = raw.packet().await;
+            if p.header.kind == libvirt_rpc::proto::packet::MessageType::Stream {
+                assert_eq!(
+                    p.header.status,
+                    libvirt_rpc::proto::packet::Status::Ok,
+                    "ideal upload refused"
+                );
+                break;
+            }
+        }
+        t0.elapsed()
+    }
+}
+
+/// A unix socket to libvirtd and its receive buffer, for [`IdealUpload`].
+struct RawLink {
+    socket: tokio::net::UnixStream,
+    buf: bytes::BytesMut,
+}
+
+impl RawLink {
+    async fn packet(&mut self) -> libvirt_rpc::proto::packet::Packet {
+        use tokio::io::AsyncReadExt;
+        loop {
+            if let Some(p) = libvirt_rpc::proto::packet::decode_frame(&mut self.buf).unwrap() {
+                return p;
+            }
+            let n = self.socket.read_buf(&mut self.buf).await.unwrap();
+            assert!(n > 0, "libvirtd closed the ideal client's socket");
+        }
+    }
+
+    async fn call<A, R>(&mut self, procedure: i32, serial: u32, args: &A) -> R
+    where
+        A: libvirt_rpc::proto::xdr::Encode + ?Sized,
+        R: libvirt_rpc::proto::xdr::Decode,
+    {
+        use libvirt_rpc::proto::packet::{self, Header, MessageType, Status};
+        use tokio::io::AsyncWriteExt;
+        let h = Header::remote(procedure, MessageType::Call, serial, Status::Ok);
+        self.socket
+            .write_all(&packet::encode_packet(&h, args).unwrap())
+            .await
+            .unwrap();
+        loop {
+            let p = self.packet().await;
+            if p.header.kind == MessageType::Reply && p.header.serial == serial {
+                assert_eq!(p.header.status, Status::Ok, "procedure {procedure} failed");
+                return libvirt_rpc::proto::xdr::from_bytes(&p.payload).unwrap();
+            }
+        }
+    }
+}
+
 async fn upload_bench(d: &Descriptor) {
     let c = connect(d, &d.libvirt.qemu_uri).await;
     let pool = c.storage_pool_lookup_by_name(&d.pool.name).await.unwrap();
@@ -156,6 +284,8 @@ async fn upload_bench(d: &Descriptor) {
         )
     };
     let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ideal, mut of_ideal, mut virsh_of_ideal) = (Vec::new(), Vec::new(), Vec::new());
+    let ideal_upload = IdealUpload::new(&std::fs::read(&src).unwrap());
     let mut rss_growth = 0u64;
     let rounds = std::env::var("LVRPC_ROUNDS")
         .ok()
@@ -166,9 +296,21 @@ async fn upload_bench(d: &Descriptor) {
     for round in 0..rounds {
         let mut t_ours = Duration::ZERO;
         let mut t_theirs = Duration::ZERO;
-        // The side that goes first alternates.
-        for side in [round % 2, 1 - round % 2] {
-            if side == 0 {
+        let mut t_ideal = Duration::ZERO;
+        // The side that goes first rotates.
+        for side in [round % 3, (round + 1) % 3, (round + 2) % 3] {
+            if side == 2 {
+                // The daemon's ceiling: the ideal client.
+                let name = mk("ideal");
+                let vol = c
+                    .storage_vol_create_xml(&pool, &xml(&name), StorageVolCreateFlags::empty())
+                    .await
+                    .unwrap();
+                t_ideal = ideal_upload.run(d, &d.pool.name, &name).await;
+                c.storage_vol_delete(&vol, StorageVolDeleteFlags::empty())
+                    .await
+                    .unwrap();
+            } else if side == 0 {
                 // virsh vol-upload (libvirt's C client)
                 let name = mk("virsh");
                 let vol = c
@@ -226,9 +368,12 @@ async fn upload_bench(d: &Descriptor) {
         ours.push(mib_s(UPLOAD, t_ours));
         theirs.push(mib_s(UPLOAD, t_theirs));
         ratios.push(t_theirs.as_secs_f64() / t_ours.as_secs_f64());
+        ideal.push(mib_s(UPLOAD, t_ideal));
+        of_ideal.push(t_ideal.as_secs_f64() / t_ours.as_secs_f64());
+        virsh_of_ideal.push(t_ideal.as_secs_f64() / t_theirs.as_secs_f64());
         eprintln!(
-            "  round {round}: libvirt-rpc {:.0} MiB/s, virsh {:.0} MiB/s, ratio {:.2}",
-            ours[round], theirs[round], ratios[round]
+            "  round {round}: libvirt-rpc {:.0} MiB/s, virsh {:.0} MiB/s, ratio {:.2}; ideal client {:.0} MiB/s",
+            ours[round], theirs[round], ratios[round], ideal[round]
         );
     }
     eprintln!("upload: load average after {}", loadavg());
@@ -238,6 +383,13 @@ async fn upload_bench(d: &Descriptor) {
         median(&theirs),
         median(&ratios),
         ours.iter().copied().fold(0.0, f64::max) / theirs.iter().copied().fold(0.0, f64::max)
+    );
+    println!(
+        "the daemon's ceiling (an ideal client: prebuilt packets, one write): {:.0} MiB/s; libvirt-rpc reaches {:.2}x of it, virsh {:.2}x (medians of per-round ratios), so no client can be more than {:.2}x virsh here",
+        median(&ideal),
+        median(&of_ideal),
+        median(&virsh_of_ideal),
+        1.0 / median(&virsh_of_ideal)
     );
     println!(
         "peak RSS growth during the 256 MiB upload: {:.1} MiB (goal <= 32 MiB)",
