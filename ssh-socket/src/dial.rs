@@ -156,7 +156,7 @@ async fn dial_stages(
     // Each hop's session death marks the link dead too (its handler's
     // drop), so a bastion that hangs up ends the socket.
     let link = Link::new();
-    let mut transport: Box<dyn Transport> = Box::new(stream);
+    let mut transport: Box<dyn Transport> = Box::new(tcp::QuickAck::new(stream));
     let mut outer = Vec::with_capacity(config.jumps.len());
     let mut credentials = credentials.into_iter();
     let mut target = None;
