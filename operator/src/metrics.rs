@@ -75,6 +75,7 @@ struct WriteLabels {
 mod api_requests;
 mod fleet_gauges;
 mod process;
+mod trace_export;
 
 pub use api_requests::CountApiRequests;
 pub use fleet_gauges::{FleetGauges, LeaderView};
@@ -127,6 +128,9 @@ impl OperatorMetrics {
     /// Registers the operator's metrics in `registry`.
     pub fn new(registry: &mut Registry) -> Self {
         let m = OperatorMetrics::default();
+        registry.register_collector(Box::new(trace_export::TraceExport(
+            crate::telemetry::otlp::stats(),
+        )));
         registry.register(
             "operator_reconciles",
             "Proxy reconciles by outcome",

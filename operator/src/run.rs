@@ -155,7 +155,14 @@ async fn run(args: RunArgs, registry: RegistryFn) -> anyhow::Result<ExitCode> {
             cancel.cancel();
         });
     }
-    run_until(args, registry, tasks, &cancel).await
+    // Spans go out from here on (when a collector is configured); the
+    // last ones are flushed, bounded, after everything else stopped.
+    let exporter = crate::telemetry::otlp::start();
+    let result = run_until(args, registry, tasks, &cancel).await;
+    if let Some(exporter) = exporter {
+        exporter.shutdown().await;
+    }
+    result
 }
 
 /// Runs the operator until `cancel` fires, then shuts down within

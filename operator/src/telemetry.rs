@@ -1,6 +1,10 @@
 //! Logging: every line JSON with an RFC 3339 UTC time (milliseconds),
 //! including library chatter (`log` records are bridged into tracing) and
-//! panics (a hook logs them before the default handler runs).
+//! panics (a hook logs them before the default handler runs). Traces:
+//! exported over OTLP when `OTEL_EXPORTER_OTLP_*` names a collector
+//! ([`otlp`]).
+
+pub mod otlp;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -30,23 +34,39 @@ pub fn rfc3339(t: SystemTime) -> String {
     format!("{base}.{millis:03}Z")
 }
 
-/// Installs the JSON subscriber (filter `filter`, EnvFilter syntax) and the
-/// panic hook. Returns an error when the filter does not parse; a second
+/// Installs the JSON subscriber (filter `filter`, EnvFilter syntax), the
+/// OTLP span layer when the environment names a collector (its exporter
+/// starts with [`otlp::start`]) and the panic hook. Returns an error when the filter does not parse; a second
 /// call keeps the first subscriber.
 ///
 /// # Errors
-/// When `filter` is not a valid EnvFilter directive list.
+/// When `filter` is not a valid EnvFilter directive list, or the
+/// `OTEL_EXPORTER_OTLP_*` settings cannot be used.
 pub fn init(filter: &str) -> anyhow::Result<()> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     let filter = EnvFilter::try_new(filter)?;
-    // `try_init` also bridges the `log` crate (russh and others) into tracing.
-    let _ = tracing_subscriber::fmt()
+    let otlp = otlp::OtlpConfig::from_env(&|name| std::env::var(name).ok())
+        .map_err(|e| anyhow::anyhow!("trace export: {e}"))?;
+    // Each layer filters for itself: the log's level does not decide which
+    // spans are exported.
+    let log = tracing_subscriber::fmt::layer()
         .json()
         .with_timer(Rfc3339)
         .with_current_span(true)
         .with_span_list(false)
         .with_target(true)
-        .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_filter(filter);
+    let export = otlp.map(|config| {
+        otlp::layer(config).with_filter(tracing_subscriber::filter::filter_fn(otlp::exported))
+    });
+    // `try_init` also bridges the `log` crate (russh and others) into tracing.
+    let _ = tracing_subscriber::registry()
+        .with(log)
+        .with(export)
         .try_init();
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

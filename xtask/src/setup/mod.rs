@@ -94,6 +94,14 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     // The shipped alert rules are checked and unit-tested by Prometheus's
     // own promtool (deploy/prometheus/).
     ("/usr/bin/promtool", "prometheus", Source::Main),
+    // The operator's OTLP span export is decoded, in its tests, by protoc
+    // with OpenTelemetry's official protocol files.
+    ("/usr/bin/protoc", "protobuf-compiler", Source::Main),
+    (
+        "/usr/include/opentelemetry/proto/collector/trace/v1/trace_service.proto",
+        "opentelemetry-proto",
+        Source::Main,
+    ),
     // The proxy guest image (`cargo xtask guest-image`): mmdebstrap and
     // Debian's keyring, the partition table, filesystems written into the
     // disk file, SYSLINUX through mtools, qemu-img for the qcow2.
