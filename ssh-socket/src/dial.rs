@@ -18,6 +18,8 @@ use crate::link::Link;
 use crate::private_key::{self, Credentials};
 use crate::socket::SshSocket;
 use crate::supervisor::Supervisor;
+use tracing::Instrument;
+
 use crate::tcp::{self, KillSwitch, LastReceive, Transport, Watched};
 use russh::keys::agent::AgentIdentity;
 
@@ -57,9 +59,41 @@ use russh::keys::agent::AgentIdentity;
 /// Must be called within a tokio runtime (it spawns the connection's tasks).
 pub async fn dial(config: &SshConfig) -> Result<SshSocket, Error> {
     let stage = Progress::default();
-    match tokio::time::timeout(config.connect_timeout, dial_stages(config, None, &stage)).await {
+    let span = dial_span(config);
+    let fut = dial_stages(config, None, &stage).instrument(span.clone());
+    let result = match tokio::time::timeout(config.connect_timeout, fut).await {
         Ok(result) => result,
         Err(_) => Err(timeout_error(config, &stage)),
+    };
+    record_outcome(&span, result.as_ref().err());
+    result
+}
+
+/// The dial's span (DEBUG, `ssh.dial`): host, port, user, jump count, and
+/// on failure the stage and error; never a key or a passphrase.
+fn dial_span(config: &SshConfig) -> tracing::Span {
+    tracing::debug_span!(
+        "ssh.dial",
+        host = %config.host,
+        port = config.port,
+        user = %config.user,
+        jumps = config.jumps.len(),
+        error.class = tracing::field::Empty,
+        error.message = tracing::field::Empty,
+    )
+}
+
+fn record_outcome(span: &tracing::Span, error: Option<&Error>) {
+    if let Some(e) = error {
+        span.record(
+            "error.class",
+            if e.is_permanent() {
+                "permanent"
+            } else {
+                "transient"
+            },
+        );
+        span.record("error.message", tracing::field::display(e));
     }
 }
 
@@ -76,11 +110,14 @@ pub async fn dial(config: &SshConfig) -> Result<SshSocket, Error> {
 /// As [`dial`]: must be called within a tokio runtime.
 pub async fn dial_over(config: &SshConfig, tcp: TcpStream) -> Result<SshSocket, Error> {
     let stage = Progress::default();
-    let fut = dial_stages(config, Some(tcp), &stage);
-    match tokio::time::timeout(config.connect_timeout, fut).await {
+    let span = dial_span(config);
+    let fut = dial_stages(config, Some(tcp), &stage).instrument(span.clone());
+    let result = match tokio::time::timeout(config.connect_timeout, fut).await {
         Ok(result) => result,
         Err(_) => Err(timeout_error(config, &stage)),
-    }
+    };
+    record_outcome(&span, result.as_ref().err());
+    result
 }
 
 const STAGES: [Stage; 5] = [

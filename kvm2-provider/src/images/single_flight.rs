@@ -110,18 +110,24 @@ where
                     let work = job();
                     let weak: Weak<Mutex<State<K, T>>> = Arc::downgrade(&self.state);
                     let task_key = key.clone();
-                    state.tasks.spawn(async move {
-                        let out = work.await;
-                        // Forgotten before anyone sees the result, so a
-                        // caller that got it finds no job in flight.
-                        if let Some(state) = weak.upgrade() {
-                            let mut state = lock(&state);
-                            if state.flights.get(&task_key).is_some_and(|f| f.id == id) {
-                                state.flights.remove(&task_key);
+                    // The first caller's span is the job's parent: a fill
+                    // shows in the trace of the Create that started it.
+                    let parent = tracing::Span::current();
+                    state.tasks.spawn(tracing::Instrument::instrument(
+                        async move {
+                            let out = work.await;
+                            // Forgotten before anyone sees the result, so a
+                            // caller that got it finds no job in flight.
+                            if let Some(state) = weak.upgrade() {
+                                let mut state = lock(&state);
+                                if state.flights.get(&task_key).is_some_and(|f| f.id == id) {
+                                    state.flights.remove(&task_key);
+                                }
                             }
-                        }
-                        let _ = tx.send(out);
-                    });
+                            let _ = tx.send(out);
+                        },
+                        parent,
+                    ));
                     let outcome = rx.map(Result::ok).boxed().shared();
                     state.flights.insert(
                         key,

@@ -108,11 +108,22 @@ async fn watch_once(
     host: &Identifier,
     tx: &mpsc::Sender<InstanceEvent>,
 ) -> Result<(), ApiError> {
-    let conn = inner.hosts.shared(host).await?;
-    let mut sub =
-        conn.client().subscribe_lifecycle(None).await.map_err(|e| {
-            to_provider_error(format!("host {host}: subscribe to lifecycle events"), e)
-        })?;
+    // The (re)subscription is an operation of its own in traces (its dial
+    // included); the forwarding that follows is not (it lasts as long as
+    // the link).
+    let span = tracing::info_span!("provider.subscribe", provider = %inner.name, host = %host);
+    // `_conn` holds the shared connection for as long as the watch runs.
+    let (_conn, mut sub) = tracing::Instrument::instrument(
+        async {
+            let conn = inner.hosts.shared(host).await?;
+            let sub = conn.client().subscribe_lifecycle(None).await.map_err(|e| {
+                to_provider_error(format!("host {host}: subscribe to lifecycle events"), e)
+            })?;
+            Ok::<_, ApiError>((conn, sub))
+        },
+        span,
+    )
+    .await?;
     let resync = || InstanceEvent::Resync { host: host.clone() };
     // Whatever happened before the subscription is unknown to the caller.
     if tx.send(resync()).await.is_err() {

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::Instrument;
 
 use kube::runtime::reflector::ObjectRef;
 use prometheus_client::metrics::gauge::Gauge;
@@ -295,22 +296,29 @@ impl ProviderTasks {
             fleet::Call::Get(id) | fleet::Call::Delete(id) => id.provider().clone(),
         };
         let provider = providers.get(&entry).cloned();
-        let task = self.tracker.spawn(async move {
-            let Ok(_permit) = permits.acquire_owned().await else {
-                return;
-            };
-            gauge.inc();
-            let _gauge = GaugeGuard(gauge);
-            let outcome = match provider {
-                None => unknown_entry(call, &entry),
-                Some(p) => execute(&*p, call, timeouts).await,
-            };
-            let _ = tx.send(outcome);
-            if task_detached.load(Ordering::SeqCst) {
-                // Bounded queue: when full, the pending poll picks this up.
-                let _ = trigger.try_send(objref);
+        // The reconcile that started the call is its span's parent, so a
+        // trace follows it into the task (even past the reconcile's end,
+        // when the call outlives `reconcile_wait`).
+        let parent = tracing::Span::current();
+        let task = self.tracker.spawn(
+            async move {
+                let Ok(_permit) = permits.acquire_owned().await else {
+                    return;
+                };
+                gauge.inc();
+                let _gauge = GaugeGuard(gauge);
+                let outcome = match provider {
+                    None => unknown_entry(call, &entry),
+                    Some(p) => execute(&*p, call, timeouts).await,
+                };
+                let _ = tx.send(outcome);
+                if task_detached.load(Ordering::SeqCst) {
+                    // Bounded queue: when full, the pending poll picks this up.
+                    let _ = trigger.try_send(objref);
+                }
             }
-        });
+            .instrument(parent),
+        );
         InFlight {
             key,
             rx,

@@ -13,5 +13,6 @@ mod http_auth;
 #[path = "../support/operator_account.rs"]
 mod operator_account;
 mod operator_apiserver;
+mod otlp_receiver;
 mod samples;
 mod support;

@@ -246,6 +246,11 @@ impl World {
 
     /// The operator limited to namespace `ns`.
     fn operator_in(&self, ns: &str, extra: &[&str]) -> Operator {
+        self.operator_with_env(ns, extra, &[])
+    }
+
+    /// [`World::operator_in`] with environment variables `env` set.
+    fn operator_with_env(&self, ns: &str, extra: &[&str], env: &[(&str, String)]) -> Operator {
         let log = self
             .dir
             .path()
@@ -264,6 +269,7 @@ impl World {
             .args(["--check-interval", "2s", "--shutdown-timeout", "10s"])
             .args(["--log", "info,kube=warn"])
             .args(extra)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
@@ -1732,4 +1738,197 @@ async fn a_lost_hosts_proxy_is_made_again_elsewhere_and_the_old_instance_goes_on
     }
     drop(op);
     clear_lease(&client).await;
+}
+
+/// Traces over OTLP (issue: observability item 4): the real binary with
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at a collector of the test's
+/// own; its requests decoded by protoc with OpenTelemetry's official
+/// definitions. A reconcile is one trace: kube-runtime's `reconciling
+/// object` span, `provider.create` under it, libvirt procedures under that;
+/// SSH dials sit inside some operation's trace; no attribute carries the
+/// cloud-init user data or the SSH key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_is_one_trace_at_an_otlp_collector_and_carries_no_secret() {
+    let _serial = SERIAL.lock().await;
+    let world = World::new(Duration::ZERO).await;
+    let client = admin(&world.kube).await;
+    let receiver = crate::otlp_receiver::OtlpReceiver::start().await;
+    const MARKER: &str = "trace-secret-7f3a9c";
+    kubectl(
+        &world.kube,
+        &[
+            "-n",
+            &world.ns,
+            "create",
+            "secret",
+            "generic",
+            "ci",
+            &format!("--from-literal=user-data=#cloud-config\n# {MARKER}\n"),
+        ],
+    );
+    let op = world.operator_with_env(
+        &world.ns,
+        &[],
+        &[
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("http://127.0.0.1:{}", receiver.port),
+            ),
+            ("OTEL_SERVICE_NAME", "op-under-test".to_owned()),
+        ],
+    );
+    op.wait_leader().await;
+    world
+        .create_proxy(
+            &client,
+            "traced",
+            json!({"provider": world.entry, "cloudInit": {"name": "ci"}}),
+        )
+        .await;
+    let api = world.proxies(&client);
+    eventually(
+        "the instance to be made",
+        Duration::from_secs(120),
+        || async {
+            let o = serde_json::to_value(api.get("traced").await.ok()?).unwrap();
+            o["status"]["providerID"].is_string().then_some(())
+        },
+    )
+    .await;
+    // Batches leave within a second of their first span.
+    let spans = eventually(
+        "a provider.create span with libvirt calls under it",
+        Duration::from_secs(30),
+        || async {
+            let spans = receiver.spans();
+            let create = spans.iter().find(|s| s.name == "provider.create")?;
+            spans
+                .iter()
+                .any(|s| s.name == "libvirt" && s.trace_id == create.trace_id)
+                .then_some(spans)
+        },
+    )
+    .await;
+    assert!(
+        receiver.paths().iter().all(|p| p == "/v1/traces"),
+        "{:?}",
+        receiver.paths()
+    );
+    let by_id = |id: &str| spans.iter().find(|s| s.span_id == id);
+    let create = spans.iter().find(|s| s.name == "provider.create").unwrap();
+    // Its parent is the reconcile, the trace's root.
+    let reconcile = create
+        .parent_span_id
+        .as_deref()
+        .and_then(by_id)
+        .unwrap_or_else(|| panic!("provider.create's parent was exported: {create:?}"));
+    assert_eq!(reconcile.name, "reconciling object", "{reconcile:?}");
+    assert_eq!(reconcile.trace_id, create.trace_id);
+    assert!(
+        reconcile
+            .attributes
+            .iter()
+            .any(|(k, v)| k == "object.ref" && v.contains("traced")),
+        "{reconcile:?}"
+    );
+    // Every libvirt call of that trace descends from provider.create.
+    let descends = |span: &crate::otlp_receiver::DecodedSpan, ancestor: &str| {
+        let mut at = span.parent_span_id.clone();
+        while let Some(id) = at {
+            if id == ancestor {
+                return true;
+            }
+            at = by_id(&id).and_then(|p| p.parent_span_id.clone());
+        }
+        false
+    };
+    let calls: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "libvirt" && s.trace_id == create.trace_id)
+        .collect();
+    assert!(
+        calls.iter().all(|c| descends(c, &create.span_id)),
+        "{calls:?}"
+    );
+    assert!(
+        calls.iter().any(|c| c
+            .attributes
+            .iter()
+            .any(|(k, v)| k == "procedure" && v == "domain_define_xml_flags")),
+        "{calls:?}"
+    );
+    // SSH dials happen inside an operation (never a trace of their own).
+    let dials: Vec<_> = spans.iter().filter(|s| s.name == "ssh.dial").collect();
+    assert!(!dials.is_empty(), "no ssh.dial span");
+    assert!(
+        dials.iter().all(|d| d.parent_span_id.is_some()),
+        "{dials:?}"
+    );
+    // No secret anywhere in what was sent.
+    let key = std::fs::read_to_string(&world.sandbox.ssh.key_path).unwrap();
+    let key_line = key.lines().nth(1).unwrap();
+    for text in receiver.decoded() {
+        assert!(!text.contains(MARKER), "the user data reached a span");
+        assert!(!text.contains(key_line), "the SSH key reached a span");
+        assert!(
+            text.contains(r#"string_value: "op-under-test""#),
+            "service.name"
+        );
+    }
+    // What was accepted is counted.
+    let addr = op.http_addr().expect("the operator logs its HTTP address");
+    let (_, metrics) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
+    assert!(
+        metrics.lines().any(|l| l
+            .strip_prefix("egress_proxies_operator_trace_spans_exported_total ")
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|v| v > 0.0)),
+        "{metrics}"
+    );
+    drop(op);
+
+    // A collector that is down: the operator works on, and counts what it
+    // could not send.
+    let dead = testkit::free_port();
+    let op = world.operator_with_env(
+        &world.ns,
+        &[],
+        &[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{dead}"),
+        )],
+    );
+    op.wait_leader().await;
+    world
+        .create_proxy(&client, "traced-2", json!({"provider": world.entry}))
+        .await;
+    eventually(
+        "the second instance to be made",
+        Duration::from_secs(120),
+        || async {
+            let o = serde_json::to_value(api.get("traced-2").await.ok()?).unwrap();
+            o["status"]["providerID"].is_string().then_some(())
+        },
+    )
+    .await;
+    let addr = op.http_addr().expect("the operator logs its HTTP address");
+    eventually(
+        "failed exports to be counted",
+        Duration::from_secs(30),
+        || async {
+            let (_, metrics) = http_get(&addr, "/metrics", Some(world.reader.token())).await;
+            metrics
+                .lines()
+                .any(|l| {
+                    l.strip_prefix(
+                    "egress_proxies_operator_trace_spans_dropped_total{reason=\"export_failed\"} ",
+                )
+                .and_then(|v| v.parse::<f64>().ok())
+                .is_some_and(|v| v > 0.0)
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    op.assert_no_errors();
 }
