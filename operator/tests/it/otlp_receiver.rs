@@ -13,11 +13,14 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::task::JoinHandle;
 
+/// Every request received: its path and body.
+type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
 /// The collector; stops on drop.
 pub struct OtlpReceiver {
     /// Its port.
     pub port: u16,
-    bodies: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    bodies: Received,
     task: JoinHandle<()>,
 }
 
@@ -43,7 +46,7 @@ impl OtlpReceiver {
     pub async fn start() -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let bodies: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+        let bodies: Received = Arc::default();
         let sink = Arc::clone(&bodies);
         let task = tokio::spawn(async move {
             let mut conns = tokio::task::JoinSet::new();
