@@ -359,6 +359,9 @@ pub struct World {
     pub config: PathBuf,
     /// The sandbox's local range, once [`World::use_local_range`] chose it.
     pub local_range: Option<String>,
+    /// Environment variables for the operators started from now on
+    /// ([`World::set_operator_env`]).
+    pub operator_env: Vec<(String, String)>,
 }
 
 impl World {
@@ -390,7 +393,17 @@ impl World {
             dir,
             config,
             local_range: None,
+            operator_env: Vec::new(),
         }
+    }
+
+    /// Starts operators with `vars` set (replacing earlier ones), e.g.
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub fn set_operator_env(&mut self, vars: &[(&str, String)]) {
+        self.operator_env = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
     }
 
     /// Where the operator child's provider looks for failed instances.
@@ -541,6 +554,7 @@ impl World {
             command.env(RANGE, range);
         }
         command
+            .envs(self.operator_env.iter().map(|(k, v)| (k, v)))
             .env(CHILD, "1")
             .env(RESPONDER, responder.to_string())
             .env(FAIL_DIR, self.fail_dir())
