@@ -69,10 +69,10 @@ pub async fn dial(config: &SshConfig) -> Result<SshSocket, Error> {
     result
 }
 
-/// The dial's span (DEBUG, `ssh.dial`): host, port, user, jump count, and
-/// on failure the stage and error; never a key or a passphrase.
+/// The dial's span (INFO, `ssh.dial`): host, port, user, jump count, and
+/// on failure the error; never a key or a passphrase.
 fn dial_span(config: &SshConfig) -> tracing::Span {
-    tracing::debug_span!(
+    tracing::info_span!(
         "ssh.dial",
         host = %config.host,
         port = config.port,

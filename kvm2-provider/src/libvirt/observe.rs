@@ -69,7 +69,8 @@ where
     F: Future<Output = Result<T, libvirt_rpc::Error>>,
 {
     let procedure = proc_num::name(procedure).unwrap_or("unlisted procedure");
-    let span = tracing::debug_span!("libvirt", host = %host, procedure, source);
+    // INFO: exported in traces (each procedure under its provider call).
+    let span = tracing::info_span!("libvirt", host = %host, procedure, source);
     let started = Instant::now();
     let result = call.instrument(span.clone()).await;
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

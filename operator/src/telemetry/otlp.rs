@@ -7,9 +7,9 @@
 //!                                                               failed: dropped, counted
 //! ```
 //!
-//! What is exported: every span at INFO or above, and DEBUG spans of the
-//! project's crates (a libvirt call, an SSH dial), so one reconcile is one
-//! trace — kube-runtime's `reconciling object` span, the provider calls
+//! What is exported: every span at INFO or above (a libvirt call and an
+//! SSH dial are INFO spans), so one reconcile is one trace —
+//! kube-runtime's `reconciling object` span, the provider calls
 //! under it (`provider.create`, `provider.get`, ...) and the libvirt
 //! procedures and SSH dials under those. Span fields become attributes;
 //! the spans carry no secrets (user data is a byte count, credentials are
@@ -34,24 +34,10 @@ pub use layer::{ExportStats, OtlpLayer};
 /// Spans waiting for the exporter, at most.
 pub const QUEUE: usize = 4096;
 
-/// The crates whose DEBUG spans are exported.
-const DEBUG_SPAN_TARGETS: &[&str] = &[
-    "operator",
-    "fleet",
-    "provider_api",
-    "kvm2_provider",
-    "kubernetes_provider",
-    "ssh_socket",
-];
-
-/// Whether a span is exported (see the module docs).
+/// Whether a span is exported: every span at INFO or above (libvirt
+/// calls and SSH dials are INFO spans for this).
 pub fn exported(meta: &Metadata<'_>) -> bool {
-    meta.is_span()
-        && (*meta.level() <= tracing::Level::INFO
-            || (*meta.level() <= tracing::Level::DEBUG
-                && DEBUG_SPAN_TARGETS
-                    .iter()
-                    .any(|t| meta.target() == *t || meta.target().starts_with(&format!("{t}::")))))
+    meta.is_span() && *meta.level() <= tracing::Level::INFO
 }
 
 /// The counters of the process's export (zeros when export is off).
