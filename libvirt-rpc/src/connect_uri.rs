@@ -197,7 +197,7 @@ impl Client {
     /// For SSH URIs the daemon's socket ([`Uri::remote_socket`]: `socket=`,
     /// else libvirtd's, which modular hosts serve too) is forwarded by the
     /// SSH server itself (no remote command or helper runs), through
-    /// [`ssh_socket`]. The login: the URI's user, else `$USER`; the key of
+    /// `ssh-socket`. The login: the URI's user, else `$USER`; the key of
     /// `ConnectOptions::ssh_key`, else `keyfile=`, else (or in the order
     /// `sshauth=agent,privkey` gives) the ssh-agent of `$SSH_AUTH_SOCK`,
     /// then `~/.ssh/id_rsa`, `id_ecdsa`, `id_ed25519` in turn; the

@@ -210,24 +210,9 @@ async fn a_user_config_alias_with_its_bastion_reaches_the_daemon() {
     let bastion = OwnSshd::start("");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config");
-    std::fs::write(
-        &file,
-        format!(
-            "Host hv1\n  HostName 127.0.0.1\n  Port {tp}\n  User {tu}\n  IdentityFile {tk}\n\
-               UserKnownHostsFile {tkh}\n  ProxyJump bastion\n\
-             Host bastion\n  HostName 127.0.0.1\n  Port {bp}\n  User {bu}\n  IdentityFile {bk}\n\
-               UserKnownHostsFile {bkh}\n",
-            tp = target.port,
-            tu = target.user,
-            tk = target.client_key.display(),
-            tkh = target.known_hosts.display(),
-            bp = bastion.port,
-            bu = bastion.user,
-            bk = bastion.client_key.display(),
-            bkh = bastion.known_hosts.display(),
-        ),
-    )
-    .unwrap();
+    let config = target.ssh_config_block("hv1", &["ProxyJump bastion".to_owned()])
+        + &bastion.ssh_config_block("bastion", &[]);
+    std::fs::write(&file, config).unwrap();
     // The URI names only the alias and the daemon's socket, as a user of
     // `virsh -c qemu+ssh://hv1/system` with that ~/.ssh/config would.
     let uri: Uri = format!(

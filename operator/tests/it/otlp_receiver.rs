@@ -4,13 +4,12 @@
 //! operator sends is read by the specification's own definitions, not by
 //! our encoder's mirror image.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use http_body_util::BodyExt;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use testkit::otlp::protoc_text;
 use tokio::task::JoinHandle;
 
 /// Every request received: its path and body.
@@ -99,29 +98,6 @@ impl OtlpReceiver {
     pub fn spans(&self) -> Vec<DecodedSpan> {
         self.decoded().iter().flat_map(|t| spans_of(t)).collect()
     }
-}
-
-/// `request` (an `ExportTraceServiceRequest`) as protoc's text format.
-pub fn protoc_text(request: &[u8]) -> String {
-    let mut child = Command::new("protoc")
-        .args([
-            "--decode=opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest",
-            "-I/usr/include",
-            "opentelemetry/proto/collector/trace/v1/trace_service.proto",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("protoc runs (cargo xtask setup installs it)");
-    child.stdin.take().unwrap().write_all(request).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "protoc cannot decode a request: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The spans of one decoded request (protoc's text format is indented by

@@ -56,24 +56,15 @@ async fn forward_example_reaches_a_certified_host_behind_a_bastion_with_an_agent
     )
     .unwrap();
     let config = dir.path().join("config");
-    std::fs::write(
-        &config,
-        format!(
-            "Host hv1\n  HostName 127.0.0.1\n  Port {tp}\n  User {tu}\n  IdentityAgent {agent}\n\
-               UserKnownHostsFile {kh}\n  ProxyJump bastion\n\
-             Host bastion\n  HostName 127.0.0.1\n  Port {bp}\n  User {bu}\n  IdentityFile {bk}\n\
-               UserKnownHostsFile {bkh}\n",
-            tp = target.port,
-            tu = target.user,
-            agent = agent.socket.display(),
-            kh = known_hosts.display(),
-            bp = bastion.port,
-            bu = bastion.user,
-            bk = bastion.client_key.display(),
-            bkh = bastion.known_hosts.display(),
-        ),
-    )
-    .unwrap();
+    let block = target.ssh_config_block(
+        "hv1",
+        &[
+            format!("IdentityAgent {}", agent.socket.display()),
+            format!("UserKnownHostsFile {}", known_hosts.display()),
+            "ProxyJump bastion".to_owned(),
+        ],
+    ) + &bastion.ssh_config_block("bastion", &[]);
+    std::fs::write(&config, block).unwrap();
     let local = dir.path().join("hv1.sock");
     let args = [
         "-F".to_owned(),
@@ -133,17 +124,9 @@ async fn forward_example_says_a_wrong_host_key_will_not_pass() {
     let empty = dir.path().join("known_hosts");
     std::fs::write(&empty, "").unwrap();
     let config = dir.path().join("config");
-    std::fs::write(
-        &config,
-        format!(
-            "Host hv1\n  HostName 127.0.0.1\n  Port {}\n  User {}\n  IdentityFile {}\n  UserKnownHostsFile {}\n",
-            target.port,
-            target.user,
-            target.client_key.display(),
-            empty.display()
-        ),
-    )
-    .unwrap();
+    let block =
+        target.ssh_config_block("hv1", &[format!("UserKnownHostsFile {}", empty.display())]);
+    std::fs::write(&config, block).unwrap();
     let local = dir.path().join("x.sock");
     let args = [
         "-F".to_owned(),

@@ -130,24 +130,9 @@ async fn a_config_alias_reaches_a_host_behind_its_bastion() {
     let bastion = OwnSshd::start("");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config");
-    std::fs::write(
-        &file,
-        format!(
-            "Host hv1\n  HostName 127.0.0.1\n  Port {tp}\n  User {tu}\n  IdentityFile {tk}\n\
-               UserKnownHostsFile {tkh}\n  ProxyJump jump\n\
-             Host jump\n  HostName 127.0.0.1\n  Port {bp}\n  User {bu}\n  IdentityFile {bk}\n\
-               UserKnownHostsFile {bkh}\n",
-            tp = target.port,
-            tu = target.user,
-            tk = target.client_key.display(),
-            tkh = target.known_hosts.display(),
-            bp = bastion.port,
-            bu = bastion.user,
-            bk = bastion.client_key.display(),
-            bkh = bastion.known_hosts.display(),
-        ),
-    )
-    .unwrap();
+    let config = target.ssh_config_block("hv1", &["ProxyJump jump".to_owned()])
+        + &bastion.ssh_config_block("jump", &[]);
+    std::fs::write(&file, config).unwrap();
     let config = UserConfig::load(&file)
         .unwrap()
         .ssh_config("hv1", server.path.to_str().unwrap())

@@ -36,6 +36,7 @@ pub mod captured;
 pub mod kubectl;
 pub mod libvirtd;
 pub mod names;
+pub mod otlp;
 pub mod package;
 pub mod pki;
 pub mod pods;

@@ -113,6 +113,29 @@ impl OwnSshd {
         Self::start_with(extra_config, None)
     }
 
+    /// The OpenSSH client config block naming this sshd `alias`: `extra`
+    /// lines first (e.g. `ProxyJump ...`, `IdentityAgent ...`), then its
+    /// address, port and user, and — unless `extra` names its own — its
+    /// client key and known_hosts file.
+    pub fn ssh_config_block(&self, alias: &str, extra: &[String]) -> String {
+        let named = |keys: &[&str]| extra.iter().any(|l| keys.iter().any(|k| l.starts_with(k)));
+        let mut lines = extra.to_vec();
+        lines.push("HostName 127.0.0.1".to_owned());
+        lines.push(format!("Port {}", self.port));
+        lines.push(format!("User {}", self.user));
+        if !named(&["IdentityFile", "IdentityAgent"]) {
+            lines.push(format!("IdentityFile {}", self.client_key.display()));
+        }
+        if !named(&["UserKnownHostsFile"]) {
+            lines.push(format!("UserKnownHostsFile {}", self.known_hosts.display()));
+        }
+        let mut block = format!("Host {alias}\n");
+        for line in lines {
+            block.push_str(&format!("  {line}\n"));
+        }
+        block
+    }
+
     /// [`start`](Self::start), its host key certified by the CA key
     /// `ca` (a private key file) for `principals` (comma-separated) over
     /// `validity` (ssh-keygen's `-V`, e.g. `-5m:+1h`), served as sshd's

@@ -183,32 +183,8 @@ mod tests {
 #[cfg(test)]
 mod decoded_by_protoc {
     use super::*;
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     use std::time::Duration;
-
-    /// `request` as protoc's text format.
-    pub(crate) fn protoc_text(request: &[u8]) -> String {
-        let mut child = Command::new("protoc")
-            .args([
-                "--decode=opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest",
-                "-I/usr/include",
-                "opentelemetry/proto/collector/trace/v1/trace_service.proto",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("protoc runs (cargo xtask setup installs it)");
-        child.stdin.take().unwrap().write_all(request).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "protoc: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
+    use testkit::otlp::protoc_text;
 
     #[test]
     fn protoc_reads_every_field_as_written() {
