@@ -280,7 +280,8 @@ impl Engine {
             ) else {
                 continue;
             };
-            if old == Some(new) && stored.probed_instance.as_deref() == Some(endpoint.as_str()) {
+            if !fleet::health_worth_writing(old, new, stored.probed_instance.as_deref(), &endpoint)
+            {
                 continue;
             }
             if let Err(e) = self.write(&p, new, Some(&endpoint)).await {

@@ -14,7 +14,7 @@ use crate::util::{cmd, status};
 pub fn test(args: &[String]) -> Result<ExitCode> {
     let mut c = cmd("cargo", ["test", "--workspace"]);
     c.args(args);
-    against_sandbox(c, "tests", true)
+    against_sandbox(c, "tests")
 }
 
 /// A crate's benchmarks (`benches/*.rs`, `harness = false`) against the
@@ -31,15 +31,19 @@ pub fn bench(args: &[String]) -> Result<ExitCode> {
     };
     let mut c = cmd("cargo", ["bench", "-p", krate]);
     c.args(rest);
-    against_sandbox(c, "benchmarks", false)
+    against_sandbox(c, "benchmarks")
 }
 
 /// Runs `c` with the sandbox's descriptor in its environment, in a
-/// [`Session`] (with its node when `node`: the kubernetes provider's tests
-/// run Pods); fails when `c` fails or leaves a process or namespace.
-fn against_sandbox(mut c: Command, what: &str, node: bool) -> Result<ExitCode> {
+/// [`Session`] with its node (the kubernetes provider's tests run Pods;
+/// the operator's failover bench reaches a pool through its cluster IP,
+/// kube-proxy's); fails when `c` fails or leaves a process or namespace,
+/// or when the sandbox it started leaves anything after its `down`.
+fn against_sandbox(mut c: Command, what: &str) -> Result<ExitCode> {
+    // What a sandbox this run starts must remove again at its `down`.
+    let pristine = leaks::snapshot();
     let session = Session::start(false)?;
-    if node && let Err(e) = crate::node::ensure(&session.descriptor()?) {
+    if let Err(e) = crate::node::ensure(&session.descriptor()?) {
         session.finish()?;
         return Err(e);
     }
@@ -51,8 +55,18 @@ fn against_sandbox(mut c: Command, what: &str, node: bool) -> Result<ExitCode> {
     for l in &leftovers {
         eprintln!("xtask: the {what} left {l}");
     }
+    let stops = session.stops_sandbox();
     session.finish()?;
     let status = result?;
+    if stops {
+        let after_down = leaks::leftovers(&pristine, &[]);
+        for l in &after_down {
+            eprintln!("xtask: `sandbox down` left {l}");
+        }
+        if !after_down.is_empty() {
+            return Ok(ExitCode::FAILURE);
+        }
+    }
     if !leftovers.is_empty() {
         eprintln!(
             "xtask: {what} must stop every process and remove every network namespace they start"

@@ -107,6 +107,25 @@ pub fn plan(status: &ProxyStatus) -> HealthPlan {
     }
 }
 
+/// Whether a probe round writes `Healthy` = `new` (and `probedInstance` =
+/// `endpoint`) over the stored `old` and `probed`: when either changed —
+/// except that "no verdict yet" is not written over a stored "no verdict"
+/// (absent or `Unknown`): a reader would learn nothing, and a new Proxy's
+/// first write is then its first verdict (one status write per Proxy
+/// fewer; `probedInstance` is written with that verdict).
+pub fn worth_writing(
+    old: Option<&Condition>,
+    new: &Condition,
+    probed: Option<&str>,
+    endpoint: &str,
+) -> bool {
+    let unknown = |c: &Condition| c.status == ConditionStatus::Unknown;
+    if unknown(new) && old.is_none_or(unknown) {
+        return false;
+    }
+    old != Some(new) || probed != Some(endpoint)
+}
+
 /// The thresholds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hysteresis {
@@ -476,5 +495,35 @@ mod tests {
         let c = s.condition(ConditionType::Healthy);
         assert_eq!(c.unwrap().status, ConditionStatus::Unknown);
         assert_eq!(HealthTracker::seeded(c).verdict(), None);
+    }
+
+    fn verdict(status: ConditionStatus, reason: Reason) -> Condition {
+        let mut st = ProxyStatus::default();
+        st.set_condition(
+            ConditionType::Healthy,
+            ConditionUpdate::new(status, reason, "m".to_owned(), None),
+            Timestamp::from_system_time(std::time::UNIX_EPOCH),
+        );
+        st.condition(ConditionType::Healthy).unwrap().clone()
+    }
+
+    /// A first probe's "no verdict yet" is not written over "no verdict"
+    /// (absent, or an Unknown a reset wrote); a verdict always is, and so
+    /// is the drop from a verdict, and a verdict now about another endpoint.
+    #[test]
+    fn only_what_a_reader_would_learn_is_written() {
+        let awaiting = verdict(ConditionStatus::Unknown, Reason::AwaitingProbes);
+        let replaced = verdict(ConditionStatus::Unknown, Reason::InstanceReplaced);
+        let up = verdict(ConditionStatus::True, Reason::ProbeSucceeded);
+        let down = verdict(ConditionStatus::False, Reason::ProbeTimeout);
+        assert!(!worth_writing(None, &awaiting, None, "e"));
+        assert!(!worth_writing(Some(&replaced), &awaiting, Some("e"), "e"));
+        assert!(!worth_writing(Some(&awaiting), &awaiting, None, "e"));
+        assert!(worth_writing(None, &up, None, "e"));
+        assert!(worth_writing(Some(&awaiting), &up, Some("e"), "e"));
+        assert!(worth_writing(Some(&up), &down, Some("e"), "e"));
+        assert!(worth_writing(Some(&up), &awaiting, Some("e"), "e"));
+        assert!(worth_writing(Some(&up), &up, Some("old"), "e"));
+        assert!(!worth_writing(Some(&up), &up, Some("e"), "e"));
     }
 }

@@ -149,7 +149,10 @@ pub use cluster::{CLUSTER_TAG_KEY, ClusterIdentity, NAMESPACE_TAG_KEY, namespace
 pub use discovery::{DiscoveredProxy, DiscoveryQuery, DiscoveryResponse, discover};
 pub use error::Error;
 pub use event::{Event, EventKind, EventReason};
-pub use health::{HealthPlan, HealthTracker, Hysteresis, plan as health_plan};
+pub use health::{
+    HealthPlan, HealthTracker, Hysteresis, plan as health_plan,
+    worth_writing as health_worth_writing,
+};
 pub use probe::{
     FailureKind, MAX_PROBE_TIMEOUT, MAX_STATUS_LINE, Probe, ProbeFailure, ProbeOutcome,
     ProbeTarget, parse_status_line,

@@ -285,6 +285,15 @@ impl World {
         self.proxies_in(client, &self.ns)
     }
 
+    /// The namespace's ProxyPools.
+    fn pools(&self, client: &Client) -> Api<kube::api::DynamicObject> {
+        let resource = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "ProxyPool"),
+            "proxypools",
+        );
+        Api::namespaced_with(client.clone(), &self.ns, &resource)
+    }
+
     fn proxies_in(&self, client: &Client, ns: &str) -> Api<kube::api::DynamicObject> {
         let resource = kube::api::ApiResource::from_gvk_with_plural(
             &kube::api::GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "Proxy"),
@@ -836,6 +845,134 @@ async fn a_pod_proxy_becomes_healthy_through_squid() {
             .ok()?;
         names.trim().is_empty().then_some(())
     })
+    .await;
+    op.assert_no_errors();
+    drop(op);
+    clear_lease(&client).await;
+}
+
+/// Issue 26 item 4, its stretch: kube-proxy (built from the same source,
+/// running on the sandbox's node) routes a pool's Service. A ProxyPool of
+/// two Pods (the kubernetes entry, real Squid) becomes Healthy; a client on
+/// the node sends CONNECTs to the pool's cluster IP and each reaches the
+/// upstream through a member's Squid — both members' access logs show
+/// them. Deleting the pool deletes its Service.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pools_cluster_ip_reaches_its_members_squid_through_kube_proxy() {
+    let _serial = SERIAL.lock().await;
+    let d = Descriptor::require();
+    testkit::pods::require_node(&d);
+    let kube = d.kube.clone().unwrap();
+    let pods = testkit::pods::PodsNamespace::new(&kube, &format!("opt-vip-{}", &random_hex()[..8]));
+    let upstream = testkit::pods::Upstream::get();
+    let world = World::with_pods(&pods).await;
+    let client = admin(&world.kube).await;
+    let op = world.operator(&["--cluster-id", "cluster-vip", "--probe-interval", "2s"]);
+    op.wait_leader().await;
+    let pools = world.pools(&client);
+    let pool: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "egress-proxies.io/v1alpha1",
+        "kind": "ProxyPool",
+        "metadata": {"name": "egress", "namespace": world.ns},
+        "spec": {"replicas": 2, "template": {"spec": {"provider": world.entry}}}
+    }))
+    .unwrap();
+    pools.create(&PostParams::default(), &pool).await.unwrap();
+    eventually("both members Healthy", Duration::from_secs(240), || async {
+        let p = serde_json::to_value(pools.get("egress").await.ok()?).unwrap();
+        (p["status"]["healthyReplicas"] == 2).then_some(())
+    })
+    .await;
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), &world.ns);
+    let endpoints: Api<k8s_openapi::api::core::v1::Endpoints> =
+        Api::namespaced(client.clone(), &world.ns);
+    eventually(
+        "the pool's Endpoints hold both members",
+        Duration::from_secs(30),
+        || async {
+            let e = endpoints.get("egress").await.ok()?;
+            let n: usize = e
+                .subsets
+                .unwrap_or_default()
+                .iter()
+                .map(|s| s.addresses.as_ref().map_or(0, Vec::len))
+                .sum();
+            (n == 2).then_some(())
+        },
+    )
+    .await;
+    let service = services.get("egress").await.unwrap();
+    let spec = service.spec.unwrap();
+    let vip: std::net::IpAddr = spec.cluster_ip.as_deref().unwrap().parse().unwrap();
+    let port = u16::try_from(spec.ports.unwrap()[0].port).unwrap();
+    let vip = std::net::SocketAddr::new(vip, port);
+    let target = upstream.address();
+
+    // The members' Squid log every CONNECT, the operator's probes' too
+    // (one per member per probe round): what the loop adds is counted.
+    let names = kubectl(&kube, &["-n", &pods.name, "get", "pods", "-o", "name"]);
+    let names: Vec<String> = names.split_whitespace().map(str::to_owned).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let served = |pod: &str| {
+        kubectl(&kube, &["-n", &pods.name, "logs", pod])
+            .matches(&format!("CONNECT {target}"))
+            .count()
+    };
+    let before: Vec<usize> = names.iter().map(|p| served(p)).collect();
+    let accepted = upstream.accepted();
+    const CONNECTS: usize = 24;
+    let started = Instant::now();
+    for i in 0..CONNECTS {
+        let status = tokio::task::spawn_blocking({
+            let target = target.clone();
+            move || testkit::pods::connect_status(vip, &target, None)
+        })
+        .await
+        .unwrap();
+        assert_eq!(status, Some(200), "CONNECT {i} through {vip}");
+    }
+    let took = started.elapsed();
+    assert!(
+        upstream.accepted() >= accepted + CONNECTS,
+        "every CONNECT reached the upstream"
+    );
+    // Squid logs a tunnel when it closes.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let added: Vec<usize> = names
+        .iter()
+        .zip(&before)
+        .map(|(p, b)| served(p) - b)
+        .collect();
+    // Probe rounds during the loop (2 s apart) add at most this many each.
+    let probes = usize::try_from(took.as_secs() / 2).unwrap() + 2;
+    assert!(
+        added.iter().sum::<usize>() >= CONNECTS,
+        "{added:?}: the members' logs show every CONNECT"
+    );
+    // kube-proxy spreads over both endpoints: each CONNECT picks one of
+    // two at random, so a member with no more than the probes' share
+    // (all but a few of 24 on the other) is a one-in-a-million draw.
+    for (pod, n) in names.iter().zip(&added) {
+        assert!(
+            *n > probes,
+            "{pod} served {n} CONNECTs in {took:?} ({added:?}): not one through {vip}?"
+        );
+    }
+
+    pools
+        .delete("egress", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the pool and its Service gone",
+        Duration::from_secs(120),
+        || async {
+            let gone = pools.get_opt("egress").await.ok()?.is_none()
+                && services.get_opt("egress").await.ok()?.is_none();
+            gone.then_some(())
+        },
+    )
     .await;
     op.assert_no_errors();
     drop(op);
@@ -1553,12 +1690,7 @@ async fn a_pool_of_real_guests_spreads_over_two_hosts_and_goes_with_its_members(
         "2s",
     ]);
     op.wait_leader().await;
-    let resource = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "ProxyPool"),
-        "proxypools",
-    );
-    let pools: Api<kube::api::DynamicObject> =
-        Api::namespaced_with(client.clone(), &world.ns, &resource);
+    let pools = world.pools(&client);
     let pool: kube::api::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "egress-proxies.io/v1alpha1",
         "kind": "ProxyPool",

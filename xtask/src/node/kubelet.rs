@@ -72,6 +72,10 @@ pub fn clean_up(dir: &Path) {
     if !node_dir.exists() {
         return;
     }
+    // kube-proxy has stopped: its rules would otherwise come back.
+    if let Err(e) = super::iptables::remove() {
+        eprintln!("sandbox: {e:#}");
+    }
     super::containerd::remove_pod_bridge();
     if has_node_address() {
         let _ = output(cmd(

@@ -25,7 +25,9 @@
 //!   with `imagePullPolicy: Never`. The pod sandbox ("pause") image is a
 //!   static binary built here.
 //! - The node's address is [`NODE_IP`] on `lo` (the kubelet refuses
-//!   127/8); there is no kube-proxy or cluster DNS. The operator's pod
+//!   127/8); there is no cluster DNS. kube-proxy routes Services' cluster
+//!   IPs (10.96.0.0/16, through the pods' bridge) for clients on the node
+//!   ([`kube_proxy`]); its rules go at `down` ([`iptables`]). The operator's pod
 //!   runs on the host's network; other pods (the kubernetes provider's
 //!   Squid) get addresses on the bridge `kvm2-cni0` (10.213.9.0/24, CNI
 //!   bridge + host-local), which the host reaches and which has no way
@@ -50,6 +52,8 @@ use crate::util::{free_port, wait_until_within};
 use sandbox_kit::pki::{self, CertPair, Usage};
 
 mod containerd;
+pub mod iptables;
+mod kube_proxy;
 mod kubelet;
 
 use containerd::{PAUSE_IMAGE, pause_image, start_containerd};
@@ -72,6 +76,8 @@ const SYSCTLS: &[&str] = &[
     "kernel/panic_on_oops",
     "kernel/keys/root_maxkeys",
     "kernel/keys/root_maxbytes",
+    // kube-proxy's iptables mode sets it (NodePorts on localhost).
+    "net/ipv4/conf/all/route_localnet",
 ];
 
 /// A running node, as `node/node.json` in the run directory records it.
@@ -114,7 +120,7 @@ pub fn ensure(sandbox: &Descriptor) -> Result<Node> {
         .as_ref()
         .context("the sandbox has no API server")?;
     let started = Instant::now();
-    eprintln!("node: starting containerd, kubelet, controller-manager and scheduler");
+    eprintln!("node: starting containerd, kubelet, controller-manager, scheduler and kube-proxy");
     std::fs::create_dir_all(&node_dir)?;
     remember_host_state(&dir)?;
     let mut processes = Vec::new();
@@ -304,6 +310,8 @@ fn start(
         Ok(out.status.success() && out.stdout == b"True")
     })
     .with_context(|| format!("see the logs in {}", node_dir.display()))?;
+    let proxy_identity = kubeconfig_for("kube-proxy", "/CN=system:kube-proxy")?;
+    kube_proxy::start(node_dir, &proxy_identity, processes)?;
     Ok(Node {
         name: NODE_NAME.into(),
         containerd,

@@ -39,7 +39,7 @@ const ETCD_READY: Duration = Duration::from_secs(30);
 /// Room for every Service the tests make: the sandbox runs no namespace
 /// controller, so a deleted namespace keeps its Services (and their
 /// cluster IPs) for the sandbox's life. A /24 filled up.
-const SERVICE_RANGE: &str = "10.96.0.0/16";
+pub(crate) const SERVICE_RANGE: &str = "10.96.0.0/16";
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 /// The service-account signing key's file stem in `kube/` (`.key`, `.pub`).
 pub const SERVICE_ACCOUNT_KEY: &str = "service-account";

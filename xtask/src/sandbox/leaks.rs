@@ -4,8 +4,11 @@
 //! private libvirtd, an `ssh -L` forward, a QEMU domain, a throwaway network
 //! namespace for a DHCP client); each must stop or remove them. After the
 //! tests, any such process that is not part of the sandbox, and any
-//! `kvm2-*` network namespace that was not there before, and the sandbox's
-//! local route when it was absent before, is reported.
+//! `kvm2-*` network namespace that was not there before, the sandbox's
+//! local route when it was absent before, and any `KUBE-` packet-filter
+//! chain (kube-proxy's, on the node) that was not there before, is
+//! reported. Taken before a sandbox starts and read after its `down`, it
+//! checks that `down` removed everything.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -26,6 +29,7 @@ const WATCHED: &[&str] = &[
     "kube-controller",
     "kube-scheduler",
     "kubelet",
+    "kube-proxy",
     "containerd",
     "containerd-shim",
     "pause",
@@ -45,6 +49,8 @@ pub struct Snapshot {
     namespaces: HashSet<String>,
     /// Whether the local range's route was there.
     local_route: bool,
+    /// The `KUBE-` chains there (`family table chain`).
+    chains: HashSet<String>,
 }
 
 /// Something the tests left behind.
@@ -59,6 +65,8 @@ pub enum Leftover {
     Netns(String),
     /// The local range's route (`ip route … table local`).
     Route(&'static str),
+    /// A `KUBE-` chain (`family table chain`).
+    Chain(String),
 }
 
 impl fmt::Display for Leftover {
@@ -69,6 +77,7 @@ impl fmt::Display for Leftover {
             }
             Self::Netns(name) => write!(f, "a network namespace: {name} ({NETNS_DIR}/{name})"),
             Self::Route(cidr) => write!(f, "a route: local {cidr} dev lo table local"),
+            Self::Chain(chain) => write!(f, "a packet-filter chain: {chain}"),
         }
     }
 }
@@ -79,6 +88,7 @@ pub fn snapshot() -> Snapshot {
         pids: watched().into_iter().map(|(pid, _)| pid).collect(),
         namespaces: namespaces(),
         local_route: super::local_range::present(),
+        chains: crate::node::iptables::chains().into_iter().collect(),
     }
 }
 
@@ -108,6 +118,12 @@ pub fn leftovers(before: &Snapshot, sandbox: &[u32]) -> Vec<Leftover> {
         if !before.local_route && super::local_range::present() {
             found.push(Leftover::Route(super::local_range::CIDR));
         }
+        found.extend(
+            crate::node::iptables::chains()
+                .into_iter()
+                .filter(|c| !before.chains.contains(c))
+                .map(Leftover::Chain),
+        );
         if found.is_empty() || Instant::now() >= deadline {
             return found;
         }
@@ -203,5 +219,39 @@ mod tests {
             ..snapshot()
         };
         assert_eq!(routes(leftovers(&had_it, &[])), 0);
+    }
+
+    /// A `KUBE-` chain made after the snapshot is reported; one present
+    /// before is not. (A chain of the test's own, in the filter table.)
+    #[test]
+    fn a_kube_chain_made_after_the_snapshot_is_left_over() {
+        if crate::util::output(crate::util::cmd("iptables", ["--version"])).is_err() {
+            eprintln!("no iptables here: `cargo xtask setup` installs it");
+            return;
+        }
+        let chain = format!("KUBE-XTASK-LEAK-{}", std::process::id());
+        let before = snapshot();
+        let iptables = |args: &[&str]| {
+            let out = crate::util::output(crate::util::cmd("iptables", args)).unwrap();
+            assert!(out.status.success(), "iptables {args:?}: {out:?}");
+        };
+        iptables(&["-w", "-N", &chain]);
+        let ours = format!("iptables-save filter {chain}");
+        let found: Vec<String> = leftovers(&before, &[])
+            .into_iter()
+            .filter_map(|l| match l {
+                Leftover::Chain(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        let after = snapshot();
+        let again = leftovers(&after, &[]);
+        iptables(&["-w", "-X", &chain]);
+        assert!(found.contains(&ours), "{found:?}");
+        assert!(after.chains.contains(&ours));
+        assert!(
+            !again.iter().any(|l| l.to_string().contains(&chain)),
+            "present at the snapshot, so not left over"
+        );
     }
 }

@@ -45,6 +45,12 @@ impl Session {
         })
     }
 
+    /// Whether [`Session::finish`] stops the sandbox (this session started
+    /// it and does not keep it).
+    pub fn stops_sandbox(&self) -> bool {
+        self.owned && !self.keep
+    }
+
     /// The descriptor file's path (for a child's [`sandbox_kit::ENV_VAR`]).
     pub fn path(&self) -> &Path {
         &self.descriptor

@@ -9,7 +9,8 @@
 //!
 //! Two builds, cached apart so neither invalidates the other: [`APISERVER`]
 //! (what every test needs) and [`NODE`] (kube-controller-manager,
-//! kube-scheduler and kubelet: what runs the operator's pod in the demo).
+//! kube-scheduler, kubelet and kube-proxy: what runs the operator's pod in
+//! the demo and routes Services' cluster IPs on the node).
 //! Each is cached outside the work tree under [`CACHE`], in a directory
 //! named by its key: the source's `.dsc` digest, the build's name and its
 //! recipe. A cache hit is one `stat`. A build is made in a scratch
@@ -69,8 +70,13 @@ pub const APISERVER: Build = Build {
 /// What turns the API server into a one-node cluster.
 pub const NODE: Build = Build {
     name: "node-",
-    recipe: "r1",
-    binaries: &["kube-controller-manager", "kube-scheduler", "kubelet"],
+    recipe: "r2",
+    binaries: &[
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kubelet",
+        "kube-proxy",
+    ],
     expect: "about 4 min with Go's cache warm from kube-apiserver's build",
 };
 

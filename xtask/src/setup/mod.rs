@@ -90,6 +90,11 @@ const REQUIRED: &[(&str, &str, Source)] = &[
     ("/bin/ip", "iproute2", Source::Main),
     // Cutting a sandbox hypervisor host's link (packets dropped both ways).
     ("/usr/sbin/nft", "nftables", Source::Main),
+    // kube-proxy on the sandbox's node programs Services' cluster IPs with
+    // iptables (Debian's, over nf_tables) and clears conntrack entries.
+    ("/usr/sbin/iptables", "iptables", Source::Main),
+    ("/usr/sbin/iptables-restore", "iptables", Source::Main),
+    ("/usr/sbin/conntrack", "conntrack", Source::Main),
     ("/bin/busybox", "busybox", Source::Main),
     // The shipped alert rules are checked and unit-tested by Prometheus's
     // own promtool (deploy/prometheus/).

@@ -183,10 +183,19 @@ pub fn connect_status(
     target: &str,
     auth: Option<&str>,
 ) -> Option<u16> {
+    connect_status_within(proxy, target, auth, std::time::Duration::from_secs(10))
+}
+
+/// [`connect_status`] with `timeout` for the connection and for the answer.
+pub fn connect_status_within(
+    proxy: std::net::SocketAddr,
+    target: &str,
+    auth: Option<&str>,
+    timeout: std::time::Duration,
+) -> Option<u16> {
     use std::io::{Read, Write};
-    use std::time::Duration;
-    let mut s = std::net::TcpStream::connect_timeout(&proxy, Duration::from_secs(10)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut s = std::net::TcpStream::connect_timeout(&proxy, timeout).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
     let mut request = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
     if let Some(auth) = auth {
         request.push_str(&format!(
