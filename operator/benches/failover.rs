@@ -289,8 +289,10 @@ async fn round(d: &Descriptor, client: &Client, with_events: bool) -> Figures {
     let member = proxies.list(&Default::default()).await.unwrap().items[0].clone();
     let member = serde_json::to_value(&member).unwrap();
     let victim_ip = member["status"]["ip"].as_str().unwrap().to_owned();
-    let victim_id = member["status"]["providerID"].as_str().unwrap().to_owned();
-    let domain = victim_id.rsplit('/').next().unwrap().to_owned();
+    let victim = member["metadata"]["name"].as_str().unwrap().to_owned();
+    let replacements = member["status"]["replacements"].as_u64().unwrap_or(0);
+    let provider_id = member["status"]["providerID"].as_str().unwrap();
+    let domain = provider_id.rsplit('/').next().unwrap().to_owned();
     let pid = std::fs::read_to_string(format!("/run/libvirt/qemu/{domain}.pid"))
         .unwrap_or_else(|e| panic!("the pid of {domain}: {e}"));
     let killed = Instant::now();
@@ -315,11 +317,10 @@ async fn round(d: &Descriptor, client: &Client, with_events: bool) -> Figures {
     let out_of_endpoints = killed.elapsed();
     wait("a replacement Healthy", BOOT_BOUND, &log, || async {
         let p = serde_json::to_value(pools.get("egress").await.ok()?).ok()?;
-        let members = proxies.list(&Default::default()).await.ok()?.items;
-        let replaced = members.iter().all(|m| {
-            serde_json::to_value(m).unwrap()["status"]["providerID"].as_str()
-                != Some(victim_id.as_str())
-        });
+        // The replacement keeps the Proxy and its instance's name; its
+        // status counts the replacement.
+        let m = serde_json::to_value(proxies.get(&victim).await.ok()?).ok()?;
+        let replaced = m["status"]["replacements"].as_u64().unwrap_or(0) > replacements;
         (replaced && p["status"]["healthyReplicas"] == MEMBERS).then_some(())
     })
     .await;

@@ -32,6 +32,9 @@
 //! The Proxy measurement runs with `--services false`: the peer writes no
 //! Service, and the Service sync's writes are the pool measurement's.
 //!
+//! `OPERATOR_BENCH_ONLY=pool` measures only the pool against the peer,
+//! `OPERATOR_BENCH_ROUNDS` (default 3) interleaved rounds, medians.
+//!
 //! Nothing is asserted; the figures are printed.
 #![allow(
     clippy::unwrap_used,
@@ -60,6 +63,7 @@ use kube::Client;
 use kube::api::{ListParams, Patch, PatchParams};
 use provider_api::{CreateRequest, Identifier, Provider};
 use serde_json::json;
+use testkit::bench::median;
 
 const PROXIES: usize = 1000;
 const STEADY: Duration = Duration::from_secs(300);
@@ -152,6 +156,10 @@ async fn bench() {
         world.kube.version
     );
 
+    if std::env::var("OPERATOR_BENCH_ONLY").as_deref() == Ok("pool") {
+        return pool_rounds(&world, responder, n, concurrency, &log_filter).await;
+    }
+
     // Peer: the direct loop, on its own namespace, operator not running.
     let peer_ns = world.namespace("bench-peer");
     let peer_api = instant::proxies(client, &peer_ns);
@@ -235,7 +243,15 @@ async fn bench() {
             .kubectl(&["delete", "namespace", ns, "--wait=false"]);
     }
 
-    let (pool_time, pool_writes) = pool(&world, responder, n, &log_filter, &concurrency_flag).await;
+    let (pool_time, pool_writes, _) = pool(
+        &world,
+        responder,
+        n,
+        &log_filter,
+        &concurrency_flag,
+        &|| 0.0,
+    )
+    .await;
 
     let per = |w: &BTreeMap<String, u64>| object_writes(w) as f64 / n as f64;
     println!();
@@ -296,22 +312,89 @@ async fn bench() {
     println!("  pool writes: {}", show(&pool_writes));
 }
 
+/// `OPERATOR_BENCH_ONLY=pool`: `OPERATOR_BENCH_ROUNDS` (default 3)
+/// interleaved rounds of the peer and the pool; medians and their ratio.
+async fn pool_rounds(
+    world: &World,
+    responder: std::net::SocketAddr,
+    n: usize,
+    concurrency: usize,
+    log_filter: &str,
+) {
+    let rounds = knob("OPERATOR_BENCH_ROUNDS", 3) as usize;
+    let client = &world.client;
+    // The control plane's CPU (API server and etcd) over each phase.
+    let servers: Vec<u32> = ["kube-apiserver", "etcd"]
+        .iter()
+        .flat_map(|c| testkit::bench::pids_named(c))
+        .collect();
+    let server_cpu = || -> f64 {
+        servers
+            .iter()
+            .map(|p| testkit::bench::cpu_seconds(*p))
+            .sum()
+    };
+    let (mut peers, mut pools, mut writes_per) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rounds {
+        let peer_ns = world.namespace("bench-peer");
+        let peer_api = instant::proxies(client, &peer_ns);
+        instant::create_proxies(&peer_api, &peer_ns, &world.entry, n).await;
+        let cpu0 = server_cpu();
+        let peer_time = peer(client, &peer_ns, world.provider(responder), concurrency).await;
+        let peer_cpu = server_cpu() - cpu0;
+        instant::delete_all(&peer_api).await;
+        let _ = world
+            .kube
+            .kubectl(&["delete", "namespace", &peer_ns, "--wait=false"]);
+        let (pool_time, pool_writes, pool_cpu) = pool(
+            world,
+            responder,
+            n,
+            log_filter,
+            &concurrency.to_string(),
+            &server_cpu,
+        )
+        .await;
+        let per = object_writes(&pool_writes) as f64 / n as f64;
+        println!(
+            "round {r}: peer {:.2} s, pool {:.2} s ({:.2}x), {per:.2} writes per member; \
+             API server + etcd CPU per member to Running: peer {:.2} ms, pool {:.2} ms",
+            peer_time.as_secs_f64(),
+            pool_time.as_secs_f64(),
+            pool_time.as_secs_f64() / peer_time.as_secs_f64(),
+            peer_cpu * 1000.0 / n as f64,
+            pool_cpu * 1000.0 / n as f64,
+        );
+        peers.push(peer_time.as_secs_f64());
+        pools.push(pool_time.as_secs_f64());
+        writes_per.push(per);
+    }
+    let (peer, pool) = (median(&peers), median(&pools));
+    println!(
+        "\npool of {n}, all members Running (median of {rounds}): {pool:.2} s vs the peer's {peer:.2} s, {:.2}x; {:.2} API writes per member",
+        pool / peer,
+        median(&writes_per)
+    );
+}
+
 /// One ProxyPool of `n` replicas in a namespace of its own: from the
-/// operator's start to every member `Running`, and the API writes until
-/// then.
+/// operator's start to every member `Running`, and the API writes and the
+/// control plane's CPU (`server_cpu`, seconds) until then.
 async fn pool(
     world: &World,
     responder: std::net::SocketAddr,
     n: usize,
     log_filter: &str,
     concurrency: &str,
-) -> (Duration, BTreeMap<String, u64>) {
+    server_cpu: &dyn Fn() -> f64,
+) -> (Duration, BTreeMap<String, u64>, f64) {
     let client = &world.client;
     let ns = world.namespace("bench-pool");
     let proxies = instant::proxies(client, &ns);
     let pools = instant::pools(client, &ns);
     instant::create_pool(&pools, &ns, &world.entry, "bench", n).await;
     let w = writes(client).await;
+    let cpu0 = server_cpu();
     let operator = world
         .operator(
             &ns,
@@ -320,6 +403,7 @@ async fn pool(
         )
         .await;
     let all_running = instant::wait_all(&proxies, n, BUDGET, "Running", instant::running).await;
+    let cpu = server_cpu() - cpu0;
     let took = all_running - operator.spawned;
     let to_running = delta(&writes(client).await, &w);
     println!(
@@ -337,5 +421,5 @@ async fn pool(
     let _ = world
         .kube
         .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
-    (took, to_running)
+    (took, to_running, cpu)
 }

@@ -96,14 +96,6 @@ async fn sink() -> u16 {
     port
 }
 
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    (num(11) + num(12)) as f64 / 100.0
-}
-
 struct Run {
     cpu_per_reconcile_ms: f64,
     exported: f64,
@@ -133,7 +125,7 @@ async fn run(world: &mut World, mode: &str, round: usize, collector: u16, n: usi
         )
         .await;
     instant::wait_all(&api, n, BUDGET, "Running", instant::running).await;
-    let cpu = cpu_seconds(operator.pid());
+    let cpu = testkit::bench::cpu_seconds(operator.pid());
     let reconciles = operator
         .metric_sum("egress_proxies_operator_reconciles_total", &[])
         .await;
