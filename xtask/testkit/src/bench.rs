@@ -61,6 +61,29 @@ pub fn ratio_summary(ratios: &[f64]) -> String {
     )
 }
 
+/// CPU seconds (user + system) process `pid` has used; 0 when it is gone.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (num(11) + num(12)) as f64 / 100.0
+}
+
+/// The pids of the processes named `comm` (as in `/proc/PID/comm`).
+pub fn pids_named(comm: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,27 +116,4 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 3.0);
         assert!(median(&[]).is_nan());
     }
-}
-
-/// CPU seconds (user + system) process `pid` has used; 0 when it is gone.
-pub fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    (num(11) + num(12)) as f64 / 100.0
-}
-
-/// The pids of the processes named `comm` (as in `/proc/PID/comm`).
-pub fn pids_named(comm: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
-        })
-        .collect()
 }
