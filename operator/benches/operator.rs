@@ -245,6 +245,7 @@ async fn bench() {
 
     let (pool_time, pool_writes, _) = pool(
         &world,
+        "bench-pool",
         responder,
         n,
         &log_filter,
@@ -336,7 +337,7 @@ async fn pool_rounds(
     };
     let (mut peers, mut pools, mut writes_per) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
-        let peer_ns = world.namespace("bench-peer");
+        let peer_ns = world.namespace(&format!("bench-peer{r}"));
         let peer_api = instant::proxies(client, &peer_ns);
         instant::create_proxies(&peer_api, &peer_ns, &world.entry, n).await;
         let cpu0 = server_cpu();
@@ -348,6 +349,7 @@ async fn pool_rounds(
             .kubectl(&["delete", "namespace", &peer_ns, "--wait=false"]);
         let (pool_time, pool_writes, pool_cpu) = pool(
             world,
+            &format!("bench-pool{r}"),
             responder,
             n,
             log_filter,
@@ -382,6 +384,7 @@ async fn pool_rounds(
 /// control plane's CPU (`server_cpu`, seconds) until then.
 async fn pool(
     world: &World,
+    namespace: &str,
     responder: std::net::SocketAddr,
     n: usize,
     log_filter: &str,
@@ -389,7 +392,7 @@ async fn pool(
     server_cpu: &dyn Fn() -> f64,
 ) -> (Duration, BTreeMap<String, u64>, f64) {
     let client = &world.client;
-    let ns = world.namespace("bench-pool");
+    let ns = world.namespace(namespace);
     let proxies = instant::proxies(client, &ns);
     let pools = instant::pools(client, &ns);
     instant::create_pool(&pools, &ns, &world.entry, "bench", n).await;

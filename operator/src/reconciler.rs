@@ -261,6 +261,10 @@ async fn drive(p: &Proxy, ctx: &Ctx) -> Result<Drive, Error> {
             .annotations()
             .get(fleet::ABANDON_ANNOTATION)
             .is_some_and(|v| v == "true"),
+        pool_member: p
+            .owner_references()
+            .iter()
+            .any(|o| o.controller == Some(true) && o.kind == "ProxyPool"),
     };
     let spec = &p.spec.inner;
     let objref = ObjectRef::from_obj(p);

@@ -76,6 +76,7 @@
 //!     generation: 1,
 //!     deleting: false,
 //!     abandon: false,
+//!     pool_member: false,
 //! };
 //! let spec = ProxySpec { provider: "kvm2-home".into(), ..ProxySpec::default() };
 //! let providers: BTreeSet<Identifier> = [Identifier::parse("kvm2-home")?].into();

@@ -173,6 +173,19 @@ pub async fn a_pool_fills_scales_rolls_and_deletes_its_members() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+    // Members are announced by the pool (`MembersCreated`), not each by a
+    // `Created` Event of its own.
+    let reasons = event_reasons(client, &ns).await;
+    assert!(
+        !reasons.iter().any(|(_, r)| r == "Created"),
+        "a member recorded `Created`: {reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|(k, r)| k == "ProxyPool" && r == "MembersCreated"),
+        "{reasons:?}"
+    );
     for m in &members {
         let owner = &m["metadata"]["ownerReferences"][0];
         assert_eq!(owner["kind"], "ProxyPool");
@@ -281,4 +294,23 @@ pub async fn a_pool_fills_scales_rolls_and_deletes_its_members() {
     let _ = world
         .kube
         .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// `(kind of the regarding object, reason)` of every Event in `ns`.
+async fn event_reasons(client: &kube::Client, ns: &str) -> Vec<(String, String)> {
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), ns);
+    events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| {
+            (
+                e.regarding.and_then(|r| r.kind).unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+            )
+        })
+        .collect()
 }

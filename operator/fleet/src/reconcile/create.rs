@@ -113,10 +113,12 @@ pub(super) fn after(mut d: Draft<'_>, result: Result<Instance, ProviderError>) -
             d.status.created_at = Some(instance.created_at.map_or(d.now, Timestamp::from));
             d.status.port = Some(instance.proxy_port.unwrap_or(d.r.policy.proxy_port));
             d.status.applied_spec = Some(d.spec());
-            d.events.push(Event::normal(
-                EventReason::Created,
-                format!("created instance {} on host {}", instance.id, instance.host),
-            ));
+            if !d.inp.meta.pool_member {
+                d.events.push(Event::normal(
+                    EventReason::Created,
+                    format!("created instance {} on host {}", instance.id, instance.host),
+                ));
+            }
             observe::created(d, instance)
         }
         Err(e) => d.provider_error("create instance", &e, false),

@@ -95,6 +95,10 @@ pub struct ProxyMeta {
     pub deleting: bool,
     /// [`ABANDON_ANNOTATION`] is `"true"`.
     pub abandon: bool,
+    /// A ProxyPool controls it (a member): its creation is announced by
+    /// the pool's `MembersCreated` Event, so it records no `Created` Event
+    /// of its own (every other Event it records as any Proxy does).
+    pub pool_member: bool,
 }
 
 /// A provider call the operator makes for the step.

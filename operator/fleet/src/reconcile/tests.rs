@@ -73,6 +73,7 @@ impl World {
                 generation: 1,
                 deleting: false,
                 abandon: false,
+                pool_member: false,
             },
             spec: ProxySpec {
                 provider: "kvm2-home".into(),
@@ -220,6 +221,20 @@ fn create_when_absent_then_record_the_provider_id_at_once() {
     assert_eq!(w.provisioned(), Some(Reason::Provisioning));
     assert_eq!(requeue(&step.next), Some(w.r.policy().poll_provisioning));
     assert_eq!(step.events[0].reason, EventReason::Created);
+}
+
+/// A pool member's creation is its pool's `MembersCreated`: the member
+/// records no `Created` Event (one write per member fewer in a fill), and
+/// otherwise takes the same steps.
+#[test]
+fn a_pool_member_records_no_created_event() {
+    let mut w = World::new();
+    w.meta.pool_member = true;
+    w.apply(None);
+    let step = w.apply(Some(Outcome::Created(Ok(provisioning()))));
+    assert_eq!(w.status.provider_id.as_deref(), Some(ID));
+    assert_eq!(w.status.phase, Some(Phase::Provisioning));
+    assert!(step.events.is_empty(), "{:?}", step.events);
 }
 
 #[test]
