@@ -933,30 +933,45 @@ async fn a_pools_cluster_ip_reaches_its_members_squid_through_kube_proxy() {
         assert_eq!(status, Some(200), "CONNECT {i} through {vip}");
     }
     let took = started.elapsed();
+    // Squid answers 200 once its connection to the upstream is made; the
+    // upstream's accept loop may count it a moment later.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while upstream.accepted() < accepted + CONNECTS && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(
         upstream.accepted() >= accepted + CONNECTS,
-        "every CONNECT reached the upstream"
+        "{CONNECTS} CONNECTs answered 200, but the upstream accepted {} since (10 s later)",
+        upstream.accepted() - accepted
     );
-    // Squid logs a tunnel when it closes.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let added: Vec<usize> = names
-        .iter()
-        .zip(&before)
-        .map(|(p, b)| served(p) - b)
-        .collect();
-    // Probe rounds during the loop (2 s apart) add at most this many each.
-    let probes = usize::try_from(took.as_secs() / 2).unwrap() + 2;
+    // Squid logs a tunnel when it closes, so the logs may trail a moment:
+    // read them until they show it (15 s at most). Each probe round (2 s
+    // apart) adds at most one line per member while the loop and this
+    // wait run. kube-proxy spreads over both endpoints: each CONNECT picks
+    // one of two at random, so a member with no more than the probes'
+    // share (all but a few of 24 on the other) is a one-in-a-million draw.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let (added, probes) = loop {
+        let added: Vec<usize> = names
+            .iter()
+            .zip(&before)
+            .map(|(p, b)| served(p) - b)
+            .collect();
+        let probes = usize::try_from(started.elapsed().as_secs() / 2).unwrap() + 2;
+        let shown = added.iter().sum::<usize>() >= CONNECTS && added.iter().all(|n| *n > probes);
+        if shown || Instant::now() >= deadline {
+            break (added, probes);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     assert!(
         added.iter().sum::<usize>() >= CONNECTS,
         "{added:?}: the members' logs show every CONNECT"
     );
-    // kube-proxy spreads over both endpoints: each CONNECT picks one of
-    // two at random, so a member with no more than the probes' share
-    // (all but a few of 24 on the other) is a one-in-a-million draw.
     for (pod, n) in names.iter().zip(&added) {
         assert!(
             *n > probes,
-            "{pod} served {n} CONNECTs in {took:?} ({added:?}): not one through {vip}?"
+            "{pod} logged {n} CONNECTs in {took:?} ({added:?}, probes at most {probes}): not one through {vip}?"
         );
     }
 
