@@ -33,7 +33,10 @@
 //! Service, and the Service sync's writes are the pool measurement's.
 //!
 //! `OPERATOR_BENCH_ONLY=pool` measures only the pool against the peer,
-//! `OPERATOR_BENCH_ROUNDS` (default 3) interleaved rounds, medians.
+//! `OPERATOR_BENCH_ROUNDS` (default 3) interleaved rounds, medians; and
+//! against the same peer writing the status the operator reports
+//! (creation time, observed generation, applied spec, two conditions), with
+//! the API server's and etcd's CPU per Proxy for each.
 //!
 //! Nothing is asserted; the figures are printed.
 #![allow(
@@ -86,6 +89,17 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// What the peer writes as each Proxy's status.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PeerStatus {
+    /// Phase, provider ID, host, address, port: the least a controller
+    /// must write (the issue's peer).
+    Thin,
+    /// Also what the operator reports beside them: creation time, observed
+    /// generation, the applied spec and two conditions.
+    AsOurs,
+}
+
 /// The least a controller must do: one provider call and one status write
 /// per Proxy, [`CONCURRENCY`] at a time.
 async fn peer(
@@ -93,6 +107,7 @@ async fn peer(
     ns: &str,
     provider: Arc<dyn Provider>,
     concurrency: usize,
+    shape: PeerStatus,
 ) -> Duration {
     let api = instant::proxies(client, ns);
     let started = Clock::now();
@@ -109,7 +124,7 @@ async fn peer(
                     Identifier::parse(ns).unwrap(),
                 );
                 let instance = provider.create(&req).await.unwrap();
-                let body = json!({
+                let mut body = json!({
                     "apiVersion": "egress-proxies.io/v1alpha1",
                     "kind": "Proxy",
                     "status": {
@@ -120,6 +135,19 @@ async fn peer(
                         "port": instance.proxy_port,
                     },
                 });
+                if shape == PeerStatus::AsOurs {
+                    let now = "2026-12-06T10:00:00Z";
+                    let condition = |t: &str| {
+                        json!({"type": t, "status": "True", "reason": "Running",
+                            "message": "the instance runs", "lastTransitionTime": now,
+                            "observedGeneration": 1})
+                    };
+                    let status = &mut body["status"];
+                    status["createdAt"] = json!(now);
+                    status["observedGeneration"] = json!(1);
+                    status["appliedSpec"] = obj.data["spec"].clone();
+                    status["conditions"] = json!([condition("Provisioned"), condition("Ready")]);
+                }
                 api.patch_status(
                     &name,
                     &PatchParams::apply("bench-peer").force(),
@@ -165,7 +193,14 @@ async fn bench() {
     let peer_api = instant::proxies(client, &peer_ns);
     instant::create_proxies(&peer_api, &peer_ns, &world.entry, n).await;
     let w0 = writes(client).await;
-    let peer_time = peer(client, &peer_ns, world.provider(responder), concurrency).await;
+    let peer_time = peer(
+        client,
+        &peer_ns,
+        world.provider(responder),
+        concurrency,
+        PeerStatus::Thin,
+    )
+    .await;
     let peer_writes = delta(&writes(client).await, &w0);
     instant::delete_all(&peer_api).await;
     println!(
@@ -335,7 +370,8 @@ async fn pool_rounds(
             .map(|p| testkit::bench::cpu_seconds(*p))
             .sum()
     };
-    let (mut peers, mut pools, mut writes_per) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut peers, mut fulls, mut pools, mut writes_per) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         let peer_ns = world.namespace(&format!("bench-peer{r}"));
         let peer_api = instant::proxies(client, &peer_ns);
@@ -343,12 +379,36 @@ async fn pool_rounds(
         instant::create_proxies(&peer_api, &peer_ns, &world.entry, n).await;
         let create_cpu = server_cpu() - cpu0;
         let cpu0 = server_cpu();
-        let peer_time = peer(client, &peer_ns, world.provider(responder), concurrency).await;
+        let peer_time = peer(
+            client,
+            &peer_ns,
+            world.provider(responder),
+            concurrency,
+            PeerStatus::Thin,
+        )
+        .await;
         let peer_cpu = server_cpu() - cpu0;
         instant::delete_all(&peer_api).await;
-        let _ = world
-            .kube
-            .kubectl(&["delete", "namespace", &peer_ns, "--wait=false"]);
+        // The same loop writing the status the operator reports.
+        let ours_ns = world.namespace(&format!("bench-peer-full{r}"));
+        let ours_api = instant::proxies(client, &ours_ns);
+        instant::create_proxies(&ours_api, &ours_ns, &world.entry, n).await;
+        let cpu0 = server_cpu();
+        let full_time = peer(
+            client,
+            &ours_ns,
+            world.provider(responder),
+            concurrency,
+            PeerStatus::AsOurs,
+        )
+        .await;
+        let full_cpu = server_cpu() - cpu0;
+        instant::delete_all(&ours_api).await;
+        for ns in [&peer_ns, &ours_ns] {
+            let _ = world
+                .kube
+                .kubectl(&["delete", "namespace", ns, "--wait=false"]);
+        }
         let (pool_time, pool_writes, pool_cpu) = pool(
             world,
             &format!("bench-pool{r}"),
@@ -360,25 +420,33 @@ async fn pool_rounds(
         )
         .await;
         let per = object_writes(&pool_writes) as f64 / n as f64;
+        let ms = |cpu: f64| cpu * 1000.0 / n as f64;
         println!(
-            "round {r}: peer {:.2} s, pool {:.2} s ({:.2}x), {per:.2} writes per member; \
-             API server + etcd CPU per member to Running: peer {:.2} ms, pool {:.2} ms \
-             (creating the peer's Proxies, not timed: {:.2} ms each)",
+            "round {r}: peer {:.2} s, peer writing our status {:.2} s, pool {:.2} s ({:.2}x, {:.2}x), \
+             {per:.2} writes per member; API server + etcd CPU per member to Running: \
+             peer {:.2} ms, peer writing our status {:.2} ms, pool {:.2} ms \
+             (creating the peers' Proxies, not timed: {:.2} ms each)",
             peer_time.as_secs_f64(),
+            full_time.as_secs_f64(),
             pool_time.as_secs_f64(),
             pool_time.as_secs_f64() / peer_time.as_secs_f64(),
-            peer_cpu * 1000.0 / n as f64,
-            pool_cpu * 1000.0 / n as f64,
-            create_cpu * 1000.0 / n as f64,
+            pool_time.as_secs_f64() / full_time.as_secs_f64(),
+            ms(peer_cpu),
+            ms(full_cpu),
+            ms(pool_cpu),
+            ms(create_cpu),
         );
         peers.push(peer_time.as_secs_f64());
+        fulls.push(full_time.as_secs_f64());
         pools.push(pool_time.as_secs_f64());
         writes_per.push(per);
     }
-    let (peer, pool) = (median(&peers), median(&pools));
+    let (peer, full, pool) = (median(&peers), median(&fulls), median(&pools));
     println!(
-        "\npool of {n}, all members Running (median of {rounds}): {pool:.2} s vs the peer's {peer:.2} s, {:.2}x; {:.2} API writes per member",
+        "\npool of {n}, all members Running (median of {rounds}): {pool:.2} s vs the peer's {peer:.2} s, {:.2}x \
+         (vs the peer writing our status, {full:.2} s: {:.2}x); {:.2} API writes per member",
         pool / peer,
+        pool / full,
         median(&writes_per)
     );
 }
