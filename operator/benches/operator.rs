@@ -373,42 +373,25 @@ async fn pool_rounds(
     let (mut peers, mut fulls, mut pools, mut writes_per) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
-        let peer_ns = world.namespace(&format!("bench-peer{r}"));
-        let peer_api = instant::proxies(client, &peer_ns);
-        let cpu0 = server_cpu();
-        instant::create_proxies(&peer_api, &peer_ns, &world.entry, n).await;
-        let create_cpu = server_cpu() - cpu0;
-        let cpu0 = server_cpu();
-        let peer_time = peer(
-            client,
-            &peer_ns,
-            world.provider(responder),
-            concurrency,
-            PeerStatus::Thin,
-        )
-        .await;
-        let peer_cpu = server_cpu() - cpu0;
-        instant::delete_all(&peer_api).await;
-        // The same loop writing the status the operator reports.
-        let ours_ns = world.namespace(&format!("bench-peer-full{r}"));
-        let ours_api = instant::proxies(client, &ours_ns);
-        instant::create_proxies(&ours_api, &ours_ns, &world.entry, n).await;
-        let cpu0 = server_cpu();
-        let full_time = peer(
-            client,
-            &ours_ns,
-            world.provider(responder),
-            concurrency,
-            PeerStatus::AsOurs,
-        )
-        .await;
-        let full_cpu = server_cpu() - cpu0;
-        instant::delete_all(&ours_api).await;
-        for ns in [&peer_ns, &ours_ns] {
+        // The peer, then the same loop writing the status the operator
+        // reports, each on Proxies of its own (their creation not timed).
+        let timed_peer = async |tag: &str, shape: PeerStatus| {
+            let ns = world.namespace(&format!("{tag}{r}"));
+            let api = instant::proxies(client, &ns);
+            let cpu0 = server_cpu();
+            instant::create_proxies(&api, &ns, &world.entry, n).await;
+            let create_cpu = server_cpu() - cpu0;
+            let cpu0 = server_cpu();
+            let took = peer(client, &ns, world.provider(responder), concurrency, shape).await;
+            let cpu = server_cpu() - cpu0;
+            instant::delete_all(&api).await;
             let _ = world
                 .kube
-                .kubectl(&["delete", "namespace", ns, "--wait=false"]);
-        }
+                .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+            (took, cpu, create_cpu)
+        };
+        let (peer_time, peer_cpu, create_cpu) = timed_peer("bench-peer", PeerStatus::Thin).await;
+        let (full_time, full_cpu, _) = timed_peer("bench-peer-full", PeerStatus::AsOurs).await;
         let (pool_time, pool_writes, pool_cpu) = pool(
             world,
             &format!("bench-pool{r}"),

@@ -285,13 +285,28 @@ impl World {
         self.proxies_in(client, &self.ns)
     }
 
-    /// The namespace's ProxyPools.
-    fn pools(&self, client: &Client) -> Api<kube::api::DynamicObject> {
+    /// A ProxyPool `name` of `replicas` members of this world's entry; the
+    /// namespace's ProxyPools.
+    async fn create_pool(
+        &self,
+        client: &Client,
+        name: &str,
+        replicas: usize,
+    ) -> Api<kube::api::DynamicObject> {
         let resource = kube::api::ApiResource::from_gvk_with_plural(
             &kube::api::GroupVersionKind::gvk("egress-proxies.io", "v1alpha1", "ProxyPool"),
             "proxypools",
         );
-        Api::namespaced_with(client.clone(), &self.ns, &resource)
+        let pools = Api::namespaced_with(client.clone(), &self.ns, &resource);
+        let pool: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "egress-proxies.io/v1alpha1",
+            "kind": "ProxyPool",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": {"replicas": replicas, "template": {"spec": {"provider": self.entry}}}
+        }))
+        .unwrap();
+        pools.create(&PostParams::default(), &pool).await.unwrap();
+        pools
     }
 
     fn proxies_in(&self, client: &Client, ns: &str) -> Api<kube::api::DynamicObject> {
@@ -869,15 +884,7 @@ async fn a_pools_cluster_ip_reaches_its_members_squid_through_kube_proxy() {
     let client = admin(&world.kube).await;
     let op = world.operator(&["--cluster-id", "cluster-vip", "--probe-interval", "2s"]);
     op.wait_leader().await;
-    let pools = world.pools(&client);
-    let pool: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "egress-proxies.io/v1alpha1",
-        "kind": "ProxyPool",
-        "metadata": {"name": "egress", "namespace": world.ns},
-        "spec": {"replicas": 2, "template": {"spec": {"provider": world.entry}}}
-    }))
-    .unwrap();
-    pools.create(&PostParams::default(), &pool).await.unwrap();
+    let pools = world.create_pool(&client, "egress", 2).await;
     eventually("both members Healthy", Duration::from_secs(240), || async {
         let p = serde_json::to_value(pools.get("egress").await.ok()?).unwrap();
         (p["status"]["healthyReplicas"] == 2).then_some(())
@@ -1705,15 +1712,7 @@ async fn a_pool_of_real_guests_spreads_over_two_hosts_and_goes_with_its_members(
         "2s",
     ]);
     op.wait_leader().await;
-    let pools = world.pools(&client);
-    let pool: kube::api::DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "egress-proxies.io/v1alpha1",
-        "kind": "ProxyPool",
-        "metadata": {"name": "egress", "namespace": world.ns},
-        "spec": {"replicas": 2, "template": {"spec": {"provider": world.entry}}}
-    }))
-    .unwrap();
-    pools.create(&PostParams::default(), &pool).await.unwrap();
+    let pools = world.create_pool(&client, "egress", 2).await;
     let status = eventually("both members Healthy", Duration::from_secs(600), || async {
         let p = serde_json::to_value(pools.get("egress").await.ok()?).unwrap();
         (p["status"]["healthyReplicas"] == 2).then_some(p["status"].clone())
