@@ -67,6 +67,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use provider_api::{CreateRequest, Identifier, Provider};
 use serde_json::json;
 use testkit::bench::median;
+use testkit::pprof::Profile;
 
 const PROXIES: usize = 1000;
 const STEADY: Duration = Duration::from_secs(300);
@@ -382,8 +383,10 @@ async fn pool_rounds(
             instant::create_proxies(&api, &ns, &world.entry, n).await;
             let create_cpu = server_cpu() - cpu0;
             let cpu0 = server_cpu();
+            let profile = pprof(world, &format!("{tag}{r}"));
             let took = peer(client, &ns, world.provider(responder), concurrency, shape).await;
             let cpu = server_cpu() - cpu0;
+            profile.map(Profile::finish);
             instant::delete_all(&api).await;
             let _ = world
                 .kube
@@ -434,6 +437,19 @@ async fn pool_rounds(
     );
 }
 
+/// `OPERATOR_BENCH_PPROF=DIR`: the API server's CPU profile over `phase`
+/// (one-second profiles, `DIR/PHASE-NNN.pb.gz`; read them together with
+/// `go tool pprof -top DIR/PHASE-*`); the sandbox must have been started
+/// with `KVM2_SANDBOX_APISERVER_PROFILING` set.
+fn pprof(world: &World, phase: &str) -> Option<Profile> {
+    let dir = std::env::var_os("OPERATOR_BENCH_PPROF")?;
+    Some(Profile::start(
+        &world.kube,
+        std::path::Path::new(&dir),
+        phase,
+    ))
+}
+
 /// One ProxyPool of `n` replicas in a namespace of its own: from the
 /// operator's start to every member `Running`, and the API writes and the
 /// control plane's CPU (`server_cpu`, seconds) until then.
@@ -453,6 +469,14 @@ async fn pool(
     instant::create_pool(&pools, &ns, &world.entry, "bench", n).await;
     let w = writes(client).await;
     let cpu0 = server_cpu();
+    let etcd_cpu = || -> f64 {
+        testkit::bench::pids_named("etcd")
+            .into_iter()
+            .map(testkit::bench::cpu_seconds)
+            .sum()
+    };
+    let etcd0 = etcd_cpu();
+    let profile = pprof(world, namespace);
     let operator = world
         .operator(
             &ns,
@@ -462,16 +486,23 @@ async fn pool(
         .await;
     let all_running = instant::wait_all(&proxies, n, BUDGET, "Running", instant::running).await;
     let cpu = server_cpu() - cpu0;
+    let operator_cpu = operator.cpu_seconds();
+    let etcd = etcd_cpu() - etcd0;
+    profile.map(Profile::finish);
     let took = all_running - operator.spawned;
     let to_running = delta(&writes(client).await, &w);
     println!(
-        "pool: {n} members Running in {:.2} s from the operator's start",
-        took.as_secs_f64()
+        "pool: {n} members Running in {:.2} s from the operator's start; CPU per member: operator {:.2} ms, etcd {:.2} ms",
+        took.as_secs_f64(),
+        operator_cpu * 1000.0 / n as f64,
+        etcd * 1000.0 / n as f64
     );
     pools.delete("bench", &Default::default()).await.unwrap();
-    if !instant::wait_gone(&proxies, BUDGET).await {
+    // The pool too: its finalizer goes after its members, and a pool left
+    // with it would hold its namespace in `Terminating` for good.
+    if !instant::wait_gone(&proxies, BUDGET).await || !instant::wait_gone(&pools, BUDGET).await {
         eprintln!(
-            "pool members not all gone; log: {}",
+            "pool or members not all gone; log: {}",
             operator.log_path().display()
         );
     }

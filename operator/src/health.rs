@@ -11,7 +11,9 @@
 //! it.
 //!
 //! Between rounds, every change the Proxy watch cache sees wakes the engine
-//! for a reset pass (no probes): a Proxy that left `Running`, whose instance
+//! for a reset pass over the Proxies that changed ([`ProxyChanges`]; all of
+//! them when the engine starts and after a relist), no probes: a Proxy that
+//! left `Running`, whose instance
 //! was replaced or whose address changed gets `Healthy` = `Unknown` at once
 //! (`fleet::health_plan`), so a verdict never outlives its instance
 //! (invariant 14).
@@ -25,12 +27,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::crd::Proxy;
 use crate::metrics::OperatorMetrics;
 use crate::probe;
+use crate::proxy_changes::ProxyChanges;
 
 /// The field manager of the `Healthy` condition.
 pub const HEALTH_MANAGER: &str = "egress-operator-health";
@@ -56,8 +58,9 @@ pub struct Engine {
     pub hysteresis: fleet::Hysteresis,
     /// Metrics.
     pub metrics: OperatorMetrics,
-    /// Notified on every change of the Proxy watch cache.
-    pub changed: Arc<Notify>,
+    /// The Proxies the watch cache saw change (this engine is their one
+    /// consumer).
+    pub changed: Arc<ProxyChanges>,
 }
 
 /// What each provider entry's proxies are probed with.
@@ -141,11 +144,13 @@ impl Engine {
     pub async fn run(self, cancel: CancellationToken) {
         let mut trackers: HashMap<String, Tracked> = HashMap::new();
         let mut next_round = tokio::time::Instant::now() + self.interval;
+        // A new leader's first pass resets what went stale before it.
+        self.changed.mark_all();
         loop {
             let woke = cancel.run_until_cancelled(async {
                 tokio::select! {
                     () = tokio::time::sleep_until(next_round) => true,
-                    () = self.changed.notified() => false,
+                    () = self.changed.changed() => false,
                 }
             });
             let Some(round_due) = woke.await else {
@@ -163,12 +168,13 @@ impl Engine {
         }
     }
 
-    /// Writes the resets the cache calls for (no probes).
+    /// Writes the resets the changed Proxies call for (no probes).
     async fn resets(&self, trackers: &mut HashMap<String, Tracked>) {
-        for p in self.proxies.state() {
-            let status = p.status.clone().unwrap_or_default();
-            if let fleet::HealthPlan::Reset { update, probed } = fleet::health_plan(&status) {
-                self.reset(&p, &status, update, probed, trackers).await;
+        let none = fleet::ProxyStatus::default();
+        for p in self.changed.take(&self.proxies) {
+            let status = p.status.as_ref().unwrap_or(&none);
+            if let fleet::HealthPlan::Reset { update, probed } = fleet::health_plan(status) {
+                self.reset(&p, status, update, probed, trackers).await;
             }
         }
     }

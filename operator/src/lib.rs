@@ -37,6 +37,7 @@ mod pool;
 mod probe;
 mod provider_events;
 mod providers;
+mod proxy_changes;
 mod reconciler;
 mod run;
 mod services;

@@ -336,10 +336,11 @@ struct Replica {
     metrics: OperatorMetrics,
     /// The Proxy watch cache (discovery, health engine).
     proxies: reflector::Store<Proxy>,
-    /// Notified on every change the Proxy watch cache sees (the health
-    /// engine waits on it).
-    proxies_changed: Arc<tokio::sync::Notify>,
-    /// The same, for the Service sync (a `Notify` wakes one waiter).
+    /// The Proxies the watch cache saw change (the health engine's reset
+    /// passes look at these only).
+    proxies_changed: Arc<crate::proxy_changes::ProxyChanges>,
+    /// Notified on every change the Proxy watch cache sees (the Service
+    /// sync waits on it).
     services_changed: Arc<tokio::sync::Notify>,
     /// The health engine's settings.
     probe: ProbeSettings,
@@ -457,14 +458,15 @@ impl Replica {
             cancel.child_token(),
         ));
         let api = proxy_api(&client, args.namespace.as_deref());
-        let proxies_changed = Arc::new(tokio::sync::Notify::new());
+        let proxies_changed = crate::proxy_changes::ProxyChanges::new();
         let services_changed = Arc::new(tokio::sync::Notify::new());
         spawn_proxy_cache(
             tasks,
             api,
             writer,
             state,
-            [proxies_changed.clone(), services_changed.clone()],
+            proxies_changed.clone(),
+            services_changed.clone(),
             cancel,
         );
         Ok(Self {
@@ -781,14 +783,15 @@ impl Replica {
 }
 
 /// The Proxy watch cache every replica keeps (discovery reads it), the
-/// readiness flag it sets once synced, and `changed`, notified on each
-/// change.
+/// readiness flag it sets once synced; each change is recorded in
+/// `changed` and wakes `services`.
 fn spawn_proxy_cache(
     tasks: &mut JoinSet<()>,
     api: Api<Proxy>,
     writer: reflector::store::Writer<Proxy>,
     state: Arc<HttpState>,
-    changed: [Arc<tokio::sync::Notify>; 2],
+    changed: Arc<crate::proxy_changes::ProxyChanges>,
+    services: Arc<tokio::sync::Notify>,
     cancel: &CancellationToken,
 ) {
     let watch_cancel = cancel.child_token();
@@ -798,7 +801,10 @@ fn spawn_proxy_cache(
             match event {
                 // The health engine's reset pass and the Service sync (one
                 // pending wake each at most).
-                Ok(_) => changed.iter().for_each(|c| c.notify_one()),
+                Ok(event) => {
+                    changed.record(&event);
+                    services.notify_one();
+                }
                 Err(e) => tracing::warn!(error = %chain(&e), "proxy watch error (retrying)"),
             }
             std::future::ready(())

@@ -82,7 +82,12 @@ pub(super) async fn carry_out(
         .map(|(name, object)| {
             let api = api.clone();
             async move {
-                let r = api.create(&PostParams::default(), &object).await;
+                // Named, so `managedFields` says who made the member.
+                let params = PostParams {
+                    field_manager: Some(super::POOL_MANAGER.to_owned()),
+                    ..PostParams::default()
+                };
+                let r = api.create(&params, &object).await;
                 (name, r.map(|_| ()))
             }
         })

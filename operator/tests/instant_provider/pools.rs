@@ -192,6 +192,15 @@ pub async fn a_pool_fills_scales_rolls_and_deletes_its_members() {
         assert_eq!(owner["uid"], filled["metadata"]["uid"]);
         assert_eq!(owner["controller"], true);
         assert_eq!(m["metadata"]["labels"]["rev"], "1");
+        // Who made the member is on record (not "unknown").
+        let makers: Vec<&Value> = m["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["fieldsV1"]["f:spec"].is_object())
+            .map(|e| &e["manager"])
+            .collect();
+        assert_eq!(makers, ["egress-operator-pool"], "{}", m["metadata"]);
     }
 
     // `kubectl scale` (the scale subresource).

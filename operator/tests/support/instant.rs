@@ -625,6 +625,11 @@ impl Operator {
         (field("VmRSS:"), field("VmHWM:"))
     }
 
+    /// The CPU time the process has used, in seconds.
+    pub fn cpu_seconds(&self) -> f64 {
+        testkit::bench::cpu_seconds(self.child.id())
+    }
+
     pub fn log_path(&self) -> &Path {
         &self.log
     }

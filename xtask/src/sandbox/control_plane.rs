@@ -40,6 +40,10 @@ const ETCD_READY: Duration = Duration::from_secs(30);
 /// controller, so a deleted namespace keeps its Services (and their
 /// cluster IPs) for the sandbox's life. A /24 filled up.
 pub(crate) const SERVICE_RANGE: &str = "10.96.0.0/16";
+/// Set (to anything) at `sandbox up`: the API server serves Go's profiler
+/// at `/debug/pprof` (admin only), as `cargo xtask bench operator`'s
+/// `OPERATOR_BENCH_PPROF` reads it.
+pub const PROFILING_VAR: &str = "KVM2_SANDBOX_APISERVER_PROFILING";
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 /// The service-account signing key's file stem in `kube/` (`.key`, `.pub`).
 pub const SERVICE_ACCOUNT_KEY: &str = "service-account";
@@ -163,7 +167,12 @@ pub fn start(
         ))
         .arg(format!("--service-cluster-ip-range={SERVICE_RANGE}"))
         .arg("--allow-privileged=true")
-        .arg("--profiling=false");
+        // Off unless asked for: `/debug/pprof` (admin only) attributes the
+        // API server's CPU when a benchmark needs it.
+        .arg(format!(
+            "--profiling={}",
+            std::env::var_os(PROFILING_VAR).is_some()
+        ));
     started.push((
         "kube-apiserver".into(),
         spawn_logged(api, &kube_dir.join("kube-apiserver.log"))?,

@@ -40,6 +40,7 @@ pub mod otlp;
 pub mod package;
 pub mod pki;
 pub mod pods;
+pub mod pprof;
 pub use sandbox_kit::prometheus;
 pub mod providers_yaml;
 pub mod qemu_img;
