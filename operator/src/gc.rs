@@ -93,12 +93,7 @@ impl Sweeper {
             &self.policy,
             SystemTime::now(),
         );
-        let verdict = match &plan.verdict {
-            fleet::gc::GcVerdict::Sweep => "sweep",
-            fleet::gc::GcVerdict::SkipPartialLiveSet => "skip_partial_live_set",
-            fleet::gc::GcVerdict::SkipListingFailed { .. } => "skip_listing_failed",
-            fleet::gc::GcVerdict::SkipEmptyLiveSet => "skip_empty_live_set",
-        };
+        let verdict = plan.verdict.as_str();
         self.metrics.gc_round(verdict);
         tracing::info!(
             verdict,

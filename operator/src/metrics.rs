@@ -234,12 +234,7 @@ impl OperatorMetrics {
         // The GC's series exist from the start, at zero: its first round
         // comes a `--gc-interval` after it, and a rate or increase over a
         // counter that does not exist yet is no data at all.
-        for outcome in [
-            "sweep",
-            "skip_partial_live_set",
-            "skip_listing_failed",
-            "skip_empty_live_set",
-        ] {
+        for outcome in fleet::gc::GcVerdict::WORDS {
             drop(m.gc_rounds.get_or_create(&OutcomeLabels { outcome }));
         }
         drop(m.gc_deletes.get_or_create(&OutcomeLabels { outcome: "ok" }));

@@ -115,6 +115,29 @@ pub enum GcVerdict {
     SkipEmptyLiveSet,
 }
 
+impl GcVerdict {
+    /// Every verdict's [`as_str`](Self::as_str) word (a metric's series
+    /// exist from the start, at zero).
+    pub const WORDS: [&'static str; 4] = [
+        "sweep",
+        "skip_partial_live_set",
+        "skip_listing_failed",
+        "skip_empty_live_set",
+    ];
+
+    /// The verdict's word, as logged and as the `operator_gc_rounds`
+    /// metric's label: `sweep`, `skip_partial_live_set`,
+    /// `skip_listing_failed`, `skip_empty_live_set`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GcVerdict::Sweep => "sweep",
+            GcVerdict::SkipPartialLiveSet => "skip_partial_live_set",
+            GcVerdict::SkipListingFailed { .. } => "skip_listing_failed",
+            GcVerdict::SkipEmptyLiveSet => "skip_empty_live_set",
+        }
+    }
+}
+
 /// Why an instance is to be deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DoomReason {
@@ -551,5 +574,17 @@ mod tests {
         );
         assert_eq!(p.spared[0].why, SpareReason::WrongProvider);
         assert_eq!(deleted(&p), ["kvm2://a/host1/ep-2"]);
+    }
+
+    #[test]
+    fn every_verdict_has_one_of_the_words() {
+        let all = [
+            GcVerdict::Sweep,
+            GcVerdict::SkipPartialLiveSet,
+            GcVerdict::SkipListingFailed { providers: vec![] },
+            GcVerdict::SkipEmptyLiveSet,
+        ];
+        let words: Vec<&str> = all.iter().map(GcVerdict::as_str).collect();
+        assert_eq!(words, GcVerdict::WORDS);
     }
 }
