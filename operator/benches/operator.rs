@@ -45,7 +45,8 @@
 //! timed phase (the sandbox started with
 //! `KVM2_SANDBOX_APISERVER_PROFILING=1`; see `testkit::pprof`).
 //!
-//! Nothing is asserted; the figures are printed.
+//! Every timed phase starts once the control plane is quiet (see
+//! `settle`). Nothing is asserted; the figures are printed.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -200,6 +201,7 @@ async fn bench() {
     let peer_ns = world.namespace("bench-peer");
     let peer_api = instant::proxies(client, &peer_ns);
     instant::create_proxies(&peer_api, &peer_ns, &world.entry, n).await;
+    settle().await;
     let w0 = writes(client).await;
     let peer_time = peer(
         client,
@@ -222,6 +224,7 @@ async fn bench() {
     let ns = world.namespace("bench-op");
     let api = instant::proxies(client, &ns);
     instant::create_proxies(&api, &ns, &world.entry, n).await;
+    settle().await;
     let w1 = writes(client).await;
     let operator = world
         .operator(
@@ -389,6 +392,7 @@ async fn pool_rounds(
             let cpu0 = server_cpu();
             instant::create_proxies(&api, &ns, &world.entry, n).await;
             let create_cpu = server_cpu() - cpu0;
+            settle().await;
             let cpu0 = server_cpu();
             let profile = pprof(world, &format!("{tag}{r}"));
             let took = peer(client, &ns, world.provider(responder), concurrency, shape).await;
@@ -444,6 +448,21 @@ async fn pool_rounds(
     );
 }
 
+/// Waits (at most 30 s) until the control plane is quiet (API server,
+/// etcd, kube-controller-manager together under 0.2 of a core), so a
+/// timed phase does not pay for the last one's tail.
+async fn settle() {
+    let quiet = testkit::bench::quiesce(
+        &["kube-apiserver", "etcd", "kube-controller"],
+        0.2,
+        Duration::from_secs(30),
+    )
+    .await;
+    if !quiet {
+        println!("(the control plane was still busy after 30 s; timing anyway)");
+    }
+}
+
 /// `OPERATOR_BENCH_PPROF=DIR`: the API server's CPU profile over `phase`
 /// (one-second profiles, `DIR/PHASE-NNN.pb.gz`; read them together with
 /// `go tool pprof -top DIR/PHASE-*`); the sandbox must have been started
@@ -494,6 +513,7 @@ async fn pool(
             .map(testkit::bench::cpu_seconds)
             .sum()
     };
+    settle().await;
     let (cpu0, etcd0, operator0) = (server_cpu(), etcd_cpu(), operator.cpu_seconds());
     let profile = pprof(world, namespace);
     let created = Clock::now();

@@ -136,6 +136,9 @@ impl ProbeTargets {
 struct Tracked {
     endpoint: String,
     tracker: fleet::HealthTracker,
+    /// What this engine last wrote about the instance: the stored verdict,
+    /// whether or not the watch cache shows it yet.
+    written: Option<fleet::HealthWritten>,
 }
 
 impl Engine {
@@ -168,7 +171,9 @@ impl Engine {
         }
     }
 
-    /// Writes the resets the changed Proxies call for (no probes).
+    /// Writes the resets the changed Proxies call for (no probes). A reset
+    /// whose write fails is written by the next round, which plans every
+    /// Proxy.
     async fn resets(&self, trackers: &mut HashMap<String, Tracked>) {
         let none = fleet::ProxyStatus::default();
         for p in self.changed.take(&self.proxies) {
@@ -256,6 +261,7 @@ impl Engine {
             seen.insert(uid.clone());
             let stored = p.status.clone().unwrap_or_default();
             let fresh = || Tracked {
+                written: None,
                 endpoint: endpoint.clone(),
                 tracker: if seed {
                     fleet::HealthTracker::seeded(stored.condition(fleet::ConditionType::Healthy))
@@ -274,24 +280,23 @@ impl Engine {
                 fleet::ProbeOutcome::Unhealthy(f) => f.kind.reason().as_str(),
             };
             self.metrics.probe(word, took);
-            let mut next = stored.clone();
-            next.set_condition(
-                fleet::ConditionType::Healthy,
+            let Some(new) = fleet::health_verdict_to_write(
+                &stored,
+                tracked.written.as_ref(),
                 tracked.tracker.condition(),
+                &endpoint,
                 fleet::Timestamp::from_system_time(std::time::SystemTime::now()),
-            );
-            let (Some(new), old) = (
-                next.condition(fleet::ConditionType::Healthy),
-                stored.condition(fleet::ConditionType::Healthy),
             ) else {
                 continue;
             };
-            if !fleet::health_worth_writing(old, new, stored.probed_instance.as_deref(), &endpoint)
-            {
-                continue;
-            }
-            if let Err(e) = self.write(&p, new, Some(&endpoint)).await {
-                write_failed(&p, "verdict", &e);
+            match self.write(&p, &new, Some(&endpoint)).await {
+                Ok(()) => {
+                    tracked.written = Some(fleet::HealthWritten {
+                        condition: new,
+                        probed: endpoint,
+                    });
+                }
+                Err(e) => write_failed(&p, "verdict", &e),
             }
         }
         trackers.retain(|uid, _| seen.contains(uid));

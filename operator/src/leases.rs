@@ -48,6 +48,8 @@ pub const CALL_BUDGET: Duration = Duration::from_secs(10);
 pub const SWEEP_PERIOD: Duration = Duration::from_secs(5);
 /// Reads and writes of one candidate before the grant moves on.
 const TRIES_PER_CANDIDATE: usize = 3;
+/// The field manager of consumer Lease writes (`managedFields`).
+const LEASES_MANAGER: &str = "egress-operator-leases";
 
 /// Why a lease request got no lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,7 +209,7 @@ impl ConsumerLeases {
                         },
                         spec: Some(spec_for(id, ttl, now_time.clone(), Some(now_time), 0)),
                     };
-                    self.api.create(&PostParams::default(), &lease).await
+                    self.api.create(&write_params(), &lease).await
                 }
                 Some(existing) => {
                     let r = record(&existing);
@@ -231,9 +233,7 @@ impl ConsumerLeases {
                         Some(now_time),
                         transitions,
                     ));
-                    self.api
-                        .replace(&name, &PostParams::default(), &lease)
-                        .await
+                    self.api.replace(&name, &write_params(), &lease).await
                 }
             };
             match written {
@@ -262,32 +262,13 @@ impl ConsumerLeases {
         ttl: Duration,
     ) -> Result<LeaseGrant, Failure> {
         let outcome = bounded(async {
-            for attempt in 0..TRIES_PER_CANDIDATE {
-                let (mut lease, proxy) = self.judged(path, user, attempt > 0).await?;
-                let mut spec = lease.spec.clone().unwrap_or_default();
-                spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-                spec.lease_duration_seconds = Some(ttl_secs(ttl));
-                lease.spec = Some(spec);
-                let name = lease.name_any();
-                match self
-                    .api
-                    .replace(&name, &PostParams::default(), &lease)
-                    .await
-                {
-                    Ok(lease) => {
-                        self.local.remember(&lease);
-                        return Ok(self.grant_of(proxy, &path.id, &lease));
-                    }
-                    // Changed since it was read (the sweeper ended it, or
-                    // another replica renewed it at the same moment):
-                    // judge it again.
-                    Err(e) if conflict(&e) => {}
-                    Err(e) => return Err(unavailable("renew a consumer Lease", &e)),
-                }
-            }
-            Err(Failure::Unavailable(
-                "the lease kept changing while it was renewed; retry".into(),
-            ))
+            let (lease, proxy) = self
+                .rewrite(path, user, ["renew", "renewed"], |spec| {
+                    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+                    spec.lease_duration_seconds = Some(ttl_secs(ttl));
+                })
+                .await?;
+            Ok(self.grant_of(proxy, &path.id, &lease))
         })
         .await;
         self.count(&outcome, "renewed");
@@ -301,33 +282,47 @@ impl ConsumerLeases {
     /// [`Failure::Unavailable`] when the API server fails.
     pub async fn release(&self, path: &LeasePath, user: &str) -> Result<(), Failure> {
         let outcome = bounded(async {
-            for attempt in 0..TRIES_PER_CANDIDATE {
-                let (mut lease, _) = self.judged(path, user, attempt > 0).await?;
-                let mut spec = lease.spec.clone().unwrap_or_default();
+            self.rewrite(path, user, ["release", "released"], |spec| {
                 spec.holder_identity = None;
-                lease.spec = Some(spec);
-                let name = lease.name_any();
-                match self
-                    .api
-                    .replace(&name, &PostParams::default(), &lease)
-                    .await
-                {
-                    Ok(lease) => {
-                        self.local.remember(&lease);
-                        return Ok(());
-                    }
-                    // Changed since it was read: judge it again, fresh.
-                    Err(e) if conflict(&e) => {}
-                    Err(e) => return Err(unavailable("release a consumer Lease", &e)),
-                }
-            }
-            Err(Failure::Unavailable(
-                "the lease kept changing while it was released; retry".into(),
-            ))
+            })
+            .await
+            .map(|_| ())
         })
         .await;
         self.count(&outcome, "released");
         outcome
+    }
+
+    /// Changes the spec of the lease `path` names, held by `user`, with
+    /// `change` and writes it (`verb`: what is done, and done, for the
+    /// messages): the lease judged first ([`Failure::Ended`] when it has
+    /// ended), judged again from a fresh read when a racer (the sweeper,
+    /// another replica) changed it since.
+    async fn rewrite(
+        &self,
+        path: &LeasePath,
+        user: &str,
+        [verb, done]: [&str; 2],
+        change: impl Fn(&mut LeaseSpec),
+    ) -> Result<(Lease, DiscoveredProxy), Failure> {
+        for attempt in 0..TRIES_PER_CANDIDATE {
+            let (mut lease, proxy) = self.judged(path, user, attempt > 0).await?;
+            let mut spec = lease.spec.clone().unwrap_or_default();
+            change(&mut spec);
+            lease.spec = Some(spec);
+            let name = lease.name_any();
+            match self.api.replace(&name, &write_params(), &lease).await {
+                Ok(lease) => {
+                    self.local.remember(&lease);
+                    return Ok((lease, proxy));
+                }
+                Err(e) if conflict(&e) => {}
+                Err(e) => return Err(unavailable(&format!("{verb} a consumer Lease"), &e)),
+            }
+        }
+        Err(Failure::Unavailable(format!(
+            "the lease kept changing while it was {done}; retry"
+        )))
     }
 
     /// The Lease `path` names and its proxy, if the lease stands; else why
@@ -410,10 +405,7 @@ impl ConsumerLeases {
                 Record::ended_annotation(id, why),
             );
         let name = lease.name_any();
-        let lease = self
-            .api
-            .replace(&name, &PostParams::default(), &lease)
-            .await?;
+        let lease = self.api.replace(&name, &write_params(), &lease).await?;
         self.local.remember(&lease);
         Ok(())
     }
@@ -623,6 +615,14 @@ fn ttl_secs(ttl: Duration) -> i32 {
 
 fn conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// The consumer leases' writes, under their own field manager.
+fn write_params() -> PostParams {
+    PostParams {
+        field_manager: Some(LEASES_MANAGER.to_owned()),
+        ..PostParams::default()
+    }
 }
 
 fn unavailable(what: &str, e: &kube::Error) -> Failure {

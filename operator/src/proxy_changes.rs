@@ -48,11 +48,19 @@ impl ProxyChanges {
     /// Records what a watch event changed (after the reflector stored it).
     pub fn record(&self, event: &watcher::Event<Proxy>) {
         match event {
-            watcher::Event::Apply(p) | watcher::Event::Delete(p) => {
-                let mut pending = self.lock();
-                if let Pending::Some(set) = &mut *pending {
+            watcher::Event::Apply(p) => {
+                if let Pending::Some(set) = &mut *self.lock() {
                     set.insert(ObjectRef::from_obj(p));
                 }
+            }
+            // Nothing to look at in a Proxy that is gone; forgetting it
+            // keeps the record no larger than the fleet where nothing
+            // takes it (a replica that does not lead).
+            watcher::Event::Delete(p) => {
+                if let Pending::Some(set) = &mut *self.lock() {
+                    set.remove(&ObjectRef::from_obj(p));
+                }
+                return;
             }
             // A (re)list replaces the cache: every Proxy may differ.
             watcher::Event::InitDone => *self.lock() = Pending::All,
@@ -81,6 +89,14 @@ impl ProxyChanges {
         match taken {
             Pending::All => store.state(),
             Pending::Some(refs) => refs.iter().filter_map(|r| store.get(r)).collect(),
+        }
+    }
+
+    #[cfg(test)]
+    fn pending_len(&self) -> usize {
+        match &*self.lock() {
+            Pending::Some(set) => set.len(),
+            Pending::All => usize::MAX,
         }
     }
 
@@ -128,6 +144,7 @@ mod tests {
         changes.record(&watcher::Event::Apply(proxy("b")));
         assert_eq!(names(&changes.take(&store)), ["b"], "once, however often");
 
+        changes.record(&watcher::Event::Apply(proxy("c")));
         let gone = watcher::Event::Delete(proxy("c"));
         writer.apply_watcher_event(&gone);
         changes.record(&gone);
@@ -135,6 +152,12 @@ mod tests {
             changes.take(&store).is_empty(),
             "a deleted Proxy is not looked at"
         );
+        // Nor kept: a replica that never takes holds no more than its fleet.
+        for i in 0..100 {
+            changes.record(&watcher::Event::Apply(proxy(&format!("gone-{i}"))));
+            changes.record(&watcher::Event::Delete(proxy(&format!("gone-{i}"))));
+        }
+        assert_eq!(changes.pending_len(), 0);
 
         changes.record(&watcher::Event::InitApply(proxy("a")));
         assert!(

@@ -126,6 +126,41 @@ pub fn worth_writing(
     old != Some(new) || probed != Some(endpoint)
 }
 
+/// What the engine last wrote for one instance: the `Healthy` condition
+/// and the `probedInstance` it wrote with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The condition written.
+    pub condition: Condition,
+    /// The instance it is about.
+    pub probed: String,
+}
+
+/// The `Healthy` condition a probe round writes for `endpoint`, if any:
+/// the tracker's `update` over what is stored — where `written` (this
+/// engine's last write for the instance) stands in for the stored verdict,
+/// which the watch cache may not show yet (a round can come before the
+/// watch event of the last round's write, and would write it again).
+pub fn verdict_to_write(
+    stored: &ProxyStatus,
+    written: Option<&Written>,
+    update: ConditionUpdate,
+    endpoint: &str,
+    now: crate::time::Timestamp,
+) -> Option<Condition> {
+    let mut base = stored.clone();
+    let mut probed = stored.probed_instance.as_deref();
+    if let Some(w) = written {
+        base.conditions.retain(|c| c.type_ != w.condition.type_);
+        base.conditions.push(w.condition.clone());
+        probed = Some(&w.probed);
+    }
+    let old = base.condition(ConditionType::Healthy).cloned();
+    base.set_condition(ConditionType::Healthy, update, now);
+    let new = base.condition(ConditionType::Healthy)?;
+    worth_writing(old.as_ref(), new, probed, endpoint).then(|| new.clone())
+}
+
 /// The thresholds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hysteresis {
@@ -525,5 +560,50 @@ mod tests {
         assert!(worth_writing(Some(&up), &awaiting, Some("e"), "e"));
         assert!(worth_writing(Some(&up), &up, Some("old"), "e"));
         assert!(!worth_writing(Some(&up), &up, Some("e"), "e"));
+    }
+
+    /// A round that comes before the cache shows the last round's write
+    /// does not write the same verdict again (a CI run counted one such
+    /// write in a steady state that must write nothing).
+    #[test]
+    fn a_verdict_written_but_not_yet_in_the_cache_is_not_written_again() {
+        let t0 = Timestamp::from_system_time(std::time::SystemTime::UNIX_EPOCH);
+        let t1 = Timestamp::from_system_time(
+            std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(60),
+        );
+        let up = || {
+            ConditionUpdate::new(
+                ConditionStatus::True,
+                Reason::ProbeSucceeded,
+                "2 consecutive CONNECT probes passed",
+                None,
+            )
+        };
+        // The cache still shows no verdict: the first write is due.
+        let stale = ProxyStatus::default();
+        let first = verdict_to_write(&stale, None, up(), "e", t0).expect("a first verdict");
+        let written = Written {
+            condition: first,
+            probed: "e".into(),
+        };
+        // The next round, the cache still stale: nothing to write.
+        assert_eq!(
+            verdict_to_write(&stale, Some(&written), up(), "e", t1),
+            None
+        );
+        // A change of verdict is written, over what was written.
+        let down = ConditionUpdate::new(
+            ConditionStatus::False,
+            Reason::ProbeRejected,
+            "3 consecutive CONNECT probes failed; last: x",
+            None,
+        );
+        let w = verdict_to_write(&stale, Some(&written), down, "e", t1).expect("a new verdict");
+        assert_eq!(w.status, ConditionStatus::False);
+        // Once the cache shows it, the same holds without the record.
+        let mut caught_up = ProxyStatus::default();
+        caught_up.conditions.push(written.condition.clone());
+        caught_up.probed_instance = Some("e".into());
+        assert_eq!(verdict_to_write(&caught_up, None, up(), "e", t1), None);
     }
 }

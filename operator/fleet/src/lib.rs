@@ -151,8 +151,8 @@ pub use discovery::{DiscoveredProxy, DiscoveryQuery, DiscoveryResponse, discover
 pub use error::Error;
 pub use event::{Event, EventKind, EventReason};
 pub use health::{
-    HealthPlan, HealthTracker, Hysteresis, plan as health_plan,
-    worth_writing as health_worth_writing,
+    HealthPlan, HealthTracker, Hysteresis, Written as HealthWritten, plan as health_plan,
+    verdict_to_write as health_verdict_to_write, worth_writing as health_worth_writing,
 };
 pub use probe::{
     FailureKind, MAX_PROBE_TIMEOUT, MAX_STATUS_LINE, Probe, ProbeFailure, ProbeOutcome,

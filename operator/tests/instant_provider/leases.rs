@@ -330,32 +330,51 @@ pub async fn consumers_lease_distinct_healthy_proxies_until_they_end() {
         }
     }
     assert_eq!(held.len(), 4);
+    // The lease records of this test's Proxies (the operator's namespace
+    // is shared).
+    let records = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        client.clone(),
+        "egress-proxies-system",
+    );
+    let ours = async || -> Option<Vec<k8s_openapi::api::coordination::v1::Lease>> {
+        let all = records
+            .list(&kube::api::ListParams::default().labels(fleet::consumer_lease::LABEL))
+            .await
+            .ok()?;
+        let prefix = format!("{ns}/");
+        Some(
+            all.items
+                .into_iter()
+                .filter(|l| {
+                    l.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(fleet::consumer_lease::PROXY_ANNOTATION))
+                        .is_some_and(|p| p.starts_with(&prefix))
+                })
+                .collect(),
+        )
+    };
+    // Who wrote the records is on record (not "unknown").
+    let managers: std::collections::BTreeSet<String> = ours()
+        .await
+        .expect("the lease records listed")
+        .iter()
+        .flat_map(|l| l.metadata.managed_fields.iter().flatten())
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(
+        managers,
+        std::collections::BTreeSet::from(["egress-operator-leases".to_owned()])
+    );
     for (path, who) in held {
         let (code, body) = call(&addr, "DELETE", &path, who).await;
         assert_eq!(code, 204, "{path}: {body}");
     }
     instant::delete_all(&proxies).await;
     instant::wait_gone(&proxies, WITHIN).await;
-    let records = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
-        client.clone(),
-        "egress-proxies-system",
-    );
     until("the lease records swept", async || {
-        let left = records
-            .list(&kube::api::ListParams::default().labels(fleet::consumer_lease::LABEL))
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .filter(|l| {
-                l.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(fleet::consumer_lease::PROXY_ANNOTATION))
-                    .is_some_and(|p| p.starts_with(&format!("{ns}/")))
-            })
-            .count();
-        (left == 0).then_some(())
+        ours().await?.is_empty().then_some(())
     })
     .await;
     drop(operator);

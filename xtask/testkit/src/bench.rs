@@ -61,6 +61,26 @@ pub fn ratio_summary(ratios: &[f64]) -> String {
     )
 }
 
+/// Waits, at most `within`, until the processes named `comms` (as
+/// [`pids_named`]) together use less than `cores` of CPU over half a
+/// second: a timed phase then starts on a quiet machine, not during the
+/// tail of the last one (a garbage collector's sweep, a namespace's
+/// deletion). Returns whether they settled.
+pub async fn quiesce(comms: &[&str], cores: f64, within: std::time::Duration) -> bool {
+    const WINDOW: std::time::Duration = std::time::Duration::from_millis(500);
+    let pids: Vec<u32> = comms.iter().flat_map(|c| pids_named(c)).collect();
+    let used = || pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let before = used();
+        tokio::time::sleep(WINDOW).await;
+        if (used() - before) / WINDOW.as_secs_f64() < cores {
+            return true;
+        }
+    }
+    false
+}
+
 /// CPU seconds (user + system) process `pid` has used; 0 when it is gone.
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
