@@ -394,9 +394,12 @@ async fn pool_rounds(
             let create_cpu = server_cpu() - cpu0;
             settle().await;
             let cpu0 = server_cpu();
+            let machine0 = testkit::bench::cpu_by_name();
             let profile = pprof(world, &format!("{tag}{r}"));
             let took = peer(client, &ns, world.provider(responder), concurrency, shape).await;
             let cpu = server_cpu() - cpu0;
+            let machine = testkit::bench::cpu_spent(&machine0, &testkit::bench::cpu_by_name(), 8);
+            println!("  the machine over {tag}: {machine}");
             profile.map(Profile::finish);
             instant::delete_all(&api).await;
             let _ = world
@@ -515,16 +518,33 @@ async fn pool(
     };
     settle().await;
     let (cpu0, etcd0, operator0) = (server_cpu(), etcd_cpu(), operator.cpu_seconds());
+    let machine0 = testkit::bench::cpu_by_name();
     let profile = pprof(world, namespace);
     let created = Clock::now();
     instant::create_pool(&pools, &ns, &world.entry, "bench", n).await;
-    let all_running = instant::wait_all(&proxies, n + 1, BUDGET, "Running", instant::running).await;
+    // The pool's own status says when all its members are Ready (one
+    // object watched); `OPERATOR_BENCH_POOL_WATCH=members` watches every
+    // member instead (an observer as costly as a second controller).
+    let all_running = if std::env::var("OPERATOR_BENCH_POOL_WATCH").as_deref() == Ok("members") {
+        instant::wait_all(&proxies, n + 1, BUDGET, "Running", instant::running).await
+    } else {
+        instant::wait_pool_ready(&pools, "bench", n, BUDGET).await
+    };
     let cpu = server_cpu() - cpu0;
     let operator_cpu = operator.cpu_seconds() - operator0;
     let etcd = etcd_cpu() - etcd0;
+    let machine = testkit::bench::cpu_spent(&machine0, &testkit::bench::cpu_by_name(), 8);
     profile.map(Profile::finish);
     let took = all_running - created;
     let to_running = delta(&writes(client).await, &w);
+    // What the pool said, checked against its members (not timed).
+    let members = proxies.list(&ListParams::default()).await.unwrap();
+    let running = members
+        .items
+        .iter()
+        .filter(|p| instant::running(&serde_json::to_value(p).unwrap()))
+        .count();
+    assert_eq!(running, n + 1, "the pool said Ready, its members disagree");
     println!(
         "pool: {n} members Running in {:.2} s from the pool's creation (the operator ready {:.2} s after its start); \
          CPU per member: operator {:.2} ms, etcd {:.2} ms",
@@ -533,6 +553,7 @@ async fn pool(
         operator_cpu * 1000.0 / n as f64,
         etcd * 1000.0 / n as f64
     );
+    println!("  the machine over the pool: {machine}");
     for name in ["bench", "warm"] {
         pools.delete(name, &Default::default()).await.unwrap();
     }

@@ -148,17 +148,21 @@ pub fn verdict_to_write(
     endpoint: &str,
     now: crate::time::Timestamp,
 ) -> Option<Condition> {
-    let mut base = stored.clone();
-    let mut probed = stored.probed_instance.as_deref();
-    if let Some(w) = written {
-        base.conditions.retain(|c| c.type_ != w.condition.type_);
-        base.conditions.push(w.condition.clone());
-        probed = Some(&w.probed);
-    }
-    let old = base.condition(ConditionType::Healthy).cloned();
-    base.set_condition(ConditionType::Healthy, update, now);
-    let new = base.condition(ConditionType::Healthy)?;
-    worth_writing(old.as_ref(), new, probed, endpoint).then(|| new.clone())
+    let (old, probed) = match written {
+        Some(w) => (Some(&w.condition), Some(w.probed.as_str())),
+        None => (
+            stored.condition(ConditionType::Healthy),
+            stored.probed_instance.as_deref(),
+        ),
+    };
+    // Only the one condition is built, not a copy of the whole status.
+    let mut healthy: Vec<Condition> = old.into_iter().cloned().collect();
+    crate::status::upsert_condition(
+        &mut healthy,
+        Condition::fresh(ConditionType::Healthy, update, now),
+    );
+    let new = healthy.pop()?;
+    worth_writing(old, &new, probed, endpoint).then_some(new)
 }
 
 /// The thresholds.

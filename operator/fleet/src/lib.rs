@@ -152,7 +152,7 @@ pub use error::Error;
 pub use event::{Event, EventKind, EventReason};
 pub use health::{
     HealthPlan, HealthTracker, Hysteresis, Written as HealthWritten, plan as health_plan,
-    verdict_to_write as health_verdict_to_write, worth_writing as health_worth_writing,
+    verdict_to_write as health_verdict_to_write,
 };
 pub use probe::{
     FailureKind, MAX_PROBE_TIMEOUT, MAX_STATUS_LINE, Probe, ProbeFailure, ProbeOutcome,

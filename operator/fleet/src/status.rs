@@ -192,6 +192,19 @@ pub struct Condition {
 }
 
 impl Condition {
+    /// A condition of type `t` as `update` says, changing at `now` (before
+    /// [`upsert_condition`] keeps an unchanged status's transition time).
+    pub(crate) fn fresh(t: ConditionType, update: ConditionUpdate, now: Timestamp) -> Condition {
+        Condition {
+            type_: t.as_str().to_owned(),
+            status: update.status,
+            reason: update.reason.as_str().to_owned(),
+            message: update.message,
+            last_transition_time: now,
+            observed_generation: update.generation,
+        }
+    }
+
     /// The reason as a [`Reason`], if it is one this crate knows.
     pub fn known_reason(&self) -> Option<Reason> {
         Reason::parse(&self.reason)
@@ -266,15 +279,7 @@ impl ProxyStatus {
     /// generation are updated in place, so setting the same values twice
     /// changes nothing.
     pub fn set_condition(&mut self, t: ConditionType, update: ConditionUpdate, now: Timestamp) {
-        let fresh = Condition {
-            type_: t.as_str().to_owned(),
-            status: update.status,
-            reason: update.reason.as_str().to_owned(),
-            message: update.message,
-            last_transition_time: now,
-            observed_generation: update.generation,
-        };
-        upsert_condition(&mut self.conditions, fresh);
+        upsert_condition(&mut self.conditions, Condition::fresh(t, update, now));
     }
 
     /// A copy without the condition of type `t` (e.g. the reconciler's part

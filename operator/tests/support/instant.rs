@@ -908,6 +908,37 @@ pub async fn wait_all(
     }
 }
 
+/// Waits (at most `within`) until the ProxyPool `name` reports `n`
+/// members, all `Ready` (`status.replicas` and `status.readyReplicas`), by
+/// watching that one object: how a user sees a pool become ready, and an
+/// observer that does not itself load the API server with every member's
+/// events. Returns when it saw that.
+pub async fn wait_pool_ready(
+    api: &Api<DynamicObject>,
+    name: &str,
+    n: usize,
+    within: Duration,
+) -> std::time::Instant {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = std::pin::pin!(watcher(api.clone(), config).applied_objects());
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let obj = match tokio::time::timeout_at(deadline, stream.try_next()).await {
+            Err(_) => panic!("pool {name} not {n} Ready within {within:?}"),
+            Ok(Err(e)) => {
+                eprintln!("watch: {e} (retrying)");
+                continue;
+            }
+            Ok(Ok(None)) => panic!("the watch ended"),
+            Ok(Ok(Some(obj))) => obj,
+        };
+        let count = |field: &str| obj.data["status"][field].as_u64().unwrap_or(0);
+        if count("replicas") == n as u64 && count("readyReplicas") == n as u64 {
+            return std::time::Instant::now();
+        }
+    }
+}
+
 pub fn running(v: &Value) -> bool {
     v["status"]["phase"] == "Running"
 }

@@ -90,6 +90,56 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (num(11) + num(12)) as f64 / 100.0
 }
 
+/// CPU seconds used so far by every process on the machine, summed by
+/// name (`/proc/PID/comm`; kernel workers as one, `kworker`). Two snapshots around a phase say what the
+/// machine spent it on ([`cpu_spent`]); processes that both start and end
+/// within the phase are not seen.
+pub fn cpu_by_name() -> std::collections::BTreeMap<String, f64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return by_name;
+    };
+    for pid in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    {
+        if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+            // A kernel worker's name says what it works on now
+            // (`kworker/1:0-events`); they count as one.
+            let name = if comm.starts_with("kworker/") {
+                "kworker"
+            } else {
+                comm.trim()
+            };
+            *by_name.entry(name.to_owned()).or_insert(0.0) += cpu_seconds(pid);
+        }
+    }
+    by_name
+}
+
+/// What the machine spent between two [`cpu_by_name`] snapshots: the
+/// `top` names by CPU seconds, largest first, as `name 1.23 s, ...`, and
+/// the total over every name.
+pub fn cpu_spent(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+    top: usize,
+) -> String {
+    let mut spent: Vec<(&str, f64)> = after
+        .iter()
+        .map(|(name, s)| (name.as_str(), s - before.get(name).copied().unwrap_or(0.0)))
+        .filter(|(_, s)| *s > 0.0)
+        .collect();
+    spent.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = spent.iter().map(|(_, s)| s).sum();
+    let named: Vec<String> = spent
+        .iter()
+        .take(top)
+        .map(|(name, s)| format!("{name} {s:.2} s"))
+        .collect();
+    format!("{total:.2} s CPU: {}", named.join(", "))
+}
+
 /// The pids of the processes named `comm` (as in `/proc/PID/comm`).
 pub fn pids_named(comm: &str) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -107,6 +157,25 @@ pub fn pids_named(comm: &str) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_spent_names_the_largest_deltas_first() {
+        let before = [("a".to_owned(), 1.0), ("b".to_owned(), 2.0)].into();
+        let after = [
+            ("a".to_owned(), 1.5),
+            ("b".to_owned(), 4.0),
+            ("c".to_owned(), 0.25),
+        ]
+        .into();
+        assert_eq!(
+            cpu_spent(&before, &after, 2),
+            "2.75 s CPU: b 2.00 s, a 0.50 s"
+        );
+        assert!(
+            cpu_by_name().values().any(|s| *s > 0.0),
+            "this process runs"
+        );
+    }
 
     #[test]
     fn ratio_summary_gives_the_median_and_every_round() {
