@@ -38,6 +38,7 @@ mod probe;
 mod provider_events;
 mod providers;
 mod proxy_changes;
+mod proxy_feed;
 mod reconciler;
 mod run;
 mod services;

@@ -339,6 +339,9 @@ struct Replica {
     /// The Proxies the watch cache saw change (the health engine's reset
     /// passes look at these only).
     proxies_changed: Arc<crate::proxy_changes::ProxyChanges>,
+    /// The watch cache's changes handed on to a term's controllers (one
+    /// Proxy watch per process).
+    proxy_feed: Arc<crate::proxy_feed::ProxyFeed>,
     /// Notified on every change the Proxy watch cache sees (the Service
     /// sync waits on it).
     services_changed: Arc<tokio::sync::Notify>,
@@ -460,13 +463,17 @@ impl Replica {
         let api = proxy_api(&client, args.namespace.as_deref());
         let proxies_changed = crate::proxy_changes::ProxyChanges::new();
         let services_changed = Arc::new(tokio::sync::Notify::new());
+        let proxy_feed = crate::proxy_feed::ProxyFeed::new();
         spawn_proxy_cache(
             tasks,
             api,
             writer,
             state,
-            proxies_changed.clone(),
-            services_changed.clone(),
+            CacheListeners {
+                changed: proxies_changed.clone(),
+                services: services_changed.clone(),
+                feed: proxy_feed.clone(),
+            },
             cancel,
         );
         Ok(Self {
@@ -478,6 +485,7 @@ impl Replica {
             metrics,
             proxies: reader,
             proxies_changed,
+            proxy_feed,
             services_changed,
             probe,
             hosts,
@@ -663,8 +671,9 @@ impl Replica {
                 reconcile_wait: args.reconcile_wait.0,
             },
         });
-        let api = proxy_api(client, args.namespace.as_deref());
-        let controller = Controller::new(api, watcher::Config::default())
+        // Triggered by the replica's Proxy watch (no watch of its own).
+        let changes = self.proxy_feed.subscribe(self.proxies.clone());
+        let controller = Controller::for_shared_stream(changes, self.proxies.clone())
             .with_config(controller::Config::default().concurrency(args.concurrency))
             .reconcile_on(crate::reconciler::receiver_stream(trigger_rx))
             .reconcile_all_on(crate::reconciler::receiver_stream(recovered))
@@ -701,6 +710,16 @@ impl Replica {
             });
         let cancel = cancel.clone();
         term.spawn(async move {
+            // The controller waits for its store with kube's own wait,
+            // which wakes only its last waiter: the shared cache must be
+            // ready before the controller is first polled.
+            tokio::select! {
+                () = crate::store_ready::ready(&store) => {}
+                () = cancel.cancelled() => {
+                    ctx.tasks.shutdown();
+                    return;
+                }
+            }
             // Forget Proxies gone without a final reconcile, once a minute.
             let sweep = async {
                 loop {
@@ -754,12 +773,11 @@ impl Replica {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
-        let members = proxy_api(&self.client, namespace);
+        // Members from the replica's Proxy watch (no watch of its own):
+        // a change of a Proxy a pool controls triggers that pool.
+        let members = self.proxy_feed.subscribe(self.proxies.clone());
         let controller = Controller::new(pools, watcher::Config::default())
-            .owns(
-                members,
-                watcher::Config::default().labels(fleet::pool::POOL_LABEL),
-            )
+            .owns_shared_stream(members)
             .with_config(controller::Config::default().concurrency(self.args.concurrency))
             .graceful_shutdown_on(cancel.clone().cancelled_owned());
         let store = controller.store();
@@ -782,28 +800,37 @@ impl Replica {
     }
 }
 
-/// The Proxy watch cache every replica keeps (discovery reads it), the
-/// readiness flag it sets once synced; each change is recorded in
-/// `changed` and wakes `services`.
+/// Who hears of the Proxy watch cache's changes.
+struct CacheListeners {
+    /// The health engine's reset pass (the Proxies that changed).
+    changed: Arc<crate::proxy_changes::ProxyChanges>,
+    /// The Service sync (one pending wake at most).
+    services: Arc<tokio::sync::Notify>,
+    /// A term's controllers.
+    feed: Arc<crate::proxy_feed::ProxyFeed>,
+}
+
+/// The Proxy watch cache every replica keeps (discovery, the health
+/// engine and a term's controllers read it), the readiness flag it sets
+/// once synced; each change goes to `listeners`.
 fn spawn_proxy_cache(
     tasks: &mut JoinSet<()>,
     api: Api<Proxy>,
     writer: reflector::store::Writer<Proxy>,
     state: Arc<HttpState>,
-    changed: Arc<crate::proxy_changes::ProxyChanges>,
-    services: Arc<tokio::sync::Notify>,
+    listeners: CacheListeners,
     cancel: &CancellationToken,
 ) {
     let watch_cancel = cancel.child_token();
+    let store = writer.as_reader();
     let stream = reflector(writer, watcher(api, watcher::Config::default()))
         .default_backoff()
         .for_each(move |event| {
             match event {
-                // The health engine's reset pass and the Service sync (one
-                // pending wake each at most).
                 Ok(event) => {
-                    changed.record(&event);
-                    services.notify_one();
+                    listeners.changed.record(&event);
+                    listeners.services.notify_one();
+                    listeners.feed.record(&store, &event);
                 }
                 Err(e) => tracing::warn!(error = %chain(&e), "proxy watch error (retrying)"),
             }
