@@ -789,7 +789,15 @@ impl Replica {
                 }
             });
         let cancel = cancel.clone();
+        let proxies = self.proxies.clone();
         term.spawn(async move {
+            // A pass reads members from the Proxy cache: not before it has
+            // synced (a pass on an empty cache would make every member
+            // again, each answered "exists").
+            tokio::select! {
+                () = crate::store_ready::ready(&proxies) => {}
+                () = cancel.cancelled() => return,
+            }
             tokio::select! {
                 () = stream => {}
                 // The controller stops on its own (graceful shutdown); this bounds it.
