@@ -40,8 +40,17 @@
 //! `OPERATOR_BENCH_ONLY=pool` measures only the pool against the peer,
 //! `OPERATOR_BENCH_ROUNDS` (default 3) interleaved rounds, medians; and
 //! against the same peer writing the status the operator reports
-//! (creation time, observed generation, applied spec, two conditions), with
-//! the API server's and etcd's CPU per Proxy for each.
+//! (creation time, observed generation, applied spec, two conditions), and
+//! against **the pool's writes made directly** (no operator: each member
+//! created as the pool controller creates it, then its status applied as
+//! the reconciler applies it; what a pool costs the control plane at the
+//! least, so pool / that is the operator's own overhead), with the API
+//! server's and etcd's CPU per Proxy for each.
+//!
+//! `OPERATOR_BENCH_ONLY=writes` times only the pool's writes made
+//! directly, in the shapes `OPERATOR_BENCH_WRITES_SHAPES` lists (each
+//! leaving out parts of a member or its status; see `writes_rounds`): what
+//! each part of the contract costs the control plane.
 //!
 //! `OPERATOR_BENCH_PPROF=DIR` saves the API server's CPU profile over each
 //! timed phase (the sandbox started with
@@ -174,6 +183,162 @@ async fn peer(
     started.elapsed()
 }
 
+/// The pool's own writes without the operator: for each of `n` members,
+/// [`CONCURRENCY`] × 2 at a time, create it as the pool controller does
+/// (its labels, the pool as controlling owner, the finalizer, a placement;
+/// under the pool's field manager), call the provider, and apply the
+/// status the operator reports (under the reconciler's field manager).
+/// Timed from the first create to the last status; what a pool costs the
+/// control plane at the least.
+async fn pool_peer(
+    client: &Client,
+    ns: &str,
+    provider: Arc<dyn Provider>,
+    concurrency: usize,
+    entry: &str,
+    n: usize,
+    shape: &str,
+) -> Duration {
+    let api = instant::proxies(client, ns);
+    let pools = instant::pools(client, ns);
+    instant::create_pool(&pools, ns, entry, "bench", 0).await;
+    let owner = pools.get("bench").await.unwrap();
+    let uid = owner.metadata.uid.clone().unwrap();
+    let without = |what: &str| shape.split(',').any(|s| s == what);
+    let started = Clock::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (api, provider, uid) = (api.clone(), provider.clone(), uid.clone());
+            let without = &without;
+            async move {
+                let name = format!("bench-c88b5956-{i}");
+                let member: kube::api::DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "egress-proxies.io/v1alpha1",
+                    "kind": "Proxy",
+                    "metadata": {
+                        "name": name, "namespace": ns,
+                        "labels": {"egress-proxies.io/pool": "bench",
+                            "egress-proxies.io/pool-template": "c88b5956"},
+                        "ownerReferences": [{"apiVersion": "egress-proxies.io/v1alpha1",
+                            "kind": "ProxyPool", "name": "bench", "uid": uid,
+                            "controller": true, "blockOwnerDeletion": true}],
+                        "finalizers": ["egress-proxies.io/instance"],
+                    },
+                    "spec": {"provider": entry, "placement": {"host": "h1", "policy": "Prefer"}},
+                }))
+                .unwrap();
+                let mut member = member;
+                if without("owner") {
+                    member.metadata.owner_references = None;
+                }
+                if without("labels") {
+                    member.metadata.labels = None;
+                }
+                if without("finalizer") {
+                    member.metadata.finalizers = None;
+                }
+                if without("placement") {
+                    member.data["spec"] = json!({"provider": entry});
+                }
+                let params = kube::api::PostParams {
+                    field_manager: Some("egress-operator-pool".into()),
+                    ..Default::default()
+                };
+                let made = api.create(&params, &member).await.unwrap();
+                let req = CreateRequest::new(
+                    provider_api::OwnerUid::parse(made.metadata.uid.as_deref().unwrap()).unwrap(),
+                    provider_api::ObjectName::parse(&name).unwrap(),
+                    Identifier::parse(ns).unwrap(),
+                );
+                let instance = provider.create(&req).await.unwrap();
+                let now = "2026-12-06T10:00:00Z";
+                let message = if without("message") {
+                    "runs".to_owned()
+                } else {
+                    format!(
+                        "instance {} runs at {}:{}",
+                        instance.id,
+                        instance.ip.unwrap(),
+                        instance.proxy_port.unwrap()
+                    )
+                };
+                let condition = |t: &str| {
+                    json!({"type": t, "status": "True", "reason": "Running",
+                        "message": message, "lastTransitionTime": now,
+                        "observedGeneration": 1})
+                };
+                let mut body = json!({
+                    "apiVersion": "egress-proxies.io/v1alpha1",
+                    "kind": "Proxy",
+                    "metadata": {"name": name},
+                    "status": {
+                        "phase": "Running",
+                        "providerID": instance.id.to_string(),
+                        "host": instance.host.as_str(),
+                        "ip": instance.ip,
+                        "port": instance.proxy_port,
+                        "createdAt": now,
+                        "observedGeneration": 1,
+                        "appliedSpec": made.data["spec"].clone(),
+                        "conditions": [condition("Provisioned"), condition("Ready")],
+                    },
+                });
+                if without("applied") {
+                    body["status"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("appliedSpec");
+                }
+                if without("provisioned") {
+                    body["status"]["conditions"] = json!([condition("Ready")]);
+                }
+                if without("conditions") {
+                    body["status"].as_object_mut().unwrap().remove("conditions");
+                }
+                api.patch_status(
+                    &name,
+                    &PatchParams::apply("egress-operator-reconciler").force(),
+                    &Patch::Apply(body),
+                )
+                .await
+                .unwrap();
+            }
+        })
+        .buffer_unordered(2 * concurrency)
+        .collect::<Vec<()>>()
+        .await;
+    started.elapsed()
+}
+
+/// Clears the finalizers [`pool_peer`]'s members carry (no operator runs
+/// there) and deletes its pool; the members can then be deleted.
+async fn pool_peer_clear(client: &Client, ns: &str) {
+    let api = instant::proxies(client, ns);
+    let pools = instant::pools(client, ns);
+    let names: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    futures::stream::iter(names)
+        .map(|name| {
+            let api = api.clone();
+            async move {
+                let clear = json!({"metadata": {"finalizers": null}});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(clear))
+                    .await
+                    .unwrap();
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+    pools.delete("bench", &Default::default()).await.unwrap();
+}
+
 fn knob(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -195,6 +360,9 @@ async fn bench() {
         world.kube.version
     );
 
+    if std::env::var("OPERATOR_BENCH_ONLY").as_deref() == Ok("writes") {
+        return writes_rounds(&world, responder, n, concurrency).await;
+    }
     if std::env::var("OPERATOR_BENCH_ONLY").as_deref() == Ok("pool") {
         return pool_rounds(&world, responder, n, concurrency, &log_filter).await;
     }
@@ -373,18 +541,9 @@ async fn pool_rounds(
     let rounds = knob("OPERATOR_BENCH_ROUNDS", 3) as usize;
     let client = &world.client;
     // The control plane's CPU (API server and etcd) over each phase.
-    let servers: Vec<u32> = ["kube-apiserver", "etcd"]
-        .iter()
-        .flat_map(|c| testkit::bench::pids_named(c))
-        .collect();
-    let server_cpu = || -> f64 {
-        servers
-            .iter()
-            .map(|p| testkit::bench::cpu_seconds(*p))
-            .sum()
-    };
-    let (mut peers, mut fulls, mut pools, mut writes_per) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let server_cpu = control_plane_cpu();
+    let (mut peers, mut fulls, mut directs, mut pools, mut writes_per) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         // The peer, then the same loop writing the status the operator
         // reports, each on Proxies of its own (their creation not timed).
@@ -402,7 +561,9 @@ async fn pool_rounds(
             let cpu = server_cpu() - cpu0;
             let machine = testkit::bench::cpu_spent(&machine0, &testkit::bench::cpu_by_name(), 8);
             println!("  the machine over {tag}: {machine}");
-            profile.map(Profile::finish);
+            if let Some(profile) = profile {
+                profile.finish().await;
+            }
             instant::delete_all(&api).await;
             let _ = world
                 .kube
@@ -411,6 +572,18 @@ async fn pool_rounds(
         };
         let (peer_time, peer_cpu, create_cpu) = timed_peer("bench-peer", PeerStatus::Thin).await;
         let (full_time, full_cpu, _) = timed_peer("bench-peer-full", PeerStatus::AsOurs).await;
+        // The pool's own writes, made directly: what the pool costs the
+        // control plane at the least.
+        let (writes_time, writes_cpu) = timed_pool_writes(
+            world,
+            responder,
+            n,
+            concurrency,
+            &format!("bench-peer-writes{r}"),
+            "",
+            &server_cpu,
+        )
+        .await;
         let (pool_time, pool_writes, pool_cpu) = pool(
             world,
             &format!("bench-pool{r}"),
@@ -424,33 +597,150 @@ async fn pool_rounds(
         let per = object_writes(&pool_writes) as f64 / n as f64;
         let ms = |cpu: f64| cpu * 1000.0 / n as f64;
         println!(
-            "round {r}: peer {:.2} s, peer writing our status {:.2} s, pool {:.2} s ({:.2}x, {:.2}x), \
-             {per:.2} writes per member; API server + etcd CPU per member to Running: \
-             peer {:.2} ms, peer writing our status {:.2} ms, pool {:.2} ms \
+            "round {r}: peer {:.2} s, peer writing our status {:.2} s, the pool's writes made directly {:.2} s, \
+             pool {:.2} s ({:.2}x, {:.2}x, {:.2}x), {per:.2} writes per member; API server + etcd CPU per member \
+             to Running: peer {:.2} ms, peer writing our status {:.2} ms, the pool's writes {:.2} ms, pool {:.2} ms \
              (creating the peers' Proxies, not timed: {:.2} ms each)",
             peer_time.as_secs_f64(),
             full_time.as_secs_f64(),
+            writes_time.as_secs_f64(),
             pool_time.as_secs_f64(),
             pool_time.as_secs_f64() / peer_time.as_secs_f64(),
             pool_time.as_secs_f64() / full_time.as_secs_f64(),
+            pool_time.as_secs_f64() / writes_time.as_secs_f64(),
             ms(peer_cpu),
             ms(full_cpu),
+            writes_cpu,
             ms(pool_cpu),
             ms(create_cpu),
         );
         peers.push(peer_time.as_secs_f64());
         fulls.push(full_time.as_secs_f64());
+        directs.push(writes_time.as_secs_f64());
         pools.push(pool_time.as_secs_f64());
         writes_per.push(per);
     }
-    let (peer, full, pool) = (median(&peers), median(&fulls), median(&pools));
+    let (peer, full, direct, pool) = (
+        median(&peers),
+        median(&fulls),
+        median(&directs),
+        median(&pools),
+    );
     println!(
         "\npool of {n}, all members Ready (median of {rounds}): {pool:.2} s vs the peer's {peer:.2} s, {:.2}x \
-         (vs the peer writing our status, {full:.2} s: {:.2}x); {:.2} API writes per member",
+         (vs the peer writing our status, {full:.2} s: {:.2}x; vs the pool's writes made directly, \
+         {direct:.2} s: {:.2}x); {:.2} API writes per member",
         pool / peer,
         pool / full,
+        pool / direct,
         median(&writes_per)
     );
+}
+
+/// `OPERATOR_BENCH_ONLY=writes`: the pool's writes made directly, in the
+/// shapes `OPERATOR_BENCH_WRITES_SHAPES` names (`;`-separated; each a
+/// `,`-separated list of what to leave out: `owner`, `labels`,
+/// `finalizer`, `placement`, `message`, `applied`, `provisioned`,
+/// `conditions`; empty is the pool's own), `OPERATOR_BENCH_ROUNDS`
+/// interleaved rounds: time and the API server's and etcd's CPU per
+/// member, medians.
+async fn writes_rounds(
+    world: &World,
+    responder: std::net::SocketAddr,
+    n: usize,
+    concurrency: usize,
+) {
+    let rounds = knob("OPERATOR_BENCH_ROUNDS", 3) as usize;
+    let shapes: Vec<String> = std::env::var("OPERATOR_BENCH_WRITES_SHAPES")
+        .unwrap_or_default()
+        .split(';')
+        .map(str::to_owned)
+        .collect();
+    let server_cpu = control_plane_cpu();
+    let mut figures: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); shapes.len()];
+    for r in 0..rounds {
+        for (i, shape) in shapes.iter().enumerate() {
+            let (took, cpu) = timed_pool_writes(
+                world,
+                responder,
+                n,
+                concurrency,
+                &format!("bench-writes{r}-{i}"),
+                shape,
+                &server_cpu,
+            )
+            .await;
+            println!(
+                "round {r}, without [{shape}]: {:.2} s, {cpu:.2} ms server CPU per member",
+                took.as_secs_f64()
+            );
+            figures[i].0.push(took.as_secs_f64());
+            figures[i].1.push(cpu);
+        }
+    }
+    for (shape, (t, c)) in shapes.iter().zip(&figures) {
+        println!(
+            "without [{shape}]: {:.2} s, {:.2} ms per member (medians of {rounds})",
+            median(t),
+            median(c)
+        );
+    }
+}
+
+/// The API server's and etcd's CPU so far, seconds.
+fn control_plane_cpu() -> impl Fn() -> f64 {
+    let servers: Vec<u32> = ["kube-apiserver", "etcd"]
+        .iter()
+        .flat_map(|c| testkit::bench::pids_named(c))
+        .collect();
+    move || {
+        servers
+            .iter()
+            .map(|p| testkit::bench::cpu_seconds(*p))
+            .sum()
+    }
+}
+
+/// [`pool_peer`] in a namespace `tag-…` of its own, timed once the control
+/// plane is quiet: its time and the control plane's CPU per member (ms);
+/// its members are deleted after.
+async fn timed_pool_writes(
+    world: &World,
+    responder: std::net::SocketAddr,
+    n: usize,
+    concurrency: usize,
+    tag: &str,
+    shape: &str,
+    server_cpu: &dyn Fn() -> f64,
+) -> (Duration, f64) {
+    let client = &world.client;
+    let ns = world.namespace(tag);
+    settle().await;
+    let cpu0 = server_cpu();
+    let machine0 = testkit::bench::cpu_by_name();
+    let profile = pprof(world, tag);
+    let took = pool_peer(
+        client,
+        &ns,
+        world.provider(responder),
+        concurrency,
+        &world.entry,
+        n,
+        shape,
+    )
+    .await;
+    let cpu = (server_cpu() - cpu0) * 1000.0 / n as f64;
+    let machine = testkit::bench::cpu_spent(&machine0, &testkit::bench::cpu_by_name(), 8);
+    println!("  the machine over {tag} (the pool's writes made directly): {machine}");
+    if let Some(profile) = profile {
+        profile.finish().await;
+    }
+    pool_peer_clear(client, &ns).await;
+    instant::delete_all(&instant::proxies(client, &ns)).await;
+    let _ = world
+        .kube
+        .kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+    (took, cpu)
 }
 
 /// Waits (at most 30 s) until the control plane is quiet (API server,
@@ -538,7 +828,9 @@ async fn pool(
     let operator_cpu = operator.cpu_seconds() - operator0;
     let etcd = etcd_cpu() - etcd0;
     let machine = testkit::bench::cpu_spent(&machine0, &testkit::bench::cpu_by_name(), 8);
-    profile.map(Profile::finish);
+    if let Some(profile) = profile {
+        profile.finish().await;
+    }
     let took = all_running - created;
     let to_running = delta(&writes(client).await, &w);
     // What the pool said, checked against its members (not timed).

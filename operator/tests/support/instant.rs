@@ -877,6 +877,32 @@ pub fn show(d: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
+/// Watches `api` (with `config`) until `seen` says it saw enough, at most
+/// `within` (then panics, saying it was not `what`); returns when it did.
+/// Watch errors are retried.
+async fn watch_until(
+    api: &Api<DynamicObject>,
+    config: watcher::Config,
+    within: Duration,
+    what: &str,
+    mut seen: impl FnMut(DynamicObject) -> bool,
+) -> std::time::Instant {
+    let mut stream = std::pin::pin!(watcher(api.clone(), config).applied_objects());
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.try_next()).await {
+            Err(_) => panic!("{what} not within {within:?}"),
+            Ok(Err(e)) => eprintln!("watch: {e} (retrying)"),
+            Ok(Ok(None)) => panic!("the watch ended"),
+            Ok(Ok(Some(obj))) => {
+                if seen(obj) {
+                    return std::time::Instant::now();
+                }
+            }
+        }
+    }
+}
+
 /// Waits at most `within` until `done` holds for `n` Proxies of `api`
 /// (from a watch); returns when it did.
 pub async fn wait_all(
@@ -887,25 +913,13 @@ pub async fn wait_all(
     done: impl Fn(&Value) -> bool,
 ) -> std::time::Instant {
     let mut state: HashMap<String, bool> = HashMap::new();
-    let mut stream =
-        std::pin::pin!(watcher(api.clone(), watcher::Config::default()).applied_objects());
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let obj = match tokio::time::timeout_at(deadline, stream.try_next()).await {
-            Err(_) => panic!("not every Proxy {what} within {within:?}"),
-            Ok(Err(e)) => {
-                eprintln!("watch: {e} (retrying)");
-                continue;
-            }
-            Ok(Ok(None)) => panic!("the watch ended"),
-            Ok(Ok(Some(obj))) => obj,
-        };
+    let config = watcher::Config::default();
+    watch_until(api, config, within, &format!("every Proxy {what}"), |obj| {
         let value = serde_json::to_value(&obj).unwrap();
         state.insert(obj.metadata.name.clone().unwrap(), done(&value));
-        if state.len() >= n && state.values().all(|d| *d) {
-            return std::time::Instant::now();
-        }
-    }
+        state.len() >= n && state.values().all(|d| *d)
+    })
+    .await
 }
 
 /// Waits (at most `within`) until the ProxyPool `name` reports `n`
@@ -920,23 +934,12 @@ pub async fn wait_pool_ready(
     within: Duration,
 ) -> std::time::Instant {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream = std::pin::pin!(watcher(api.clone(), config).applied_objects());
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let obj = match tokio::time::timeout_at(deadline, stream.try_next()).await {
-            Err(_) => panic!("pool {name} not {n} Ready within {within:?}"),
-            Ok(Err(e)) => {
-                eprintln!("watch: {e} (retrying)");
-                continue;
-            }
-            Ok(Ok(None)) => panic!("the watch ended"),
-            Ok(Ok(Some(obj))) => obj,
-        };
+    let what = format!("pool {name} {n} Ready");
+    watch_until(api, config, within, &what, |obj| {
         let count = |field: &str| obj.data["status"][field].as_u64().unwrap_or(0);
-        if count("replicas") == n as u64 && count("readyReplicas") == n as u64 {
-            return std::time::Instant::now();
-        }
-    }
+        count("replicas") == n as u64 && count("readyReplicas") == n as u64
+    })
+    .await
 }
 
 pub fn running(v: &Value) -> bool {

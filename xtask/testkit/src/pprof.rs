@@ -59,9 +59,12 @@ impl Profile {
     }
 
     /// Stops after the profile being taken (at most a second) and returns
-    /// the files.
-    pub fn finish(self) -> Vec<PathBuf> {
+    /// the files; the wait for that profile runs off the async runtime.
+    pub async fn finish(self) -> Vec<PathBuf> {
         self.stop.store(true, Ordering::Release);
-        self.thread.join().unwrap_or_default()
+        let thread = self.thread;
+        tokio::task::spawn_blocking(move || thread.join().unwrap_or_default())
+            .await
+            .unwrap_or_default()
     }
 }
