@@ -44,6 +44,7 @@ mod operator_account;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
+use testkit::bench::knob;
 
 use consumer::{Consumer, http_request};
 use instant::World;
@@ -57,26 +58,7 @@ const NONE_FREE_PAUSE: Duration = Duration::from_millis(50);
 const BUDGET: Duration = Duration::from_secs(300);
 
 fn main() -> ExitCode {
-    if let Some(code) = instant::run_child_if_asked() {
-        return code;
-    }
-    // `cargo bench` passes `--bench`; a filter naming another bench skips.
-    if std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with('-') && a != "consumer_leases")
-    {
-        return ExitCode::SUCCESS;
-    }
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(bench());
-    ExitCode::SUCCESS
-}
-
-fn knob(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    instant::bench_main("consumer_leases", bench)
 }
 
 /// What one side measured.

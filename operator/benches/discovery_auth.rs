@@ -49,6 +49,7 @@ mod operator_account;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant as Clock};
+use testkit::bench::knob;
 
 use consumer::Consumer;
 use instant::{Operator, World};
@@ -63,26 +64,7 @@ const ROUNDS: usize = 3;
 const BUDGET: Duration = Duration::from_secs(600);
 
 fn main() -> ExitCode {
-    if let Some(code) = instant::run_child_if_asked() {
-        return code;
-    }
-    // `cargo bench` passes `--bench`; a filter naming another bench skips.
-    if std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with('-') && a != "discovery_auth")
-    {
-        return ExitCode::SUCCESS;
-    }
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(bench());
-    ExitCode::SUCCESS
-}
-
-fn knob(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    instant::bench_main("discovery_auth", bench)
 }
 
 /// One mode: its operator and what was measured.

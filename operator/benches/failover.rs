@@ -59,18 +59,12 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 const BOOT_BOUND: Duration = Duration::from_secs(900);
 
 fn main() -> ExitCode {
-    if std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with('-') && a != "failover")
-    {
+    if testkit::bench::filtered_out("failover") {
         return ExitCode::SUCCESS;
     }
     let d = Descriptor::require();
     testkit::pods::require_node(&d);
-    let rounds: usize = std::env::var("FAILOVER_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
+    let rounds = testkit::bench::knob("FAILOVER_ROUNDS", 1) as usize;
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let kube = d.kube.clone().unwrap();

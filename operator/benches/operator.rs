@@ -78,6 +78,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
+use testkit::bench::knob;
 
 use futures::StreamExt;
 use instant::{World, delta, object_writes, show, writes};
@@ -94,19 +95,7 @@ const CONCURRENCY: usize = 16;
 const BUDGET: Duration = Duration::from_secs(1800);
 
 fn main() -> ExitCode {
-    if let Some(code) = instant::run_child_if_asked() {
-        return code;
-    }
-    // `cargo bench` passes `--bench`; a filter naming another bench skips.
-    if std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with('-') && a != "operator")
-    {
-        return ExitCode::SUCCESS;
-    }
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(bench());
-    ExitCode::SUCCESS
+    instant::bench_main("operator", bench)
 }
 
 /// What the peer writes as each Proxy's status.
@@ -337,13 +326,6 @@ async fn pool_peer_clear(client: &Client, ns: &str) {
         .collect::<Vec<()>>()
         .await;
     pools.delete("bench", &Default::default()).await.unwrap();
-}
-
-fn knob(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 async fn bench() {

@@ -40,18 +40,7 @@ const ROUNDS: usize = 3;
 const BUDGET: Duration = Duration::from_secs(900);
 
 fn main() -> ExitCode {
-    if let Some(code) = instant::run_child_if_asked() {
-        return code;
-    }
-    if std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with('-') && a != "tracing")
-    {
-        return ExitCode::SUCCESS;
-    }
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(bench());
-    ExitCode::SUCCESS
+    instant::bench_main("tracing", bench)
 }
 
 /// A collector that reads each request and answers 200; stops with the

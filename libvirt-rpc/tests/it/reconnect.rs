@@ -5,6 +5,9 @@
 //! `close` ends everything.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,6 +16,57 @@ use libvirt_rpc::*;
 use testkit::Descriptor;
 use testkit::names::unique;
 use testkit::relay::Relay;
+
+/// A test's dials to the sandbox daemon's test driver, each through a
+/// relay of its own the test can cut.
+#[derive(Default)]
+struct Dials {
+    /// One relay per link made, oldest first.
+    relays: Arc<Mutex<Vec<Relay>>>,
+    /// While set, a dial fails as a missing socket does.
+    down: Arc<AtomicBool>,
+    /// Dials attempted.
+    attempts: Arc<AtomicUsize>,
+}
+
+type Dialled = Pin<Box<dyn Future<Output = Result<Client>> + Send>>;
+
+impl Dials {
+    /// The dial for [`Reconnecting::connect`]: calls on its links time out
+    /// after `call_timeout`.
+    fn dial(
+        &self,
+        d: &Descriptor,
+        call_timeout: Duration,
+    ) -> impl Fn() -> Dialled + Send + Sync + 'static {
+        let (relays, down, attempts) = (
+            self.relays.clone(),
+            self.down.clone(),
+            self.attempts.clone(),
+        );
+        let (socket, uri) = (d.libvirt.socket.clone(), d.libvirt.test_uri.clone());
+        move || {
+            let (relays, socket, uri) = (relays.clone(), socket.clone(), uri.clone());
+            let (down, attempts) = (down.clone(), attempts.clone());
+            Box::pin(async move {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                if down.load(Ordering::SeqCst) {
+                    return Client::connect_unix(
+                        "/nonexistent/libvirt-sock",
+                        &uri,
+                        OpenFlags::empty(),
+                        Config::default(),
+                    )
+                    .await;
+                }
+                let (io, relay) = Relay::unix_pair(&socket).await;
+                relays.lock().unwrap().push(relay);
+                let config = Config::default().call_timeout(call_timeout);
+                Client::connect(io, &uri, OpenFlags::empty(), config).await
+            })
+        }
+    }
+}
 
 /// The next event about domain `name` (skipping others), within 10 s.
 async fn next_about(sub: &mut Resubscribed, name: &str) -> Resumed<Event> {
@@ -36,20 +90,11 @@ fn defined(name: &str, got: &Resumed<Event>) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reconnecting_client_redials_and_resubscribes_after_its_link_dies() {
     let d = Descriptor::require();
-    let relays: Arc<Mutex<Vec<Relay>>> = Arc::default();
-    let dial = {
-        let relays = relays.clone();
-        let (socket, uri) = (d.libvirt.socket.clone(), d.libvirt.test_uri.clone());
-        move || {
-            let (relays, socket, uri) = (relays.clone(), socket.clone(), uri.clone());
-            async move {
-                let (io, relay) = Relay::unix_pair(&socket).await;
-                relays.lock().unwrap().push(relay);
-                let config = Config::default().call_timeout(Duration::from_secs(10));
-                Client::connect(io, &uri, OpenFlags::empty(), config).await
-            }
-        }
-    };
+    let dials = Dials::default();
+    let (dial, relays) = (
+        dials.dial(&d, Duration::from_secs(10)),
+        dials.relays.clone(),
+    );
     let policy = ReconnectPolicy {
         initial: Duration::from_millis(50),
         max: Duration::from_secs(1),
@@ -129,40 +174,19 @@ async fn a_reconnecting_client_redials_and_resubscribes_after_its_link_dies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_the_daemon_is_unreachable_calls_fail_after_their_timeout_and_dials_back_off() {
     let d = Descriptor::require();
-    let relays: Arc<Mutex<Vec<Relay>>> = Arc::default();
-    let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let dial = {
-        let (relays, down, attempts) = (relays.clone(), down.clone(), attempts.clone());
-        let (socket, uri) = (d.libvirt.socket.clone(), d.libvirt.test_uri.clone());
-        move || {
-            let (relays, socket, uri) = (relays.clone(), socket.clone(), uri.clone());
-            let (down, attempts) = (down.clone(), attempts.clone());
-            async move {
-                attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if down.load(std::sync::atomic::Ordering::SeqCst) {
-                    // As a missing socket answers.
-                    return Client::connect_unix(
-                        "/nonexistent/libvirt-sock",
-                        &uri,
-                        OpenFlags::empty(),
-                        Config::default(),
-                    )
-                    .await;
-                }
-                let (io, relay) = Relay::unix_pair(&socket).await;
-                relays.lock().unwrap().push(relay);
-                let config = Config::default().call_timeout(Duration::from_secs(1));
-                Client::connect(io, &uri, OpenFlags::empty(), config).await
-            }
-        }
-    };
+    let dials = Dials::default();
+    let dial = dials.dial(&d, Duration::from_secs(1));
+    let (relays, down, attempts) = (
+        dials.relays.clone(),
+        dials.down.clone(),
+        dials.attempts.clone(),
+    );
     let policy = ReconnectPolicy {
         initial: Duration::from_millis(50),
         max: Duration::from_millis(400),
     };
     let rc = Reconnecting::connect(dial, policy).await.unwrap();
-    down.store(true, std::sync::atomic::Ordering::SeqCst);
+    down.store(true, Ordering::SeqCst);
     let before = rc.client().await.unwrap();
     relays.lock().unwrap().last().unwrap().cut();
     let died = tokio::time::timeout(Duration::from_secs(5), before.closed()).await;
@@ -178,9 +202,9 @@ async fn while_the_daemon_is_unreachable_calls_fail_after_their_timeout_and_dial
     assert!(!rc.is_connected());
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // 50, 100, 200, 400, 400, ... ms apart: about 7 in 2.5 s, not hundreds.
-    let n = attempts.load(std::sync::atomic::Ordering::SeqCst);
+    let n = attempts.load(Ordering::SeqCst);
     assert!((4..=12).contains(&n), "{n} dials");
-    down.store(false, std::sync::atomic::Ordering::SeqCst);
+    down.store(false, Ordering::SeqCst);
     let c = rc.client().await.unwrap();
     c.connect_get_lib_version().await.unwrap();
     assert_eq!(rc.generation(), 1);

@@ -58,6 +58,24 @@ pub fn run_child_if_asked() -> Option<ExitCode> {
     std::env::var_os(CHILD).map(|_| operator::main(std::env::args_os(), instant_registry))
 }
 
+/// A benchmark's `main` over the operator run as a child: the child runs
+/// the operator; a run whose filter names another benchmark skips; else
+/// `bench` runs to its end.
+pub fn bench_main<F: std::future::Future<Output = ()>>(
+    name: &str,
+    bench: impl FnOnce() -> F,
+) -> ExitCode {
+    if let Some(code) = run_child_if_asked() {
+        return code;
+    }
+    if testkit::bench::filtered_out(name) {
+        return ExitCode::SUCCESS;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(bench());
+    ExitCode::SUCCESS
+}
+
 /// Answers every call at once from memory: the operator's cost alone.
 pub struct Instant {
     name: Identifier,

@@ -5,6 +5,23 @@
 use std::future::Future;
 use std::time::Instant;
 
+/// Whether `cargo bench`'s arguments name a benchmark other than `name`
+/// (it passes `--bench`, then any filter given): such a run skips this one.
+pub fn filtered_out(name: &str) -> bool {
+    std::env::args()
+        .skip(1)
+        .any(|a| !a.starts_with('-') && a != name)
+}
+
+/// The environment variable `name` as a number, else `default` (a knob a
+/// benchmark documents).
+pub fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The multi-threaded runtime (two workers, IO and time enabled) a
 /// benchmark runs its rounds on.
 pub fn runtime() -> tokio::runtime::Runtime {
