@@ -1,6 +1,7 @@
-//! What the benchmarks share: the runtime they drive both sides on, the
-//! call rate of concurrent tasks, and the medians and per-round ratios they
-//! print.
+//! What the benchmarks share: `cargo bench`'s filter and their
+//! environment knobs, the runtime they drive both sides on, the call rate
+//! of concurrent tasks, the medians and per-round ratios they print, and
+//! the machine's CPU by process over a phase.
 
 use std::future::Future;
 use std::time::Instant;

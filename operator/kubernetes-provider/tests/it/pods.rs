@@ -321,3 +321,156 @@ async fn the_checker_reports_the_namespace_and_refused_rights() {
         "{err}"
     );
 }
+
+/// deploy/'s NetworkPolicy sample for the Pods' namespace, applied as
+/// shipped (its namespace substituted): the API server takes it, its Pod
+/// selector picks exactly the provider's Pods (not another Pod of the
+/// namespace), its port is the one their container names, and the
+/// operator's Pods it admits are labelled as deploy/'s Deployment labels
+/// them. Enforcing it is the network plugin's (the sandbox's bridge
+/// plugin enforces none).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_network_policy_sample_admits_to_exactly_the_providers_pods_on_their_proxy_port() {
+    const SAMPLE: &str =
+        include_str!("../../../../deploy/samples/kubernetes-provider-networkpolicy.yaml");
+    const DEPLOYMENT: &str = include_str!("../../../../deploy/operator/deployment.yaml");
+    let d = Descriptor::require();
+    require_node(&d);
+    let kube = d.kube.clone().unwrap();
+    let ns = PodsNamespace::new(&kube, &names::unique("pods-policy"));
+    let p = provider(&ns, "");
+    let owner = uid();
+    p.create(&request(&owner)).await.unwrap();
+    let ours = format!("pod/{}", name_from_uid(&owner));
+    // Someone else's Pod in the same namespace (whether it runs is beside
+    // the point: the selector is what is tested).
+    let image = kubectl(
+        &kube,
+        &[
+            "-n",
+            &ns.name,
+            "get",
+            &ours,
+            "-o",
+            "jsonpath={.spec.containers[0].image}",
+        ],
+    );
+    kubectl(
+        &kube,
+        &[
+            "-n",
+            &ns.name,
+            "run",
+            "someone-else",
+            "--image",
+            &image,
+            "--image-pull-policy=Never",
+            "--restart=Never",
+        ],
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("policy.yaml");
+    let yaml = SAMPLE.replace(
+        "  namespace: egress-pods\n",
+        &format!("  namespace: {}\n", ns.name),
+    );
+    assert_ne!(yaml, SAMPLE, "the sample names its namespace");
+    std::fs::write(&manifest, yaml).unwrap();
+    kubectl(&kube, &["apply", "-f", &manifest.to_string_lossy()]);
+    let stored: serde_json::Value = serde_json::from_str(&kubectl(
+        &kube,
+        &[
+            "-n",
+            &ns.name,
+            "get",
+            "networkpolicy",
+            "egress-proxies-pods",
+            "-o",
+            "json",
+        ],
+    ))
+    .unwrap();
+    let spec = &stored["spec"];
+
+    // The selector, as the API server stored it, in kubectl's words.
+    let mut terms: Vec<String> = Vec::new();
+    for e in spec["podSelector"]["matchExpressions"].as_array().unwrap() {
+        assert_eq!(e["operator"], "Exists", "{e}");
+        terms.push(e["key"].as_str().unwrap().to_owned());
+    }
+    if let Some(labels) = spec["podSelector"]["matchLabels"].as_object() {
+        terms.extend(
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap())),
+        );
+    }
+    let selected = kubectl(
+        &kube,
+        &[
+            "-n",
+            &ns.name,
+            "get",
+            "pods",
+            "-l",
+            &terms.join(","),
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(selected.trim(), ours, "the policy's Pods");
+    let everyone = kubectl(&kube, &["-n", &ns.name, "get", "pods", "-o", "name"]);
+    assert_eq!(everyone.lines().count(), 2, "{everyone}");
+
+    // Ingress: the proxy port by the name the Pod's container gives it.
+    let rule = &spec["ingress"][0];
+    assert_eq!(spec["ingress"].as_array().unwrap().len(), 1, "{spec}");
+    assert_eq!(rule["ports"].as_array().unwrap().len(), 1, "{rule}");
+    let port = &rule["ports"][0]["port"];
+    let port = port
+        .as_str()
+        .unwrap_or_else(|| panic!("the port by its container's name, not {port}"));
+    let ports: serde_json::Value = serde_json::from_str(&kubectl(
+        &kube,
+        &[
+            "-n",
+            &ns.name,
+            "get",
+            &ours,
+            "-o",
+            "jsonpath={.spec.containers[0].ports}",
+        ],
+    ))
+    .unwrap();
+    assert!(
+        ports
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == port && p["containerPort"] == 3128),
+        "port {port} among {ports}"
+    );
+
+    // From: the operator's Pods, as deploy/ labels them, and consumers'
+    // namespaces; nobody else.
+    let from = rule["from"].as_array().unwrap();
+    assert_eq!(from.len(), 2, "{rule}");
+    let operator_pods = from[0]["podSelector"]["matchLabels"].as_object().unwrap();
+    for (k, v) in operator_pods {
+        let label = format!("{k}: {}", v.as_str().unwrap());
+        assert!(
+            DEPLOYMENT.contains(&format!("      labels:\n        {label}\n")),
+            "deploy/'s operator Pods lack {label}"
+        );
+    }
+    assert_eq!(
+        from[0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "egress-proxies-system"
+    );
+    assert_eq!(
+        from[1]["namespaceSelector"]["matchLabels"]["egress-proxies.io/consumer"],
+        "true"
+    );
+    assert!(from[1].get("podSelector").is_none(), "{rule}");
+}
