@@ -127,36 +127,11 @@ async fn peer(
             let provider = provider.clone();
             async move {
                 let name = obj.metadata.name.clone().unwrap();
-                let req = CreateRequest::new(
-                    provider_api::OwnerUid::parse(obj.metadata.uid.as_deref().unwrap()).unwrap(),
-                    provider_api::ObjectName::parse(&name).unwrap(),
-                    Identifier::parse(ns).unwrap(),
-                );
-                let instance = provider.create(&req).await.unwrap();
-                let mut body = json!({
-                    "apiVersion": "egress-proxies.io/v1alpha1",
-                    "kind": "Proxy",
-                    "status": {
-                        "phase": "Running",
-                        "providerID": instance.id.to_string(),
-                        "host": instance.host.as_str(),
-                        "ip": instance.ip,
-                        "port": instance.proxy_port,
-                    },
-                });
-                if shape == PeerStatus::AsOurs {
-                    let now = "2026-12-06T10:00:00Z";
-                    let condition = |t: &str| {
-                        json!({"type": t, "status": "True", "reason": "Running",
-                            "message": "the instance runs", "lastTransitionTime": now,
-                            "observedGeneration": 1})
-                    };
-                    let status = &mut body["status"];
-                    status["createdAt"] = json!(now);
-                    status["observedGeneration"] = json!(1);
-                    status["appliedSpec"] = obj.data["spec"].clone();
-                    status["conditions"] = json!([condition("Provisioned"), condition("Ready")]);
-                }
+                let instance = create_instance(&*provider, &obj, ns).await;
+                let spec = &obj.data["spec"];
+                let message = running_message(&instance);
+                let full = (shape == PeerStatus::AsOurs).then_some((spec, message.as_str()));
+                let body = running_status(&name, &instance, full);
                 api.patch_status(
                     &name,
                     &PatchParams::apply("bench-peer").force(),
@@ -170,6 +145,68 @@ async fn peer(
         .collect::<Vec<()>>()
         .await;
     started.elapsed()
+}
+
+/// `provider`'s instance for the Proxy `obj` of namespace `ns`.
+async fn create_instance(
+    provider: &dyn Provider,
+    obj: &kube::api::DynamicObject,
+    ns: &str,
+) -> provider_api::Instance {
+    let req = CreateRequest::new(
+        provider_api::OwnerUid::parse(obj.metadata.uid.as_deref().unwrap()).unwrap(),
+        provider_api::ObjectName::parse(obj.metadata.name.as_deref().unwrap()).unwrap(),
+        Identifier::parse(ns).unwrap(),
+    );
+    provider.create(&req).await.unwrap()
+}
+
+/// What the reconciler says of a Running instance in its conditions.
+fn running_message(instance: &provider_api::Instance) -> String {
+    format!(
+        "instance {} runs at {}:{}",
+        instance.id,
+        instance.ip.unwrap(),
+        instance.proxy_port.unwrap()
+    )
+}
+
+/// The status apply a peer sends for Proxy `name` running `instance`:
+/// phase, provider ID, host and address; with `full` (the spec applied,
+/// the conditions' message) also what the operator reports beside them:
+/// creation time, observed generation, the applied spec, and `Provisioned`
+/// and `Ready`.
+fn running_status(
+    name: &str,
+    instance: &provider_api::Instance,
+    full: Option<(&serde_json::Value, &str)>,
+) -> serde_json::Value {
+    let mut body = json!({
+        "apiVersion": "egress-proxies.io/v1alpha1",
+        "kind": "Proxy",
+        "metadata": {"name": name},
+        "status": {
+            "phase": "Running",
+            "providerID": instance.id.to_string(),
+            "host": instance.host.as_str(),
+            "ip": instance.ip,
+            "port": instance.proxy_port,
+        },
+    });
+    if let Some((spec, message)) = full {
+        let now = "2026-12-06T10:00:00Z";
+        let condition = |t: &str| {
+            json!({"type": t, "status": "True", "reason": "Running",
+                "message": message, "lastTransitionTime": now,
+                "observedGeneration": 1})
+        };
+        let status = &mut body["status"];
+        status["createdAt"] = json!(now);
+        status["observedGeneration"] = json!(1);
+        status["appliedSpec"] = spec.clone();
+        status["conditions"] = json!([condition("Provisioned"), condition("Ready")]);
+    }
+    body
 }
 
 /// The pool's own writes without the operator: for each of `n` members,
@@ -234,44 +271,14 @@ async fn pool_peer(
                     ..Default::default()
                 };
                 let made = api.create(&params, &member).await.unwrap();
-                let req = CreateRequest::new(
-                    provider_api::OwnerUid::parse(made.metadata.uid.as_deref().unwrap()).unwrap(),
-                    provider_api::ObjectName::parse(&name).unwrap(),
-                    Identifier::parse(ns).unwrap(),
-                );
-                let instance = provider.create(&req).await.unwrap();
-                let now = "2026-12-06T10:00:00Z";
+                let instance = create_instance(&*provider, &made, ns).await;
                 let message = if without("message") {
                     "runs".to_owned()
                 } else {
-                    format!(
-                        "instance {} runs at {}:{}",
-                        instance.id,
-                        instance.ip.unwrap(),
-                        instance.proxy_port.unwrap()
-                    )
+                    running_message(&instance)
                 };
-                let condition = |t: &str| {
-                    json!({"type": t, "status": "True", "reason": "Running",
-                        "message": message, "lastTransitionTime": now,
-                        "observedGeneration": 1})
-                };
-                let mut body = json!({
-                    "apiVersion": "egress-proxies.io/v1alpha1",
-                    "kind": "Proxy",
-                    "metadata": {"name": name},
-                    "status": {
-                        "phase": "Running",
-                        "providerID": instance.id.to_string(),
-                        "host": instance.host.as_str(),
-                        "ip": instance.ip,
-                        "port": instance.proxy_port,
-                        "createdAt": now,
-                        "observedGeneration": 1,
-                        "appliedSpec": made.data["spec"].clone(),
-                        "conditions": [condition("Provisioned"), condition("Ready")],
-                    },
-                });
+                let mut body =
+                    running_status(&name, &instance, Some((&made.data["spec"], &message)));
                 if without("applied") {
                     body["status"]
                         .as_object_mut()
@@ -279,7 +286,8 @@ async fn pool_peer(
                         .remove("appliedSpec");
                 }
                 if without("provisioned") {
-                    body["status"]["conditions"] = json!([condition("Ready")]);
+                    let conditions = body["status"]["conditions"].as_array_mut().unwrap();
+                    conditions.retain(|c| c["type"] != "Provisioned");
                 }
                 if without("conditions") {
                     body["status"].as_object_mut().unwrap().remove("conditions");

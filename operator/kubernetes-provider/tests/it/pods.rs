@@ -344,17 +344,11 @@ async fn the_network_policy_sample_admits_to_exactly_the_providers_pods_on_their
     let ours = format!("pod/{}", name_from_uid(&owner));
     // Someone else's Pod in the same namespace (whether it runs is beside
     // the point: the selector is what is tested).
-    let image = kubectl(
-        &kube,
-        &[
-            "-n",
-            &ns.name,
-            "get",
-            &ours,
-            "-o",
-            "jsonpath={.spec.containers[0].image}",
-        ],
-    );
+    let container = |field: &str| {
+        let path = format!("jsonpath={{.spec.containers[0].{field}}}");
+        kubectl(&kube, &["-n", &ns.name, "get", &ours, "-o", &path])
+    };
+    let image = container("image");
     kubectl(
         &kube,
         &[
@@ -431,18 +425,7 @@ async fn the_network_policy_sample_admits_to_exactly_the_providers_pods_on_their
     let port = port
         .as_str()
         .unwrap_or_else(|| panic!("the port by its container's name, not {port}"));
-    let ports: serde_json::Value = serde_json::from_str(&kubectl(
-        &kube,
-        &[
-            "-n",
-            &ns.name,
-            "get",
-            &ours,
-            "-o",
-            "jsonpath={.spec.containers[0].ports}",
-        ],
-    ))
-    .unwrap();
+    let ports: serde_json::Value = serde_json::from_str(&container("ports")).unwrap();
     assert!(
         ports
             .as_array()
